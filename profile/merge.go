@@ -1,0 +1,301 @@
+package profile
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// AsItem marks a profile built by one rank (through Add, Path, ...) as the
+// single item (rank, seq): it sets Items and the rank's own open and
+// per-rank values from the node values. A collector calls it once per batch.
+func (p *Profile) AsItem(rank int32, seq uint32) error {
+	if len(p.Items) != 0 {
+		return fmt.Errorf("profile: AsItem(%d, %d): profile already holds %d items", rank, seq, p.MergedItems())
+	}
+	p.Items[rank] = roaring.BitmapOf(seq)
+	p.Rank(rank)
+	open := map[NodeID]Values{}
+	per := map[NodeID]Values{}
+	for id, n := range p.Nodes {
+		if len(n.Metrics) == 0 {
+			continue
+		}
+		open[id] = n.Metrics.Clone()
+		if IsLaunchContext(n.Frame.Kind) {
+			per[id] = n.Metrics.Clone()
+		}
+	}
+	p.Open[rank] = open
+	p.PerRank[rank] = per
+	p.sealIfComplete(rank)
+	return nil
+}
+
+// OverlapError reports two profiles that share some but not all items, which
+// no merge can combine without counting something twice.
+type OverlapError struct {
+	Rank   int32
+	Shared uint64
+}
+
+func (e *OverlapError) Error() string {
+	return fmt.Sprintf("profile: merge: rank %d: the profiles share %d items but neither contains the other", e.Rank, e.Shared)
+}
+
+// Merge adds o into p. Items of o already in p are not counted again: if
+// every item of o is in p, Merge changes nothing; if o and p are disjoint,
+// everything adds; a partial overlap is an *OverlapError and p is unchanged.
+func (p *Profile) Merge(o *Profile) error {
+	if o == nil {
+		return nil
+	}
+	if p.Job != "" && o.Job != "" && p.Job != o.Job {
+		return fmt.Errorf("profile: merge: job %q into job %q", o.Job, p.Job)
+	}
+	contained, disjoint := true, true
+	for r, ob := range o.Items {
+		pb := p.Items[r]
+		if pb == nil {
+			if !ob.IsEmpty() {
+				contained = false
+			}
+			continue
+		}
+		and := pb.AndCardinality(ob)
+		if and != ob.GetCardinality() {
+			contained = false
+		}
+		if and != 0 {
+			disjoint = false
+			if !contained {
+				return &OverlapError{Rank: r, Shared: and}
+			}
+		}
+	}
+	if contained {
+		return nil
+	}
+	if !disjoint {
+		for r, ob := range o.Items {
+			if pb := p.Items[r]; pb != nil && pb.AndCardinality(ob) != 0 {
+				return &OverlapError{Rank: r, Shared: pb.AndCardinality(ob)}
+			}
+		}
+	}
+	if p.Job == "" {
+		p.Job = o.Job
+	}
+	p.Synthetic = p.Synthetic || o.Synthetic
+	for r, ob := range o.Items {
+		if pb := p.Items[r]; pb != nil {
+			pb.Or(ob)
+		} else {
+			p.Items[r] = ob.Clone()
+		}
+	}
+	for _, id := range o.SortedNodeIDs() {
+		on := o.Nodes[id]
+		pn := p.Nodes[id]
+		if pn == nil {
+			pn = &Node{ID: on.ID, Parent: on.Parent, Frame: on.Frame}
+			p.Nodes[id] = pn
+		}
+		pn.Metrics = pn.Metrics.AddAll(on.Metrics)
+	}
+	for h, m := range o.Modules {
+		if _, ok := p.Modules[h]; !ok {
+			mm := *m
+			p.Modules[h] = &mm
+		}
+	}
+	for id, f := range o.Funcs {
+		if _, ok := p.Funcs[id]; !ok {
+			ff := *f
+			p.Funcs[id] = &ff
+		}
+	}
+	for id, ob := range o.Objects {
+		if pb, ok := p.Objects[id]; ok {
+			pb.Count += ob.Count
+		} else {
+			c := *ob
+			p.Objects[id] = &c
+		}
+	}
+	for k, v := range o.Temporal {
+		p.Temporal[k] += v
+	}
+	for k, v := range o.Spatial {
+		p.Spatial[k] += v
+	}
+	for k, s := range o.PCs {
+		ps := p.PCStatOf(k)
+		ps.Accesses += s.Accesses
+		ps.Values = mergeSketch(ps.Values, s.Values)
+	}
+	for k, s := range o.ObjStats {
+		ps := p.ObjStatOf(k)
+		ps.Accesses += s.Accesses
+		ps.Values = mergeSketch(ps.Values, s.Values)
+	}
+	for r, ri := range o.Ranks {
+		p.Rank(r).merge(ri)
+	}
+	for id, ss := range o.Summaries {
+		p.Summaries[id] = p.Summaries[id].MergeAll(ss)
+	}
+	for r, vals := range o.Open {
+		addValues(p.Open, r, vals)
+	}
+	for r, vals := range o.PerRank {
+		addValues(p.PerRank, r, vals)
+	}
+	for r := range o.Items {
+		p.sealIfComplete(r)
+	}
+	return nil
+}
+
+func addValues(dst map[int32]map[NodeID]Values, r int32, vals map[NodeID]Values) {
+	d := dst[r]
+	if d == nil {
+		d = make(map[NodeID]Values, len(vals))
+		dst[r] = d
+	}
+	for id, v := range vals {
+		d[id] = d[id].AddAll(v)
+	}
+}
+
+func mergeSketch(a, b *ValueSketch) *ValueSketch {
+	if b == nil {
+		return a
+	}
+	if a == nil {
+		return b.Clone()
+	}
+	a.Merge(b)
+	return a
+}
+
+func (ri *RankInfo) merge(o *RankInfo) {
+	str := func(dst *string, v string) {
+		if *dst == "" {
+			*dst = v
+		}
+	}
+	str(&ri.Host, o.Host)
+	str(&ri.GPU, o.GPU)
+	str(&ri.GPUUUID, o.GPUUUID)
+	str(&ri.Driver, o.Driver)
+	str(&ri.CUDA, o.CUDA)
+	str(&ri.Source, o.Source)
+	ri.Mode = joinSet(ri.Mode, o.Mode)
+	if ri.BlockP == 0 {
+		ri.BlockP = o.BlockP
+	}
+	if ri.KernelK == 0 {
+		ri.KernelK = o.KernelK
+	}
+	ri.Launches += o.Launches
+	ri.LaunchesTraced += o.LaunchesTraced
+	ri.Blocks += o.Blocks
+	ri.BlocksTraced += o.BlocksTraced
+	ri.Records += o.Records
+	ri.Dropped += o.Dropped
+	ri.HostDropped += o.HostDropped
+	ri.Batches = max(ri.Batches, o.Batches)
+	if ri.ExitCode == -1 {
+		ri.ExitCode = o.ExitCode
+	}
+	ri.Incomplete = joinSet(ri.Incomplete, o.Incomplete)
+}
+
+// joinSet joins two '+'-separated sets, sorted, so the result does not
+// depend on merge order.
+func joinSet(a, b string) string {
+	if b == "" || a == b {
+		return a
+	}
+	if a == "" {
+		return b
+	}
+	set := map[string]bool{}
+	for _, s := range strings.Split(a+"+"+b, "+") {
+		if s != "" {
+			set[s] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "+")
+}
+
+// Sealed reports whether every item of rank r is merged: its done item
+// (sequence Batches) and data items 0..Batches-1.
+func (p *Profile) Sealed(r int32) bool {
+	ri := p.Ranks[r]
+	b := p.Items[r]
+	if ri == nil || b == nil || ri.Batches < 0 {
+		return false
+	}
+	n := uint64(ri.Batches) + 1
+	return b.GetCardinality() == n && uint64(b.Maximum()) == n-1
+}
+
+// sealIfComplete folds a complete rank's open values into the summaries.
+func (p *Profile) sealIfComplete(r int32) {
+	if _, open := p.Open[r]; !open || !p.Sealed(r) {
+		return
+	}
+	p.seal(r)
+}
+
+func (p *Profile) seal(r int32) {
+	for id, v := range p.Open[r] {
+		p.Summaries[id] = p.Summaries[id].MergeAll(FromValues(r, v))
+	}
+	delete(p.Open, r)
+}
+
+// SealAll seals every rank still open, marking it incomplete with reason.
+// The root calls it when a rank misses its deadline: the rank's data so far
+// counts, and the report names it.
+func (p *Profile) SealAll(reason string) []int32 {
+	var rs []int32
+	for r := range p.Open {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
+	for _, r := range rs {
+		p.Rank(r).Incomplete = joinSet(p.Rank(r).Incomplete, reason)
+		p.seal(r)
+	}
+	return rs
+}
+
+// SealedRanks counts the ranks folded into the summaries.
+func (p *Profile) SealedRanks() uint64 {
+	var n uint64
+	for r := range p.Items {
+		if _, open := p.Open[r]; !open {
+			n++
+		}
+	}
+	return n
+}
+
+// Clone returns a deep copy of p (through its encoding, which is exact).
+func (p *Profile) Clone() *Profile {
+	q, err := Decode(p.Encode())
+	if err != nil {
+		panic("profile: Clone: " + err.Error()) // an encoding we wrote must decode
+	}
+	return q
+}
