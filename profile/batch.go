@@ -208,15 +208,23 @@ func (a *Assembler) Add(msg []byte) (*Profile, *Header, error) {
 		return nil, h, &BatchError{h.Rank, h.Seq, 0, "chunk does not belong to the item being assembled"}
 	}
 	if a.parts[h.Chunk] == nil {
-		a.parts[h.Chunk] = append([]byte(nil), msg[h.PayloadOffset:]...)
+		// Keep a copy only when other chunks must wait for this one.
+		part := msg[h.PayloadOffset:]
+		if len(a.parts) > 1 {
+			part = append([]byte(nil), part...)
+		}
+		a.parts[h.Chunk] = part
 		a.have++
 	}
 	if a.have < len(a.parts) {
 		return nil, h, ErrIncomplete
 	}
-	var body []byte
-	for _, p := range a.parts {
-		body = append(body, p...)
+	body := a.parts[0]
+	if len(a.parts) > 1 {
+		body = make([]byte, 0, a.h.BodyLen)
+		for _, p := range a.parts {
+			body = append(body, p...)
+		}
 	}
 	p, err := decodeBody(a.h, body)
 	return p, a.h, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -139,18 +140,27 @@ func BenchmarkBatchDecode(b *testing.B) {
 	}
 }
 
-func BenchmarkMergeRanks(b *testing.B) {
-	var ranks []*profile.Profile
+// BenchmarkMerge64 merges 64 complete realistic ranks (one data item and
+// the done item each), the root's work in a flat merge.
+func BenchmarkMerge64(b *testing.B) {
+	var items []*profile.Profile
 	for r := int32(0); r < 64; r++ {
-		ranks = append(ranks, proftest.Item("bench", 1, proftest.Realistic, r, 0, false, 0))
+		items = append(items, proftest.Rank("bench", 1, proftest.Realistic, r, 1)...)
 	}
-	b.ResetTimer()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	var peak uint64
 	for b.Loop() {
 		p := profile.New("bench")
-		for _, r := range ranks {
-			if err := p.Merge(r); err != nil {
+		for _, it := range items {
+			if err := p.Merge(it); err != nil {
 				b.Fatal(err)
 			}
 		}
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapAlloc-base)
 	}
+	b.ReportMetric(float64(peak)/(1<<20), "heap-MB")
 }

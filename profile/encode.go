@@ -472,7 +472,7 @@ func (d *dec) sketch() *ValueSketch {
 		return nil
 	}
 	s := &ValueSketch{Kind: ValueKind(d.u()), Bits: uint8(d.u()), Total: d.u(), Min: d.u(), Max: d.u()}
-	n := d.count(d.field+".Top", 3)
+	n := d.count("value sketch", 3)
 	if n > SketchK {
 		d.fail(fmt.Sprintf("%d heavy hitters, at most %d", n, SketchK))
 		return nil
