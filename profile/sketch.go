@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"sort"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -24,8 +25,14 @@ const SketchK = 16
 // sketchP is the HyperLogLog precision (2^p one-byte registers).
 const sketchP = 8
 
+// HLLRelErr is the relative standard error of Distinct once the heavy-hitter
+// list overflows: 1.04/sqrt(m) with m = 2^sketchP registers (6.5% for m=256).
+// Below SketchK distinct values Distinct is exact.
+var HLLRelErr = 1.04 / math.Sqrt(float64(int(1)<<sketchP))
+
 // TopValue is a heavy-hitter candidate: Count overestimates the value's
-// true count by at most Err (SpaceSaving's guarantee).
+// true count by at most Err (SpaceSaving's guarantee), so
+// Count-Err <= true count <= Count.
 type TopValue struct {
 	Value uint64
 	Count uint64
@@ -36,14 +43,28 @@ type TopValue struct {
 // or data object saw: heavy hitters (SpaceSaving), a distinct-count estimate
 // (HyperLogLog) and the numeric range. Its size is fixed whatever the
 // number of values.
+//
+// Guarantees, for N = Total and k = SketchK, after any sequence of AddN and
+// Merge calls (tested against exact counts in sketch_test.go):
+//   - Total, Min and Max are exact.
+//   - While fewer than k distinct values were seen (len(Top) < k), every
+//     count is exact (Err = 0) and Distinct is exact.
+//   - Otherwise, for every listed value Count-Err <= true <= Count, and
+//     Err <= Floor() <= N/k; every value not listed occurred at most Floor()
+//     times, so every value with more than N/k occurrences is listed.
+//   - Distinct has relative standard error HLLRelErr.
+//
+// Merge is exactly commutative. It is exactly associative while the merged
+// lists fit in k entries (no truncation); otherwise different groupings may
+// keep different low-count candidates, each within the bounds above.
 type ValueSketch struct {
 	Kind  ValueKind
 	Bits  uint8 // unit size in bits (8, 16, 32, 64)
 	Total uint64
 	Top   []TopValue // at most SketchK, sorted by value
 	HLL   []byte     // 2^sketchP registers, nil until the first value
-	// Range of the values read as Kind (floats as float64 bit patterns,
-	// ints as int64); valid if Total > 0.
+	// Range of the values read as Kind (Min and Max are raw bit patterns
+	// of the unit size); valid if Total > 0.
 	Min, Max uint64
 }
 
@@ -52,19 +73,22 @@ func NewValueSketch(kind ValueKind, unitBits uint8) *ValueSketch {
 	return &ValueSketch{Kind: kind, Bits: unitBits}
 }
 
-// AsFloat reads raw as a float of the sketch's unit size.
+// AsFloat reads raw as a number of the sketch's kind and unit size.
 func (s *ValueSketch) AsFloat(raw uint64) float64 {
 	switch {
+	case s.Kind == ValFloat && s.Bits == 16:
+		return halfToFloat(uint16(raw))
 	case s.Kind == ValFloat && s.Bits == 32:
 		return float64(math.Float32frombits(uint32(raw)))
 	case s.Kind == ValFloat:
 		return math.Float64frombits(raw)
 	default:
-		return float64(s.asInt(raw))
+		return float64(s.AsInt(raw))
 	}
 }
 
-func (s *ValueSketch) asInt(raw uint64) int64 {
+// AsInt reads raw as a signed integer of the sketch's unit size.
+func (s *ValueSketch) AsInt(raw uint64) int64 {
 	switch s.Bits {
 	case 8:
 		return int64(int8(raw))
@@ -76,17 +100,57 @@ func (s *ValueSketch) asInt(raw uint64) int64 {
 	return int64(raw)
 }
 
-func (s *ValueSketch) less(a, b uint64) bool {
-	if s.Kind == ValFloat {
-		return s.AsFloat(a) < s.AsFloat(b)
+func halfToFloat(h uint16) float64 {
+	sign := 1.0
+	if h&0x8000 != 0 {
+		sign = -1
 	}
-	return s.asInt(a) < s.asInt(b)
+	exp := int(h>>10) & 0x1f
+	man := float64(h & 0x3ff)
+	switch exp {
+	case 0:
+		return sign * man * math.Exp2(-24)
+	case 0x1f:
+		if man == 0 {
+			return math.Inf(int(sign))
+		}
+		return math.NaN()
+	}
+	return sign * (1 + man/1024) * math.Exp2(float64(exp-15))
 }
+
+// orderKey maps raw to an unsigned key whose order is the numeric order of
+// the value read as Kind: a total order (NaNs sort beyond the infinities,
+// -0 before +0), so Min and Max do not depend on the order values arrive in.
+func (s *ValueSketch) orderKey(raw uint64) uint64 {
+	w := uint(s.Bits)
+	if w == 0 || w > 64 {
+		w = 64
+	}
+	if w < 64 {
+		raw &= 1<<w - 1
+	}
+	sign := uint64(1) << (w - 1)
+	if s.Kind == ValFloat {
+		// IEEE totalOrder: negative numbers reverse, positives move up.
+		if raw&sign != 0 {
+			return ^raw & (sign<<1 - 1)
+		}
+		return raw | sign
+	}
+	// Two's complement: flipping the sign bit orders signed values.
+	return raw ^ sign
+}
+
+func (s *ValueSketch) less(a, b uint64) bool { return s.orderKey(a) < s.orderKey(b) }
 
 // AddN records n occurrences of raw.
 func (s *ValueSketch) AddN(raw uint64, n uint64) {
 	if n == 0 {
 		return
+	}
+	if s.Bits > 0 && s.Bits < 64 {
+		raw &= 1<<s.Bits - 1 // bits beyond the unit are not part of the value
 	}
 	if s.Total == 0 || s.less(raw, s.Min) {
 		s.Min = raw
@@ -145,10 +209,25 @@ func (s *ValueSketch) minTop() int {
 	return m
 }
 
-// Merge adds o into s (mergeable SpaceSaving: sum the counters of both, then
-// keep the SketchK largest; a value missing from a full side is credited that
-// side's smallest count as error). Merge is commutative; associativity holds
-// exactly while no truncation happens and within the error bounds otherwise.
+// Floor is the bound on the count of any value not listed in Top and on
+// every listed value's Err: the smallest counter once the list is full, 0
+// before (then every count is exact). Floor <= Total/SketchK.
+func (s *ValueSketch) Floor() uint64 {
+	if s == nil || len(s.Top) < SketchK {
+		return 0
+	}
+	return s.Top[s.minTop()].Count
+}
+
+// Exact reports whether every count and the distinct count are exact (fewer
+// than SketchK distinct values were ever seen).
+func (s *ValueSketch) Exact() bool { return s == nil || len(s.Top) < SketchK }
+
+// Merge adds o into s (mergeable SpaceSaving as in Cafaro et al.'s parallel
+// SpaceSaving: sum the counters of both, a value missing from a full side is
+// credited that side's smallest count as count and error, then keep the
+// SketchK largest). The sum of the kept counters stays <= Total, so the
+// bounds documented on ValueSketch survive any merge tree.
 func (s *ValueSketch) Merge(o *ValueSketch) {
 	if o == nil || o.Total == 0 {
 		return
@@ -157,12 +236,13 @@ func (s *ValueSketch) Merge(o *ValueSketch) {
 		s.Kind, s.Bits = o.Kind, o.Bits
 		s.Min, s.Max = o.Min, o.Max
 	} else {
-		if s.less(o.Min, s.Min) {
-			s.Min = o.Min
+		// Disagreeing kinds (not expected for one PC) resolve the same way
+		// whatever the merge order.
+		if o.Kind > s.Kind || (o.Kind == s.Kind && o.Bits > s.Bits) {
+			s.Kind, s.Bits = o.Kind, o.Bits
 		}
-		if s.less(s.Max, o.Max) {
-			s.Max = o.Max
-		}
+		s.Min = s.minOf(s.Min, o.Min)
+		s.Max = s.maxOf(s.Max, o.Max)
 	}
 	s.Total += o.Total
 	if o.HLL != nil {
@@ -175,43 +255,51 @@ func (s *ValueSketch) Merge(o *ValueSketch) {
 			}
 		}
 	}
-	floor := func(t []TopValue) uint64 {
-		if len(t) < SketchK {
-			return 0
-		}
-		m := t[0].Count
-		for _, x := range t {
-			m = min(m, x.Count)
-		}
-		return m
-	}
-	fs, fo := floor(s.Top), floor(o.Top)
-	all := map[uint64]TopValue{}
-	for _, t := range s.Top {
-		all[t.Value] = TopValue{t.Value, t.Count + fo, t.Err + fo}
-	}
-	for _, t := range o.Top {
-		if a, ok := all[t.Value]; ok {
-			all[t.Value] = TopValue{t.Value, a.Count - fo + t.Count, a.Err - fo + t.Err}
-		} else {
-			all[t.Value] = TopValue{t.Value, t.Count + fs, t.Err + fs}
+	fs, fo := s.Floor(), o.Floor()
+	all := make([]TopValue, 0, len(s.Top)+len(o.Top))
+	i, j := 0, 0
+	for i < len(s.Top) || j < len(o.Top) {
+		switch {
+		case j == len(o.Top) || (i < len(s.Top) && s.Top[i].Value < o.Top[j].Value):
+			t := s.Top[i]
+			all = append(all, TopValue{t.Value, t.Count + fo, t.Err + fo})
+			i++
+		case i == len(s.Top) || o.Top[j].Value < s.Top[i].Value:
+			t := o.Top[j]
+			all = append(all, TopValue{t.Value, t.Count + fs, t.Err + fs})
+			j++
+		default:
+			a, b := s.Top[i], o.Top[j]
+			all = append(all, TopValue{a.Value, a.Count + b.Count, a.Err + b.Err})
+			i++
+			j++
 		}
 	}
-	top := make([]TopValue, 0, len(all))
-	for _, t := range all {
-		top = append(top, t)
+	if len(all) > SketchK {
+		sort.Slice(all, func(i, j int) bool {
+			if all[i].Count != all[j].Count {
+				return all[i].Count > all[j].Count
+			}
+			return all[i].Value < all[j].Value
+		})
+		all = all[:SketchK]
+		sort.Slice(all, func(i, j int) bool { return all[i].Value < all[j].Value })
 	}
-	sort.Slice(top, func(i, j int) bool {
-		if top[i].Count != top[j].Count {
-			return top[i].Count > top[j].Count
-		}
-		return top[i].Value < top[j].Value
-	})
-	if len(top) > SketchK {
-		top = top[:SketchK]
+	s.Top = all
+}
+
+func (s *ValueSketch) minOf(a, b uint64) uint64 {
+	if s.less(b, a) {
+		return b
 	}
-	sort.Slice(top, func(i, j int) bool { return top[i].Value < top[j].Value })
-	s.Top = top
+	return a
+}
+
+func (s *ValueSketch) maxOf(a, b uint64) uint64 {
+	if s.less(a, b) {
+		return b
+	}
+	return a
 }
 
 // Clone copies s.
@@ -227,26 +315,70 @@ func (s *ValueSketch) Clone() *ValueSketch {
 	return &c
 }
 
-// Distinct estimates the number of distinct values (HyperLogLog with the
-// small-range correction).
+// Distinct estimates the number of distinct values: exact while the
+// heavy-hitter list has room (every value seen is listed), else
+// HyperLogLog with Ertl's improved raw estimator (no bias correction
+// tables, even error from small to large cardinalities).
 func (s *ValueSketch) Distinct() float64 {
-	if s == nil || s.HLL == nil {
+	if s == nil || s.Total == 0 {
 		return 0
 	}
-	m := float64(len(s.HLL))
-	sum, zeros := 0.0, 0
-	for _, r := range s.HLL {
-		sum += math.Exp2(-float64(r))
-		if r == 0 {
-			zeros++
+	if len(s.Top) < SketchK {
+		return float64(len(s.Top))
+	}
+	if s.HLL == nil {
+		return float64(len(s.Top))
+	}
+	return hllEstimate(s.HLL)
+}
+
+// hllEstimate is Ertl's improved raw estimator (arXiv:1702.01284, alg. 6)
+// for registers holding rho in 0..q+1, q = 64-p.
+func hllEstimate(regs []byte) float64 {
+	const q = 64 - sketchP
+	m := float64(len(regs))
+	var c [q + 2]float64
+	for _, r := range regs {
+		c[min(int(r), q+1)]++
+	}
+	z := m * hllTau(1-c[q+1]/m)
+	for k := q; k >= 1; k-- {
+		z = 0.5 * (z + c[k])
+	}
+	z += m * hllSigma(c[0]/m)
+	return m * m / (2 * math.Ln2 * z)
+}
+
+func hllSigma(x float64) float64 {
+	if x == 1 {
+		return math.Inf(1)
+	}
+	y, z := 1.0, x
+	for {
+		x *= x
+		old := z
+		z += x * y
+		y += y
+		if z == old {
+			return z
 		}
 	}
-	alpha := 0.7213 / (1 + 1.079/m)
-	e := alpha * m * m / sum
-	if e <= 2.5*m && zeros > 0 {
-		e = m * math.Log(m/float64(zeros))
+}
+
+func hllTau(x float64) float64 {
+	if x == 0 || x == 1 {
+		return 0
 	}
-	return e
+	y, z := 1.0, 1-x
+	for {
+		x = math.Sqrt(x)
+		old := z
+		y *= 0.5
+		z -= (1 - x) * (1 - x) * y
+		if z == old {
+			return z / 3
+		}
+	}
 }
 
 // Heaviest returns the heavy hitters by descending count.
@@ -259,4 +391,10 @@ func (s *ValueSketch) Heaviest() []TopValue {
 		return t[i].Value < t[j].Value
 	})
 	return t
+}
+
+// MemBytes is the sketch's memory footprint: the struct, a full
+// heavy-hitter list and the HyperLogLog registers (the most it ever holds).
+func (s *ValueSketch) MemBytes() int {
+	return int(unsafe.Sizeof(*s)) + SketchK*int(unsafe.Sizeof(TopValue{})) + 1<<sketchP
 }
