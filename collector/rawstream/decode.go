@@ -1,0 +1,425 @@
+package rawstream
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Error is a malformed or truncated stream. Offset is the byte offset in the
+// stream where the problem is (the frame's start for framing problems, the
+// field's position for payload problems); Frame is the index of the frame
+// (0 = HELLO) and Kind its kind (0 if the header itself was cut).
+type Error struct {
+	Offset      int64
+	FrameOffset int64
+	Frame       int64
+	Kind        Kind
+	Field       string
+	Msg         string
+	// Truncated: the stream ended inside a frame or without END. Every
+	// whole frame before Offset was decoded.
+	Truncated bool
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("rawstream: offset %d: frame %d", e.Offset, e.Frame)
+	if e.Kind != 0 {
+		s += fmt.Sprintf(" (%v at offset %d)", e.Kind, e.FrameOffset)
+	}
+	if e.Field != "" {
+		s += ": " + e.Field
+	}
+	return s + ": " + e.Msg
+}
+
+// Decoder reads frames from a stream.
+type Decoder struct {
+	r        *bufio.Reader
+	off      int64 // bytes consumed
+	frameOff int64 // offset of the frame last returned
+	frames   int64 // frames read, extensions included
+	skipped  int64
+	hello    bool
+	end      bool
+	err      error
+	hdr      [8]byte
+}
+
+// NewDecoder returns a decoder reading r.
+func NewDecoder(r io.Reader) *Decoder {
+	return &Decoder{r: bufio.NewReaderSize(r, 1<<16)}
+}
+
+// Offset is the byte offset of the frame last returned by Next.
+func (d *Decoder) Offset() int64 { return d.frameOff }
+
+// Bytes is the number of bytes consumed so far.
+func (d *Decoder) Bytes() int64 { return d.off }
+
+// Frames is the number of whole frames read so far (extensions included).
+func (d *Decoder) Frames() int64 { return d.frames }
+
+// Skipped is the number of extension frames skipped.
+func (d *Decoder) Skipped() int64 { return d.skipped }
+
+// Ended reports whether END was read.
+func (d *Decoder) Ended() bool { return d.end }
+
+// Next returns the next frame. It returns io.EOF after END when the stream
+// ends there, and an *Error for anything malformed; after an error every
+// further call returns the same error. The returned frame owns its memory.
+func (d *Decoder) Next() (Frame, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	f, err := d.next()
+	if err != nil {
+		d.err = err
+	}
+	return f, err
+}
+
+func (d *Decoder) fail(kind Kind, at int64, field, msg string, trunc bool) error {
+	return &Error{Offset: at, FrameOffset: d.off, Frame: d.frames, Kind: kind, Field: field, Msg: msg, Truncated: trunc}
+}
+
+func (d *Decoder) next() (Frame, error) {
+	for {
+		n, err := io.ReadFull(d.r, d.hdr[:])
+		if err != nil {
+			if n == 0 && errors.Is(err, io.EOF) {
+				if d.end {
+					return nil, io.EOF
+				}
+				return nil, d.fail(0, d.off, "", fmt.Sprintf("stream ends after %d frames without END", d.frames), true)
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, d.fail(0, d.off, "header", fmt.Sprintf("stream ends %d bytes into a frame header", n), true)
+			}
+			return nil, d.fail(0, d.off+int64(n), "header", "read: "+err.Error(), false)
+		}
+		kind := Kind(binary.LittleEndian.Uint32(d.hdr[:]))
+		length := binary.LittleEndian.Uint32(d.hdr[4:])
+		if d.end {
+			return nil, d.fail(kind, d.off, "", "frame after END", false)
+		}
+		if length > MaxPayload {
+			return nil, d.fail(kind, d.off+4, "length", fmt.Sprintf("%d bytes exceeds the limit of %d", length, MaxPayload), false)
+		}
+		if !d.hello && kind != KindHello {
+			return nil, d.fail(kind, d.off, "kind", "the first frame must be HELLO", false)
+		}
+		if d.hello && kind == KindHello {
+			return nil, d.fail(kind, d.off, "kind", "second HELLO", false)
+		}
+		known := kind >= KindHello && kind <= KindEnd
+		if !known && kind < FirstExtension {
+			return nil, d.fail(kind, d.off, "kind", fmt.Sprintf("unknown frame kind %d", uint32(kind)), false)
+		}
+		payload, err := d.readPayload(int(length))
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return nil, d.fail(kind, d.off+8+int64(len(payload)), "payload",
+					fmt.Sprintf("stream ends %d bytes into a payload of %d", len(payload), length), true)
+			}
+			return nil, d.fail(kind, d.off+8+int64(len(payload)), "payload", "read: "+err.Error(), false)
+		}
+		if !known {
+			d.off += 8 + int64(length)
+			d.frames++
+			d.skipped++
+			continue
+		}
+		f, perr := parsePayload(kind, payload)
+		if perr != nil {
+			return nil, d.fail(kind, d.off+8+int64(perr.off), perr.field, perr.msg, false)
+		}
+		if e, ok := f.(*End); ok && e.Frames != uint64(d.frames) {
+			return nil, d.fail(kind, d.off+8, "frames", fmt.Sprintf("END says %d frames were written before it, %d were read", e.Frames, d.frames), false)
+		}
+		if h, ok := f.(*Hello); ok {
+			_ = h
+			d.hello = true
+		}
+		if kind == KindEnd {
+			d.end = true
+		}
+		d.frameOff = d.off
+		d.off += 8 + int64(length)
+		d.frames++
+		return f, nil
+	}
+}
+
+// readPayload reads n bytes, growing the buffer as data arrives so that a
+// cut stream claiming a huge frame does not allocate it all up front.
+func (d *Decoder) readPayload(n int) ([]byte, error) {
+	const step = 1 << 20
+	buf := make([]byte, 0, min(n, step))
+	for len(buf) < n {
+		want := min(n-len(buf), step)
+		if cap(buf)-len(buf) < want {
+			nb := make([]byte, len(buf), min(n, max(2*cap(buf), len(buf)+want)))
+			copy(nb, buf)
+			buf = nb
+		}
+		got, err := io.ReadFull(d.r, buf[len(buf):len(buf)+want])
+		buf = buf[:len(buf)+got]
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// fieldError is a payload problem at byte off of the payload.
+type fieldError struct {
+	off   int
+	field string
+	msg   string
+}
+
+// pr reads payload fields; the first short read sticks.
+type pr struct {
+	b   []byte
+	off int
+	err *fieldError
+}
+
+func (p *pr) need(n int, field string) []byte {
+	if p.err != nil {
+		return nil
+	}
+	if len(p.b)-p.off < n {
+		p.err = &fieldError{p.off, field, fmt.Sprintf("payload ends before the field (%d bytes left, %d needed)", len(p.b)-p.off, n)}
+		return nil
+	}
+	s := p.b[p.off : p.off+n]
+	p.off += n
+	return s
+}
+
+func (p *pr) u8(f string) uint8 {
+	if b := p.need(1, f); b != nil {
+		return b[0]
+	}
+	return 0
+}
+func (p *pr) u16(f string) uint16 {
+	if b := p.need(2, f); b != nil {
+		return binary.LittleEndian.Uint16(b)
+	}
+	return 0
+}
+func (p *pr) u32(f string) uint32 {
+	if b := p.need(4, f); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+func (p *pr) u64(f string) uint64 {
+	if b := p.need(8, f); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+func (p *pr) str(f string) string {
+	n := int(p.u16(f + " length"))
+	return string(p.need(n, f))
+}
+func (p *pr) frames(f string) []uint64 {
+	n := int(p.u16(f + " count"))
+	b := p.need(8*n, f)
+	if b == nil {
+		return nil
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	return out
+}
+func (p *pr) bad(at int, field, msg string) {
+	if p.err == nil {
+		p.err = &fieldError{at, field, msg}
+	}
+}
+
+// count reads a u32 count of entries each at least minSize bytes, and
+// rejects counts the payload cannot hold (so no allocation is driven by a
+// corrupt count).
+func (p *pr) count(f string, minSize int) int {
+	at := p.off
+	n := p.u32(f)
+	if p.err == nil && uint64(n)*uint64(minSize) > uint64(len(p.b)-p.off) {
+		p.bad(at, f, fmt.Sprintf("%d entries cannot fit in the %d bytes left", n, len(p.b)-p.off))
+		return 0
+	}
+	return int(n)
+}
+
+func parsePayload(kind Kind, b []byte) (Frame, *fieldError) {
+	p := &pr{b: b}
+	var f Frame
+	strict := true
+	switch kind {
+	case KindHello:
+		if m := p.u32("magic"); p.err == nil && m != Magic {
+			p.bad(0, "magic", fmt.Sprintf("%#x, want %#x", m, Magic))
+		}
+		h := &Hello{}
+		at := p.off
+		h.Version = p.u16("version")
+		if p.err == nil && h.Version != Version {
+			p.bad(at, "version", fmt.Sprintf("%d, this decoder reads version %d", h.Version, Version))
+		}
+		h.Flags = p.u16("flags")
+		h.Rank = int32(p.u32("rank"))
+		h.PID = p.u32("pid")
+		at = p.off
+		h.Mode = Mode(p.u8("mode"))
+		if p.err == nil && (h.Mode < ModeRedundancy || h.Mode > ModeHybrid) {
+			p.bad(at, "mode", fmt.Sprintf("%d is not a mode", h.Mode))
+		}
+		h.BlockSampling = p.u32("block_sampling")
+		h.KernelSampling = p.u32("kernel_sampling")
+		h.StartNS = p.u64("start_ns")
+		h.Host = p.str("host")
+		h.GPU = p.str("gpu")
+		h.GPUUUID = p.str("gpu_uuid")
+		h.Driver = p.str("driver")
+		h.CUDA = p.str("cuda")
+		h.SM = p.u16("sm")
+		strict = false // later versions may append fields
+		f = h
+	case KindModule:
+		m := &Module{ModuleID: p.u64("module_id"), ContentKey: p.u64("content_key"), Size: p.u32("size")}
+		at := p.off
+		hb := p.u8("has_bytes")
+		if p.err == nil && hb > 1 {
+			p.bad(at, "has_bytes", fmt.Sprintf("%d, want 0 or 1", hb))
+		}
+		m.HasBytes = hb == 1
+		if m.HasBytes {
+			m.Bytes = p.need(int(m.Size), "bytes")
+		}
+		f = m
+	case KindFunction:
+		f = &Function{FunctionID: p.u32("function_id"), ModuleID: p.u64("module_id"), PC: p.u64("pc"), Size: p.u32("size"), Name: p.str("name")}
+	case KindLaunch:
+		l := &Launch{LaunchID: p.u64("launch_id"), FunctionID: p.u32("function_id")}
+		for i := range l.Grid {
+			l.Grid[i] = p.u32("grid")
+		}
+		for i := range l.Block {
+			l.Block[i] = p.u32("block")
+		}
+		l.SharedBytes = p.u32("shared_bytes")
+		l.Stream = p.u64("stream")
+		at := p.off
+		in := p.u8("instrumented")
+		if p.err == nil && in > 1 {
+			p.bad(at, "instrumented", fmt.Sprintf("%d, want 0 or 1", in))
+		}
+		l.Instrumented = in == 1
+		l.BlockOffset = p.u32("block_offset")
+		l.Host = p.frames("host")
+		f = l
+	case KindAccess:
+		a := &Access{LaunchID: p.u64("launch_id")}
+		a.Count = uint32(p.count("count", RecordHeaderSize))
+		if p.err == nil {
+			start := p.off
+			var r Record
+			for i := uint32(0); i < a.Count; i++ {
+				n, e := parseRecord(b[p.off:], &r)
+				if e != nil {
+					p.bad(p.off+e.off, fmt.Sprintf("record %d %s", i, e.field), e.msg)
+					break
+				}
+				p.off += n
+			}
+			a.Data = b[start:p.off]
+		}
+		f = a
+	case KindKernelEnd:
+		f = &KernelEnd{LaunchID: p.u64("launch_id"), StartNS: p.u64("start_ns"), EndNS: p.u64("end_ns"),
+			BlocksTotal: p.u32("blocks_total"), BlocksSampled: p.u32("blocks_sampled"), Records: p.u64("records"), Dropped: p.u64("dropped")}
+	case KindAlloc:
+		a := &Alloc{AllocID: p.u64("alloc_id"), Address: p.u64("address"), Size: p.u64("size")}
+		at := p.off
+		a.Memory = AllocKind(p.u8("kind"))
+		if p.err == nil && (a.Memory < AllocDevice || a.Memory > AllocAsync) {
+			p.bad(at, "kind", fmt.Sprintf("%d is not an allocation kind", a.Memory))
+		}
+		a.Host = p.frames("host")
+		f = a
+	case KindFree:
+		f = &Free{Address: p.u64("address")}
+	case KindStallReasons:
+		s := &StallReasons{}
+		n := p.count("count", 6)
+		s.Reasons = make([]StallReason, 0, n)
+		for i := 0; i < n && p.err == nil; i++ {
+			s.Reasons = append(s.Reasons, StallReason{Index: p.u32("index"), Name: p.str("name")})
+		}
+		f = s
+	case KindPCSamples:
+		s := &PCSamples{LaunchID: p.u64("launch_id")}
+		n := p.count("count", 10)
+		s.PCs = make([]PCSample, 0, n)
+		for i := 0; i < n && p.err == nil; i++ {
+			pc := PCSample{FunctionID: p.u32("function_id"), Offset: p.u32("pc_offset")}
+			at := p.off
+			m := int(p.u16("n"))
+			if p.err == nil && m*8 > len(b)-p.off {
+				p.bad(at, "n", fmt.Sprintf("%d reasons cannot fit in the %d bytes left", m, len(b)-p.off))
+			}
+			if p.err == nil && m > 0 {
+				pc.Stalls = make([]StallCount, m)
+				for j := range pc.Stalls {
+					pc.Stalls[j] = StallCount{Reason: p.u32("reason_index"), Samples: p.u32("samples")}
+				}
+			}
+			s.PCs = append(s.PCs, pc)
+		}
+		f = s
+	case KindInstrCounts:
+		c := &InstrCounts{LaunchID: p.u64("launch_id")}
+		n := p.count("count", 24)
+		c.Counts = make([]InstrCount, 0, n)
+		for i := 0; i < n && p.err == nil; i++ {
+			c.Counts = append(c.Counts, InstrCount{FunctionID: p.u32("function_id"), Offset: p.u32("pc_offset"),
+				Executed: p.u64("inst_executed"), ThreadExecuted: p.u64("thread_inst_executed")})
+		}
+		f = c
+	case KindHostModule:
+		m := &HostModule{Base: p.u64("base"), Path: p.str("path"), BuildID: p.str("build_id")}
+		at := p.off
+		n := int(p.u16("nseg"))
+		if p.err == nil && n*16 > len(b)-p.off {
+			p.bad(at, "nseg", fmt.Sprintf("%d segments cannot fit in the %d bytes left", n, len(b)-p.off))
+		}
+		if p.err == nil {
+			m.Segments = make([]Segment, n)
+			for i := range m.Segments {
+				m.Segments[i] = Segment{Start: p.u64("segment start"), Size: p.u64("segment size")}
+			}
+		}
+		f = m
+	case KindDropped:
+		f = &Dropped{Records: p.u64("records"), Bytes: p.u64("bytes")}
+	case KindEnd:
+		f = &End{Frames: p.u64("frames"), ExitCode: int32(p.u32("exit_code"))}
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	if strict && p.off != len(b) {
+		return nil, &fieldError{p.off, "payload", fmt.Sprintf("%d bytes after the last field", len(b)-p.off)}
+	}
+	return f, nil
+}
