@@ -122,6 +122,12 @@ func (vs Values) AddAll(o Values) Values {
 	if len(vs) == 0 {
 		return o.Clone()
 	}
+	if sameIDs(vs, o) { // the common case: same metrics on both sides
+		for i := range vs {
+			vs[i].V += o[i].V
+		}
+		return vs
+	}
 	out := make(Values, 0, len(vs)+len(o))
 	i, j := 0, 0
 	for i < len(vs) || j < len(o) {
@@ -139,6 +145,18 @@ func (vs Values) AddAll(o Values) Values {
 		}
 	}
 	return out
+}
+
+func sameIDs(a, b Values) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID {
+			return false
+		}
+	}
+	return true
 }
 
 // Clone copies vs.
@@ -258,6 +276,24 @@ func (ss Summaries) Get(m MetricID) Summary {
 func (ss Summaries) MergeAll(o Summaries) Summaries {
 	if len(o) == 0 {
 		return ss
+	}
+	if len(ss) == 0 {
+		return append(Summaries(nil), o...)
+	}
+	if len(ss) == len(o) {
+		same := true
+		for i := range ss {
+			if ss[i].ID != o[i].ID {
+				same = false
+				break
+			}
+		}
+		if same {
+			for i := range ss {
+				ss[i].S = ss[i].S.Merge(o[i].S)
+			}
+			return ss
+		}
 	}
 	out := make(Summaries, 0, len(ss)+len(o))
 	i, j := 0, 0
