@@ -206,3 +206,24 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestWriteReadFile(t *testing.T) {
+	p := profile.New("job1")
+	for _, it := range items(8)[:6] {
+		p.Merge(it)
+	}
+	dir := t.TempDir()
+	if err := profile.WriteFile(dir+"/"+profile.FileName, p); err != nil {
+		t.Fatal(err)
+	}
+	q, err := profile.ReadFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(q.Encode(), p.Encode()) {
+		t.Fatal("file round trip changed the profile")
+	}
+	if _, err := profile.ReadFile(dir + "/nothing"); err == nil {
+		t.Fatal("missing file read")
+	}
+}
