@@ -4,7 +4,12 @@
 // reuse metrics, and whole-cluster imbalance.
 package analysis
 
-import "gpuprof/profile"
+import (
+	"math"
+	"sort"
+
+	"gpuprof/profile"
+)
 
 // Where locates a finding in the program.
 type Where struct {
@@ -16,7 +21,15 @@ type Where struct {
 	Loop     string // loop header file:line, "" if not in a loop
 	PC       *profile.PC
 	Object   *profile.ObjectID // data object, for data-centric findings
+	Alloc    string            // Object's allocation context, innermost frame first
 	SASS     string            // the instruction text, where known
+	// Amount is what this hotspot contributes: stall samples blamed on it,
+	// redundant accesses, or flagged executions (see the advice's Evidence).
+	Amount float64
+	// Pair is the other end of an instruction pair: the instruction a
+	// stall is blamed on (Where is the stalled one), or the earlier access
+	// of a temporal redundancy pair.
+	Pair *Where
 }
 
 // Advice is one ranked finding.
@@ -29,4 +42,86 @@ type Advice struct {
 	Hotspots   []Where // the first is the main one
 	Ranks      []int32 // ranks it applies to; nil means all
 	Evidence   string  // the measured numbers behind it
+	// KernelShare is the share of the job's GPU time spent in the kernel
+	// context the advice is about (0 if unknown, e.g. static advice).
+	KernelShare float64
+}
+
+// Categories.
+const (
+	CatRedundancy = "redundancy"
+	CatStall      = "stall"
+	CatStatic     = "static"
+	CatDivergence = "divergence"
+	CatImbalance  = "imbalance"
+)
+
+// JobGain is the share of the job's GPU time the advice would save: the
+// kernel's share times 1-1/Speedup, or times Importance when no speedup is
+// estimated.
+func (a Advice) JobGain() float64 {
+	share := a.KernelShare
+	if share == 0 {
+		share = 1
+	}
+	if a.Speedup > 1 {
+		return share * (1 - 1/a.Speedup)
+	}
+	return share * a.Importance * 0.01 // unestimated findings rank below estimated ones
+}
+
+// SortAdvice orders advice across the job: by JobGain, then speedup,
+// importance and kind, so the order is deterministic.
+func SortAdvice(as []Advice) {
+	sort.SliceStable(as, func(i, j int) bool {
+		a, b := as[i], as[j]
+		if ga, gb := a.JobGain(), b.JobGain(); ga != gb && !nearlyEqual(ga, gb) {
+			return ga > gb
+		}
+		if a.Speedup != b.Speedup {
+			return a.Speedup > b.Speedup
+		}
+		if a.Importance != b.Importance {
+			return a.Importance > b.Importance
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return firstLine(a) < firstLine(b)
+	})
+}
+
+func nearlyEqual(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(math.Abs(a), math.Abs(b)) }
+
+func firstLine(a Advice) uint64 {
+	if len(a.Hotspots) == 0 {
+		return 0
+	}
+	h := a.Hotspots[0]
+	if h.PC != nil {
+		return uint64(h.PC.Func)<<20 ^ uint64(h.PC.Offset)
+	}
+	return uint64(h.Line)
+}
+
+// ByKernel groups advice by the kernel of its main hotspot, each group
+// ordered by estimated speedup (then importance).
+func ByKernel(as []Advice) map[string][]Advice {
+	out := map[string][]Advice{}
+	for _, a := range as {
+		k := ""
+		if len(a.Hotspots) > 0 {
+			k = a.Hotspots[0].Kernel
+		}
+		out[k] = append(out[k], a)
+	}
+	for _, g := range out {
+		sort.SliceStable(g, func(i, j int) bool {
+			if g[i].Speedup != g[j].Speedup {
+				return g[i].Speedup > g[j].Speedup
+			}
+			return g[i].Importance > g[j].Importance
+		})
+	}
+	return out
 }
