@@ -1,0 +1,794 @@
+/*
+ * common.cpp - configuration, output queue and writer thread, host contexts,
+ * host modules, cubin symbols and HELLO for the injection library.
+ */
+#include "common.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace gp {
+
+Config g_cfg;
+
+/* ------------------------------------------------------------------ */
+/* Logging, time, random                                              */
+/* ------------------------------------------------------------------ */
+
+static void vlogf(const char *fmt, va_list ap) {
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "[gpuprof %d] ", (int)getpid());
+    vsnprintf(buf + n, sizeof buf - n, fmt, ap);
+    size_t len = strlen(buf);
+    if (len + 1 < sizeof buf && (len == 0 || buf[len - 1] != '\n')) {
+        buf[len++] = '\n';
+        buf[len] = 0;
+    }
+    ssize_t w = write(2, buf, len);
+    (void)w;
+}
+
+void log(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlogf(fmt, ap);
+    va_end(ap);
+}
+
+void vlog(const char *fmt, ...) {
+    if (!g_cfg.verbose) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vlogf(fmt, ap);
+    va_end(ap);
+}
+
+uint64_t now_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static std::atomic<uint64_t> g_rng_state{0};
+
+uint64_t rng_next() {
+    // splitmix64
+    uint64_t z = g_rng_state.fetch_add(0x9e3779b97f4a7c15ull) + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* ------------------------------------------------------------------ */
+/* Configuration                                                      */
+/* ------------------------------------------------------------------ */
+
+static const char *env(const char *name) {
+    const char *v = getenv(name);
+    return (v && *v) ? v : nullptr;
+}
+
+static uint64_t env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi) {
+    const char *v = env(name);
+    if (!v) return def;
+    char *end = nullptr;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end != 0 || x < lo || x > hi) {
+        log("ignoring %s=%s (want an integer in %llu..%llu)", name, v, (unsigned long long)lo,
+            (unsigned long long)hi);
+        return def;
+    }
+    return x;
+}
+
+void load_config() {
+    Config &c = g_cfg;
+    c.verbose = env_u64("GPUPROF_VERBOSE", 0, 0, 9) != 0;
+    if (const char *m = env("GPUPROF_MODE")) {
+        if (!strcmp(m, "redundancy"))
+            c.mode = GPW_MODE_REDUNDANCY;
+        else if (!strcmp(m, "pcsampling"))
+            c.mode = GPW_MODE_PCSAMPLING;
+        else if (!strcmp(m, "hybrid"))
+            c.mode = GPW_MODE_HYBRID;
+        else
+            log("unknown GPUPROF_MODE=%s; using redundancy", m);
+    }
+    c.block_sampling = (uint32_t)env_u64("GPUPROF_BLOCK_SAMPLING", 50, 1, 1u << 30);
+    c.kernel_sampling = (uint32_t)env_u64("GPUPROF_KERNEL_SAMPLING", 1, 1, 1u << 30);
+    c.rank = -1;
+    const char *rank_vars[] = {"GPUPROF_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (const char *rv : rank_vars) {
+        if (const char *v = env(rv)) {
+            char *end = nullptr;
+            long r = strtol(v, &end, 10);
+            if (end != v && *end == 0 && r >= 0 && r < (1L << 30)) {
+                c.rank = (int32_t)r;
+                break;
+            }
+        }
+    }
+    if (const char *v = env("GPUPROF_SOCKET")) c.socket_path = v;
+    if (const char *v = env("GPUPROF_RECORD")) c.record_path = v;
+    if (const char *v = env("GPUPROF_PATCH_FATBIN"))
+        c.patch_fatbin = v;
+    else
+        c.patch_fatbin = library_dir() + "/gpuprof_patch.fatbin";
+    c.queue_bytes = (size_t)env_u64("GPUPROF_QUEUE_MB", 256, 1, 1u << 20) << 20;
+    c.device_records = (uint32_t)env_u64("GPUPROF_DEVICE_RECORDS", 16384, 64, 1u << 22);
+    c.device_timeout_ns = env_u64("GPUPROF_DEVICE_TIMEOUT_MS", 5000, 10, 3600000) * 1000000ull;
+    c.sync_all = env_u64("GPUPROF_SYNC", 1, 0, 1) != 0;
+    if (const char *v = env("GPUPROF_SKIP")) c.skip_unpatch = !strcmp(v, "unpatch");
+    if (const char *v = env("GPUPROF_SPACES")) {
+        uint32_t s = 0;
+        for (const char *p = v; *p; p++) {
+            if (*p == 'g') s |= 1;
+            if (*p == 's') s |= 2;
+            if (*p == 'l') s |= 4;
+            if (*p == 'b') s |= 8;
+        }
+        c.spaces = s;
+    }
+    c.pc_period = (int)env_u64("GPUPROF_PC_PERIOD", 0, 0, 31);
+    if (const char *v = env("GPUPROF_PC_COLLECTION")) c.pc_serialized = strcmp(v, "continuous") != 0;
+    c.pc_buffer_pcs = (uint32_t)env_u64("GPUPROF_PC_BUFFER_PCS", 10000, 16, 1u << 22);
+    c.exit_timeout_s = (uint32_t)env_u64("GPUPROF_EXIT_TIMEOUT_S", 60, 1, 86400);
+    c.seed = env_u64("GPUPROF_SEED", 0, 0, UINT64_MAX);
+    uint64_t seed = c.seed ? c.seed : (now_ns() ^ ((uint64_t)getpid() << 32));
+    g_rng_state.store(seed);
+}
+
+std::string library_dir() {
+    Dl_info info;
+    if (dladdr((void *)&library_dir, &info) && info.dli_fname) {
+        std::string p = info.dli_fname;
+        size_t s = p.rfind('/');
+        if (s != std::string::npos) return p.substr(0, s);
+    }
+    return ".";
+}
+
+/* ------------------------------------------------------------------ */
+/* Output                                                             */
+/* ------------------------------------------------------------------ */
+
+namespace {
+
+struct Item {
+    uint8_t *data;
+    size_t len;
+};
+
+struct Output {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Item> q;
+    size_t qbytes = 0;
+    std::vector<uint8_t> hello;
+    bool hello_set = false;
+    bool finishing = false;
+    bool finished = false;
+    int exit_code = -1;
+    std::atomic<bool> dead{false};
+    std::atomic<bool> started{false};
+    int fd = -1;
+    bool is_socket = false;
+    uint64_t frames = 0;           // frames written (writer thread)
+    uint64_t drop_records = 0;     // pending DROPPED counts (under mu)
+    uint64_t drop_bytes = 0;
+    uint64_t total_drop_records = 0;
+    std::thread th;
+    std::mutex done_mu;
+    std::condition_variable done_cv;
+};
+
+Output &O() {
+    static Output *o = new Output(); // never destroyed: used from exit handlers
+    return *o;
+}
+
+bool write_all(int fd, bool sock, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = sock ? send(fd, p, n, MSG_NOSIGNAL) : write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+std::string expand_path(const std::string &tmpl) {
+    std::string out;
+    for (size_t i = 0; i < tmpl.size(); i++) {
+        if (tmpl[i] == '%' && i + 1 < tmpl.size()) {
+            char c = tmpl[i + 1];
+            if (c == 'r') {
+                out += g_cfg.rank >= 0 ? std::to_string(g_cfg.rank) : std::string("norank");
+                i++;
+                continue;
+            }
+            if (c == 'p') {
+                out += std::to_string((long)getpid());
+                i++;
+                continue;
+            }
+            if (c == '%') {
+                out += '%';
+                i++;
+                continue;
+            }
+        }
+        out += tmpl[i];
+    }
+    return out;
+}
+
+void writer_main() {
+    Output &o = O();
+    gpw_buf batch;
+    gpw_buf_init(&batch);
+    bool hello_written = false;
+    for (;;) {
+        std::deque<Item> items;
+        bool fin = false;
+        int code = -1;
+        {
+            std::unique_lock<std::mutex> lk(o.mu);
+            o.cv.wait(lk, [&] { return o.finishing || (o.hello_set && !o.q.empty()); });
+            if (!hello_written && !o.hello_set && o.finishing) {
+                // Never learned the GPU: write a HELLO without device fields.
+                gpw_hello_t h = {};
+                h.rank = g_cfg.rank;
+                h.pid = (uint32_t)getpid();
+                h.mode = (uint8_t)g_cfg.mode;
+                h.block_sampling = g_cfg.mode == GPW_MODE_REDUNDANCY ? g_cfg.block_sampling : 1;
+                h.kernel_sampling = g_cfg.mode == GPW_MODE_REDUNDANCY ? g_cfg.kernel_sampling : 1;
+                h.start_ns = now_ns();
+                char host[256] = {0};
+                gethostname(host, sizeof host - 1);
+                h.host = host;
+                h.gpu = h.gpu_uuid = h.driver = h.cuda = "";
+                gpw_buf hb;
+                gpw_buf_init(&hb);
+                gpw_hello(&hb, &h);
+                o.hello.assign(hb.data, hb.data + hb.len);
+                gpw_buf_free(&hb);
+                o.hello_set = true;
+            }
+            items.swap(o.q);
+            o.qbytes = 0;
+            fin = o.finishing;
+            code = o.exit_code;
+        }
+        if (!hello_written && !o.dead.load()) {
+            if (!write_all(o.fd, o.is_socket, o.hello.data(), o.hello.size())) {
+                log("output write failed (%s); profiling data is no longer written", strerror(errno));
+                o.dead.store(true);
+            } else {
+                o.frames++;
+            }
+            hello_written = true;
+        }
+        for (Item &it : items) {
+            if (!o.dead.load()) {
+                gpw_put_bytes(&batch, it.data, it.len);
+                o.frames++;
+                if (batch.len >= (4u << 20)) {
+                    if (!write_all(o.fd, o.is_socket, batch.data, batch.len)) {
+                        log("output write failed (%s); profiling data is no longer written", strerror(errno));
+                        o.dead.store(true);
+                    }
+                    gpw_buf_reset(&batch);
+                }
+            }
+            free(it.data);
+        }
+        if (batch.len && !o.dead.load()) {
+            if (!write_all(o.fd, o.is_socket, batch.data, batch.len)) {
+                log("output write failed (%s); profiling data is no longer written", strerror(errno));
+                o.dead.store(true);
+            }
+        }
+        gpw_buf_reset(&batch);
+        if (fin) {
+            std::unique_lock<std::mutex> lk(o.mu);
+            if (!o.q.empty()) continue; // frames queued while we wrote: go round again
+            uint64_t dr = o.drop_records, db = o.drop_bytes;
+            o.drop_records = o.drop_bytes = 0;
+            lk.unlock();
+            if (!o.dead.load()) {
+                gpw_buf e;
+                gpw_buf_init(&e);
+                if (dr || db) {
+                    gpw_dropped(&e, dr, db);
+                    o.frames++;
+                }
+                gpw_end(&e, o.frames, code);
+                if (!write_all(o.fd, o.is_socket, e.data, e.len)) o.dead.store(true);
+                gpw_buf_free(&e);
+            }
+            if (o.fd >= 0) {
+                if (!o.is_socket) fsync(o.fd);
+                close(o.fd);
+                o.fd = -1;
+            }
+            break;
+        }
+    }
+    gpw_buf_free(&batch);
+    {
+        std::lock_guard<std::mutex> lk(o.done_mu);
+        o.finished = true;
+    }
+    o.done_cv.notify_all();
+}
+
+} // namespace
+
+bool out_start() {
+    Output &o = O();
+    if (o.started.load()) return o.fd >= 0;
+    o.started.store(true);
+    if (!g_cfg.socket_path.empty()) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sun_family = AF_UNIX;
+        std::string p = expand_path(g_cfg.socket_path);
+        if (fd >= 0 && p.size() < sizeof sa.sun_path) {
+            memcpy(sa.sun_path, p.c_str(), p.size() + 1);
+            if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+                o.fd = fd;
+                o.is_socket = true;
+            } else {
+                log("cannot connect to GPUPROF_SOCKET=%s: %s", p.c_str(), strerror(errno));
+                close(fd);
+            }
+        } else if (fd >= 0) {
+            log("GPUPROF_SOCKET path too long: %s", p.c_str());
+            close(fd);
+        }
+    }
+    if (o.fd < 0 && !g_cfg.record_path.empty()) {
+        std::string p = expand_path(g_cfg.record_path);
+        int fd = open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            o.fd = fd;
+            o.is_socket = false;
+        } else {
+            log("cannot open GPUPROF_RECORD=%s: %s", p.c_str(), strerror(errno));
+        }
+    }
+    if (o.fd < 0) {
+        log("no output (set GPUPROF_SOCKET or GPUPROF_RECORD); the application runs unprofiled");
+        o.dead.store(true);
+        return false;
+    }
+    o.th = std::thread(writer_main);
+    return true;
+}
+
+bool out_alive() {
+    Output &o = O();
+    return o.fd >= 0 && !o.dead.load() && !o.finishing;
+}
+
+void out_push(gpw_buf *frame, bool droppable, uint64_t records) {
+    Output &o = O();
+    if (frame->oom || frame->len == 0) {
+        if (frame->oom) log("out of memory while building a frame; dropped");
+        gpw_buf_free(frame);
+        return;
+    }
+    if (o.fd < 0 || o.dead.load()) {
+        gpw_buf_free(frame);
+        return;
+    }
+    std::unique_lock<std::mutex> lk(o.mu);
+    if (o.finishing) {
+        gpw_buf_free(frame);
+        return;
+    }
+    if (droppable && o.qbytes + frame->len > g_cfg.queue_bytes) {
+        o.drop_records += records;
+        o.drop_bytes += frame->len;
+        if (o.total_drop_records == 0) log("output queue full: dropping records (counted in DROPPED frames)");
+        o.total_drop_records += records;
+        gpw_buf_free(frame);
+        return;
+    }
+    if ((o.drop_records || o.drop_bytes) && o.qbytes + frame->len <= g_cfg.queue_bytes) {
+        gpw_buf d;
+        gpw_buf_init(&d);
+        gpw_dropped(&d, o.drop_records, o.drop_bytes);
+        if (!d.oom) {
+            o.q.push_back(Item{d.data, d.len});
+            o.qbytes += d.len;
+            o.drop_records = o.drop_bytes = 0;
+        } else {
+            gpw_buf_free(&d);
+        }
+    }
+    o.q.push_back(Item{frame->data, frame->len});
+    o.qbytes += frame->len;
+    gpw_buf_init(frame); // ownership moved
+    lk.unlock();
+    o.cv.notify_one();
+}
+
+void out_set_hello(const gpw_hello_t &h) {
+    Output &o = O();
+    gpw_buf b;
+    gpw_buf_init(&b);
+    gpw_hello(&b, &h);
+    {
+        std::lock_guard<std::mutex> lk(o.mu);
+        if (!o.hello_set && !b.oom) {
+            o.hello.assign(b.data, b.data + b.len);
+            o.hello_set = true;
+        }
+    }
+    gpw_buf_free(&b);
+    o.cv.notify_one();
+}
+
+bool out_hello_set() {
+    Output &o = O();
+    std::lock_guard<std::mutex> lk(o.mu);
+    return o.hello_set;
+}
+
+void out_finish(int exit_code) {
+    Output &o = O();
+    if (!o.th.joinable()) return;
+    {
+        std::lock_guard<std::mutex> lk(o.mu);
+        if (o.finishing) return;
+        o.finishing = true;
+        o.exit_code = exit_code;
+    }
+    o.cv.notify_one();
+    std::unique_lock<std::mutex> lk(o.done_mu);
+    if (o.done_cv.wait_for(lk, std::chrono::seconds(g_cfg.exit_timeout_s), [&] { return o.finished; })) {
+        lk.unlock();
+        o.th.join();
+    } else {
+        log("writer did not finish within %u s; the stream may be truncated", g_cfg.exit_timeout_s);
+        lk.unlock();
+        o.th.detach();
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* HELLO                                                              */
+/* ------------------------------------------------------------------ */
+
+static std::string driver_version() {
+    // NVML first (no link dependency), then the kernel module's version file.
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        typedef int (*init_t)(void);
+        typedef int (*ver_t)(char *, unsigned int);
+        init_t init = (init_t)dlsym(h, "nvmlInit_v2");
+        ver_t ver = (ver_t)dlsym(h, "nvmlSystemGetDriverVersion");
+        char buf[96] = {0};
+        if (init && ver && init() == 0 && ver(buf, sizeof buf) == 0 && buf[0]) return buf;
+    }
+    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    if (f) {
+        char line[512];
+        std::string out;
+        if (fgets(line, sizeof line, f)) {
+            // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..."
+            const char *k = strstr(line, "Kernel Module");
+            if (k) {
+                k += strlen("Kernel Module");
+                while (*k == ' ') k++;
+                const char *e = k;
+                while (*e && *e != ' ' && *e != '\n') e++;
+                out.assign(k, e);
+            }
+        }
+        fclose(f);
+        return out;
+    }
+    return "";
+}
+
+void hello_from_device(CUdevice dev) {
+    if (out_hello_set()) return;
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lk(mu);
+    if (out_hello_set()) return;
+    char name[256] = {0};
+    cuDeviceGetName(name, sizeof name - 1, dev);
+    std::string uuid;
+    CUuuid u;
+    if (cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS) {
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        char s[64];
+        snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        uuid = s;
+    }
+    int major = 0, minor = 0;
+    cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    int drv = 0;
+    cuDriverGetVersion(&drv);
+    // The toolkit the library was built with, and the CUDA version the driver
+    // supports, e.g. "13.0" or "13.0 (driver supports 13.1)".
+    char cuda[64];
+    int tk = CUDA_VERSION;
+    if (drv && drv != tk)
+        snprintf(cuda, sizeof cuda, "%d.%d (driver supports %d.%d)", tk / 1000, (tk % 1000) / 10, drv / 1000,
+                 (drv % 1000) / 10);
+    else
+        snprintf(cuda, sizeof cuda, "%d.%d", tk / 1000, (tk % 1000) / 10);
+    std::string driver = driver_version();
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    static uint64_t start = now_ns();
+    gpw_hello_t h = {};
+    h.flags = 0;
+    h.rank = g_cfg.rank;
+    h.pid = (uint32_t)getpid();
+    h.mode = (uint8_t)g_cfg.mode;
+    h.block_sampling = g_cfg.mode == GPW_MODE_REDUNDANCY ? g_cfg.block_sampling : 1;
+    h.kernel_sampling = g_cfg.mode == GPW_MODE_REDUNDANCY ? g_cfg.kernel_sampling : 1;
+    h.start_ns = start;
+    h.host = host;
+    h.gpu = name;
+    h.gpu_uuid = uuid.c_str();
+    h.driver = driver.c_str();
+    h.cuda = cuda;
+    h.sm = (uint16_t)(major * 10 + minor);
+    out_set_hello(h);
+}
+
+/* ------------------------------------------------------------------ */
+/* Host modules and calling contexts                                  */
+/* ------------------------------------------------------------------ */
+
+namespace {
+
+struct Range {
+    uint64_t lo, hi;
+};
+
+std::mutex g_host_mu;
+std::set<std::pair<std::string, uint64_t>> g_host_seen;
+std::vector<Range> g_tool_ranges; // our library, the Sanitizer, CUPTI, the driver
+std::unordered_map<uint64_t, uint64_t> g_ctx_counts;
+
+bool is_tool_library(const std::string &path) {
+    size_t s = path.rfind('/');
+    std::string base = s == std::string::npos ? path : path.substr(s + 1);
+    return base.find("libgpuprof_inject") == 0 || base.find("libsanitizer") == 0 || base.find("libcupti") == 0 ||
+           base.find("libcuda.so") == 0 || base.find("libTreeLauncherTargetInjection") == 0;
+}
+
+std::string build_id(struct dl_phdr_info *info) {
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_NOTE) continue;
+        const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph.p_vaddr);
+        size_t left = ph.p_memsz;
+        while (left >= sizeof(ElfW(Nhdr))) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+            size_t nsz = (nh->n_namesz + 3) & ~(size_t)3, dsz = (nh->n_descsz + 3) & ~(size_t)3;
+            size_t total = sizeof(ElfW(Nhdr)) + nsz + dsz;
+            if (total > left) break;
+            const char *name = (const char *)(p + sizeof(ElfW(Nhdr)));
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+                const uint8_t *d = p + sizeof(ElfW(Nhdr)) + nsz;
+                std::string hex;
+                char tmp[3];
+                for (uint32_t k = 0; k < nh->n_descsz; k++) {
+                    snprintf(tmp, sizeof tmp, "%02x", d[k]);
+                    hex += tmp;
+                }
+                return hex;
+            }
+            p += total;
+            left -= total;
+        }
+    }
+    return "";
+}
+
+std::string self_exe() {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return "";
+    buf[n] = 0;
+    return buf;
+}
+
+int phdr_cb(struct dl_phdr_info *info, size_t, void *data) {
+    auto *frames = (std::vector<gpw_buf> *)data;
+    std::string path = info->dlpi_name ? info->dlpi_name : "";
+    if (path.empty()) {
+        // The main program comes first with an empty name; the vDSO has none either.
+        static bool main_done = false;
+        if (main_done) return 0;
+        main_done = true;
+        path = self_exe();
+        if (path.empty()) return 0;
+    }
+    uint64_t base = (uint64_t)info->dlpi_addr;
+    std::vector<uint64_t> segs;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD) continue;
+        segs.push_back(base + ph.p_vaddr);
+        segs.push_back(ph.p_memsz);
+    }
+    auto key = std::make_pair(path, base);
+    if (g_host_seen.count(key)) return 0;
+    g_host_seen.insert(key);
+    if (is_tool_library(path))
+        for (size_t i = 0; i + 1 < segs.size(); i += 2) g_tool_ranges.push_back(Range{segs[i], segs[i] + segs[i + 1]});
+    gpw_buf b;
+    gpw_buf_init(&b);
+    gpw_host_module(&b, base, path.c_str(), build_id(info).c_str(), (uint16_t)(segs.size() / 2), segs.data());
+    frames->push_back(b);
+    return 0;
+}
+
+} // namespace
+
+void host_modules_scan() {
+    std::vector<gpw_buf> frames;
+    {
+        std::lock_guard<std::mutex> lk(g_host_mu);
+        dl_iterate_phdr(phdr_cb, &frames);
+    }
+    for (gpw_buf &b : frames) out_push(&b, false, 0);
+}
+
+size_t host_backtrace(uint64_t *pcs, size_t max) {
+    void *raw[128];
+    int n = backtrace(raw, 128);
+    int i = 0;
+    {
+        std::lock_guard<std::mutex> lk(g_host_mu);
+        // Drop the leading frames inside the tool libraries (this library,
+        // the Sanitizer or CUPTI, the driver): the first frame kept is the
+        // application's (or the CUDA runtime's, linked into it) call site.
+        for (; i < n; i++) {
+            uint64_t a = (uint64_t)(uintptr_t)raw[i];
+            bool tool = false;
+            for (const Range &r : g_tool_ranges)
+                if (a >= r.lo && a < r.hi) {
+                    tool = true;
+                    break;
+                }
+            if (!tool) break;
+        }
+    }
+    size_t k = 0;
+    for (; i < n && k < max; i++) pcs[k++] = (uint64_t)(uintptr_t)raw[i];
+    return k;
+}
+
+uint64_t hash_frames(const uint64_t *pcs, size_t n) { return gpw_fnv1a64(pcs, n * sizeof(uint64_t)); }
+
+bool kernel_sample(uint64_t context_hash) {
+    std::lock_guard<std::mutex> lk(g_host_mu);
+    uint64_t k = ++g_ctx_counts[context_hash]; // 1-based instance number
+    return ((k - 1) % g_cfg.kernel_sampling) == 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Cubins                                                             */
+/* ------------------------------------------------------------------ */
+
+static bool elf_functions(const uint8_t *d, size_t size, std::vector<ElfFunc> &out) {
+    if (size < sizeof(Elf64_Ehdr) || memcmp(d, ELFMAG, SELFMAG) != 0 || d[EI_CLASS] != ELFCLASS64) return false;
+    Elf64_Ehdr eh;
+    memcpy(&eh, d, sizeof eh);
+    if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff == 0 || eh.e_shoff > size ||
+        (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > size - eh.e_shoff)
+        return false;
+    std::vector<Elf64_Shdr> sh(eh.e_shnum);
+    memcpy(sh.data(), d + eh.e_shoff, eh.e_shnum * sizeof(Elf64_Shdr));
+    for (const Elf64_Shdr &s : sh) {
+        if (s.sh_type != SHT_SYMTAB || s.sh_entsize != sizeof(Elf64_Sym)) continue;
+        if (s.sh_link >= sh.size()) continue;
+        const Elf64_Shdr &str = sh[s.sh_link];
+        if (s.sh_offset > size || s.sh_size > size - s.sh_offset || str.sh_offset > size ||
+            str.sh_size > size - str.sh_offset)
+            continue;
+        size_t nsym = s.sh_size / sizeof(Elf64_Sym);
+        for (size_t i = 0; i < nsym; i++) {
+            Elf64_Sym sym;
+            memcpy(&sym, d + s.sh_offset + i * sizeof(Elf64_Sym), sizeof sym);
+            if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF) continue;
+            if (sym.st_name >= str.sh_size) continue;
+            const char *nm = (const char *)(d + str.sh_offset + sym.st_name);
+            size_t maxlen = str.sh_size - sym.st_name;
+            size_t len = strnlen(nm, maxlen);
+            if (len == 0 || len == maxlen) continue;
+            out.push_back(ElfFunc{std::string(nm, len), sym.st_size});
+        }
+        return true;
+    }
+    return true; // an ELF without a symbol table
+}
+
+bool cubin_functions(const void *data, size_t size, std::vector<ElfFunc> &out) {
+    const uint8_t *d = (const uint8_t *)data;
+    if (elf_functions(d, size, out)) return true;
+    // A fatbin: look for an embedded, uncompressed ELF image.
+    for (size_t off = 0; off + 4 < size; off += 8) {
+        if (memcmp(d + off, ELFMAG, SELFMAG) == 0 && elf_functions(d + off, size - off, out)) return true;
+    }
+    return false;
+}
+
+namespace {
+std::mutex g_mod_mu;
+std::unordered_set<uint64_t> g_sent_keys;
+uint64_t g_next_module = 1;
+std::atomic<uint32_t> g_next_function{1};
+std::atomic<uint64_t> g_next_alloc{1};
+} // namespace
+
+uint64_t emit_module(const void *cubin, size_t size) {
+    uint64_t key = gpw_fnv1a64(cubin, size);
+    uint64_t id;
+    bool send_bytes;
+    {
+        std::lock_guard<std::mutex> lk(g_mod_mu);
+        id = g_next_module++;
+        send_bytes = g_sent_keys.insert(key).second;
+    }
+    if (size > GPW_MAX_PAYLOAD - 64) {
+        log("cubin of %zu bytes is over the frame limit; sent without bytes", size);
+        send_bytes = false;
+    }
+    gpw_buf b;
+    gpw_buf_init(&b);
+    gpw_module(&b, id, key, (uint32_t)size, send_bytes, cubin);
+    out_push(&b, false, 0);
+    return id;
+}
+
+uint32_t new_function_id() { return g_next_function.fetch_add(1); }
+uint64_t new_alloc_id() { return g_next_alloc.fetch_add(1); }
+
+void emit_function(uint32_t fid, uint64_t module_id, uint64_t pc, uint64_t size, const std::string &name) {
+    gpw_buf b;
+    gpw_buf_init(&b);
+    gpw_function(&b, fid, module_id, pc, (uint32_t)(size > UINT32_MAX ? UINT32_MAX : size), name.c_str());
+    out_push(&b, false, 0);
+}
+
+} // namespace gp

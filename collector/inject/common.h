@@ -1,0 +1,97 @@
+/*
+ * common.h - parts of the injection library that are neither Sanitizer nor
+ * CUPTI: configuration, the output queue and its writer thread, host calling
+ * contexts, host modules, cubin symbol tables, the HELLO frame.
+ *
+ * This header must not include sanitizer.h or cupti.h (they cannot share a
+ * translation unit); cuda.h is fine.
+ */
+#ifndef GPUPROF_COMMON_H
+#define GPUPROF_COMMON_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "gpuprof_wire.h"
+
+namespace gp {
+
+struct Config {
+    int mode = GPW_MODE_REDUNDANCY;      // GPUPROF_MODE
+    uint32_t block_sampling = 50;        // GPUPROF_BLOCK_SAMPLING (P)
+    uint32_t kernel_sampling = 1;        // GPUPROF_KERNEL_SAMPLING (K)
+    int32_t rank = -1;                   // GPUPROF_RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID
+    std::string socket_path;             // GPUPROF_SOCKET
+    std::string record_path;             // GPUPROF_RECORD (%r rank, %p pid)
+    std::string patch_fatbin;            // GPUPROF_PATCH_FATBIN (default: next to the library)
+    size_t queue_bytes = 256u << 20;     // GPUPROF_QUEUE_MB
+    uint32_t device_records = 16384;     // GPUPROF_DEVICE_RECORDS (record slots per trace buffer)
+    uint64_t device_timeout_ns = 5000000000ull; // GPUPROF_DEVICE_TIMEOUT_MS
+    bool sync_all = true;                // GPUPROF_SYNC (1: wait for every launch, gives host-timed durations)
+    bool skip_unpatch = false;           // GPUPROF_SKIP=unpatch|data (how launches left out by kernel sampling run)
+    uint32_t spaces = 0xf;               // GPUPROF_SPACES (letters g s l b)
+    int pc_period = 0;                   // GPUPROF_PC_PERIOD (log2 cycles, 5..31; 0 = CUPTI default)
+    bool pc_serialized = true;           // GPUPROF_PC_COLLECTION=serialized|continuous
+    uint32_t pc_buffer_pcs = 10000;      // PCs per CUPTI PC sampling buffer
+    uint64_t seed = 0;                   // GPUPROF_SEED (0: from time and pid)
+    uint32_t exit_timeout_s = 60;        // GPUPROF_EXIT_TIMEOUT_S
+    bool verbose = false;                // GPUPROF_VERBOSE
+};
+
+extern Config g_cfg;
+
+void load_config();
+void log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void vlog(const char *fmt, ...) __attribute__((format(printf, 1, 2))); // only with GPUPROF_VERBOSE
+uint64_t now_ns();  // CLOCK_REALTIME, Unix ns
+uint64_t rng_next(); // per-process PRNG (seeded from GPUPROF_SEED)
+
+/* ---- output ---- */
+// Opens the socket or file named by the configuration and starts the writer
+// thread. Returns false if there is nowhere to write (the library then stays
+// passive).
+bool out_start();
+bool out_alive();
+// Queue one finished frame (the buffer's bytes; ownership moves to the queue).
+// A droppable frame (ACCESS, PC_SAMPLES, INSTR_COUNTS) is dropped and counted
+// when the queue is over its byte bound; other frames always go in.
+void out_push(gpw_buf *frame, bool droppable, uint64_t records);
+// The writer holds everything back until the HELLO is known.
+void out_set_hello(const gpw_hello_t &h);
+bool out_hello_set();
+// Writes pending frames, DROPPED if needed and END, then stops the writer.
+void out_finish(int exit_code);
+
+/* ---- HELLO ---- */
+// Fills and sets the HELLO from a device (called at context creation).
+void hello_from_device(CUdevice dev);
+
+/* ---- host side ---- */
+void host_modules_scan();                             // emits HOST_MODULE for new mappings
+size_t host_backtrace(uint64_t *pcs, size_t max);     // calling context, tool frames removed
+uint64_t hash_frames(const uint64_t *pcs, size_t n);  // for kernel-sampling contexts
+bool kernel_sample(uint64_t context_hash);            // instance 1 of a context and every K-th after
+
+/* ---- GPU modules ---- */
+struct ElfFunc {
+    std::string name;
+    uint64_t size;
+};
+// Function symbols (STT_FUNC, defined) of a cubin; false if not an ELF cubin.
+bool cubin_functions(const void *data, size_t size, std::vector<ElfFunc> &out);
+// Assigns a module id and queues MODULE (bytes only once per content).
+uint64_t emit_module(const void *cubin, size_t size);
+uint32_t new_function_id();
+uint64_t new_alloc_id();
+void emit_function(uint32_t fid, uint64_t module_id, uint64_t pc, uint64_t size, const std::string &name);
+
+// Library directory (for the default patch fatbin path).
+std::string library_dir();
+
+} // namespace gp
+
+#endif

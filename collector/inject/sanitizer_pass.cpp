@@ -1,0 +1,616 @@
+/*
+ * sanitizer_pass.cpp - redundancy mode: Compute Sanitizer patching API.
+ *
+ * Module load: MODULE frame, function symbols, patches for global, shared and
+ * local memory accesses and block enter/exit (gpuprof_patch.fatbin).
+ * Launch begin: FUNCTION frames still missing, kernel sampling decision, a
+ * trace buffer bound to the launch with sanitizerSetLaunchCallbackData, LAUNCH.
+ * While the kernel runs, the drain thread empties full trace buffers.
+ * Launch end: wait for the kernel, drain the rest, KERNEL_END.
+ * Allocations: ALLOC/FREE with host calling contexts.
+ *
+ * Only this file includes sanitizer.h (cupti.h cannot share a translation unit).
+ */
+#include <sanitizer.h>
+
+#include <cuda.h>
+#include <generated_cuda_meta.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common.h"
+#include "passes.h"
+#include "patch_abi.h"
+
+namespace gp {
+namespace {
+
+bool san_ok(SanitizerResult r, const char *what) {
+    if (r == SANITIZER_SUCCESS) return true;
+    const char *s = nullptr;
+    sanitizerGetResultString(r, &s);
+    log("%s failed: %s (%d)", what, s ? s : "?", (int)r);
+    return false;
+}
+#define SAN(call) san_ok((call), #call)
+
+struct SFunc {
+    uint32_t id = 0;
+    uint64_t elf_size = 0;
+    bool emitted = false;
+};
+
+struct SMod {
+    uint64_t id = 0;
+    CUcontext ctx = nullptr;
+    std::unordered_map<std::string, SFunc> funcs;
+    bool instrumentable = false; // patched successfully at load
+    bool patched = false;        // current state (GPUPROF_SKIP=unpatch toggles it)
+};
+
+struct Buf {
+    CUcontext ctx = nullptr;
+    gp_ctl *dev = nullptr;       // device memory
+    void *host = nullptr;        // pinned host memory: mailbox + records
+    gp_mailbox *mbox = nullptr;
+    uint8_t *recs = nullptr;
+    uint32_t cap = 0;
+    gp_ctl cfg;                  // host image copied to dev at launch begin
+    std::mutex mu;               // guards draining
+    uint64_t launch_id = 0;
+    uint64_t delivered = 0;
+};
+
+struct CtxState {
+    bool patches_tried = false;
+    bool patches_ok = false;
+    gp_ctl *disabled = nullptr; // all-zero gp_ctl: period 0, patches return at once
+    std::vector<Buf *> free_bufs;
+    std::vector<Buf *> all_bufs;
+};
+
+struct LaunchState {
+    bool valid = false;
+    uint64_t launch_id = 0;
+    Buf *buf = nullptr;
+    uint64_t t0 = 0;
+    uint32_t blocks_total = 0;
+    uint32_t blocks_sampled = 0;
+};
+
+Sanitizer_SubscriberHandle g_sub;
+std::mutex g_mu; // modules, contexts
+std::unordered_map<CUmodule, SMod> g_mods;
+std::unordered_map<CUcontext, CtxState> g_ctxs;
+std::atomic<uint64_t> g_next_launch{1};
+int g_loading_eager = -1; // -1 unknown, 0 lazy, 1 eager
+
+std::mutex g_act_mu;
+std::condition_variable g_act_cv;
+std::vector<Buf *> g_active;
+bool g_stop = false;
+std::thread g_drainer;
+
+thread_local LaunchState t_launch;
+thread_local uint32_t t_shared_bytes = 0;
+
+const uint32_t kFrameRecords = 32768; // records per ACCESS frame (< 26 MB)
+
+/* Convert n records of b's array into ACCESS frames. Caller holds b->mu. */
+void emit_records(Buf *b, uint32_t n) {
+    for (uint32_t start = 0; start < n; start += kFrameRecords) {
+        uint32_t end = std::min(n, start + kFrameRecords);
+        gpw_buf f;
+        gpw_buf_init(&f);
+        gpw_reserve(&f, 64 + (size_t)(end - start) * 256);
+        size_t off = gpw_access_begin(&f, b->launch_id);
+        uint32_t good = 0;
+        for (uint32_t i = start; i < end; i++) {
+            const uint8_t *r = b->recs + (size_t)i * GP_REC_STRIDE;
+            gp_rec_hdr h;
+            memcpy(&h, r, sizeof h);
+            uint32_t sz = h.size;
+            if (!(sz == 0 || sz == 1 || sz == 2 || sz == 4 || sz == 8 || sz == 16) || h.active == 0) continue;
+            gpw_access_record(&f, h.pc, h.block, h.warp, h.space, h.flags, h.active, (uint8_t)sz,
+                              (const uint64_t *)(r + GP_REC_ADDR_OFF), r + GP_REC_VAL_OFF);
+            good++;
+        }
+        if (good == 0) {
+            gpw_buf_free(&f);
+            continue;
+        }
+        if (!gpw_access_finish(&f, off, good)) {
+            log("ACCESS frame too large; dropped");
+            gpw_buf_free(&f);
+            continue;
+        }
+        b->delivered += good;
+        out_push(&f, true, good);
+    }
+}
+
+/* Drain a full array if the device raised the flag. Caller holds b->mu. */
+bool drain_if_full(Buf *b) {
+    if (b->mbox->full == 0) return false;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    uint32_t n = b->mbox->count;
+    if (n > b->cap) n = b->cap;
+    emit_records(b, n);
+    std::atomic_thread_fence(std::memory_order_release);
+    b->mbox->full = 0;
+    return true;
+}
+
+void drainer_main() {
+    for (;;) {
+        std::vector<Buf *> act;
+        {
+            std::unique_lock<std::mutex> lk(g_act_mu);
+            g_act_cv.wait(lk, [] { return g_stop || !g_active.empty(); });
+            if (g_stop) return;
+            act = g_active;
+        }
+        bool any = false;
+        for (Buf *b : act) {
+            if (b->mbox->full == 0) continue;
+            std::lock_guard<std::mutex> lk(b->mu);
+            any |= drain_if_full(b);
+        }
+        if (!any) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+}
+
+void activate(Buf *b) {
+    {
+        std::lock_guard<std::mutex> lk(g_act_mu);
+        g_active.push_back(b);
+    }
+    g_act_cv.notify_one();
+}
+
+void deactivate(Buf *b) {
+    std::lock_guard<std::mutex> lk(g_act_mu);
+    for (size_t i = 0; i < g_active.size(); i++)
+        if (g_active[i] == b) {
+            g_active[i] = g_active.back();
+            g_active.pop_back();
+            break;
+        }
+}
+
+/* A trace buffer for a launch in ctx (g_mu held). */
+Buf *acquire_buf(CtxState &cs, CUcontext ctx) {
+    if (!cs.free_bufs.empty()) {
+        Buf *b = cs.free_bufs.back();
+        cs.free_bufs.pop_back();
+        return b;
+    }
+    Buf *b = new Buf();
+    b->ctx = ctx;
+    b->cap = g_cfg.device_records;
+    size_t host_bytes = 256 + (size_t)b->cap * GP_REC_STRIDE;
+    void *dev = nullptr;
+    if (!SAN(sanitizerAlloc(ctx, &dev, sizeof(gp_ctl)))) {
+        delete b;
+        return nullptr;
+    }
+    if (!SAN(sanitizerAllocHost(ctx, &b->host, host_bytes))) {
+        sanitizerFree(ctx, dev);
+        delete b;
+        return nullptr;
+    }
+    b->dev = (gp_ctl *)dev;
+    memset(b->host, 0, 256);
+    b->mbox = (gp_mailbox *)b->host;
+    b->recs = (uint8_t *)b->host + 256;
+    cs.all_bufs.push_back(b);
+    vlog("trace buffer: %u records, %zu bytes of pinned host memory", b->cap, host_bytes);
+    return b;
+}
+
+gp_ctl *disabled_ctl(CtxState &cs, CUcontext ctx, Sanitizer_StreamHandle hs) {
+    if (cs.disabled) return cs.disabled;
+    void *p = nullptr;
+    if (!SAN(sanitizerAlloc(ctx, &p, sizeof(gp_ctl)))) return nullptr;
+    if (!SAN(sanitizerMemset(p, 0, sizeof(gp_ctl), hs))) return nullptr;
+    SAN(sanitizerStreamSynchronize(hs));
+    cs.disabled = (gp_ctl *)p;
+    return cs.disabled;
+}
+
+bool patch_module(CUmodule mod) {
+    struct P {
+        Sanitizer_InstructionId id;
+        const char *fn;
+        uint32_t bit;
+    } ps[] = {
+        {SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuprof_global_access", GP_SPACE_GLOBAL_BIT},
+        {SANITIZER_INSTRUCTION_SHARED_MEMORY_ACCESS, "gpuprof_shared_access", GP_SPACE_SHARED_BIT},
+        {SANITIZER_INSTRUCTION_LOCAL_MEMORY_ACCESS, "gpuprof_local_access", GP_SPACE_LOCAL_BIT},
+        {SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuprof_block_enter", GP_SPACE_BLOCK_BIT},
+        {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuprof_block_exit", GP_SPACE_BLOCK_BIT},
+    };
+    bool ok = true;
+    for (const P &p : ps) {
+        if (!(g_cfg.spaces & p.bit)) continue;
+        ok &= SAN(sanitizerPatchInstructions(p.id, mod, p.fn));
+    }
+    ok &= SAN(sanitizerPatchModule(mod));
+    return ok;
+}
+
+bool module_loading_eager() {
+    if (g_loading_eager < 0) {
+        CUmoduleLoadingMode m;
+        if (cuModuleGetLoadingMode(&m) == CUDA_SUCCESS)
+            g_loading_eager = m == CU_MODULE_EAGER_LOADING ? 1 : 0;
+        else
+            g_loading_eager = 0;
+        vlog("module loading mode: %s", g_loading_eager ? "eager" : "lazy");
+    }
+    return g_loading_eager == 1;
+}
+
+/* Emit FUNCTION for f if its PC is known now (g_mu held). */
+void try_emit_function(SMod &m, CUmodule mod, const std::string &name, SFunc &f) {
+    if (f.emitted) return;
+    uint64_t pc = 0, size = 0;
+    if (sanitizerGetFunctionPcAndSize(mod, name.c_str(), &pc, &size) != SANITIZER_SUCCESS || pc == 0) return;
+    emit_function(f.id, m.id, pc, size ? size : f.elf_size, name);
+    f.emitted = true;
+}
+
+void on_module_loaded(const Sanitizer_ResourceModuleData *md) {
+    if (!md->pCubin || md->cubinSize == 0) return;
+    uint64_t mid = emit_module(md->pCubin, md->cubinSize);
+    std::vector<ElfFunc> fns;
+    if (!cubin_functions(md->pCubin, md->cubinSize, fns))
+        log("module %llu: not an ELF cubin; functions are reported at their first launch", (unsigned long long)mid);
+    bool eager = module_loading_eager();
+    std::lock_guard<std::mutex> lk(g_mu);
+    CtxState &cs = g_ctxs[md->context];
+    if (!cs.patches_tried) {
+        cs.patches_tried = true;
+        cs.patches_ok = SAN(sanitizerAddPatchesFromFile(g_cfg.patch_fatbin.c_str(), md->context));
+        if (!cs.patches_ok) log("cannot load the patch fatbin %s: kernels run unpatched", g_cfg.patch_fatbin.c_str());
+    }
+    SMod &m = g_mods[md->module];
+    m = SMod();
+    m.id = mid;
+    m.ctx = md->context;
+    for (const ElfFunc &f : fns) {
+        SFunc &sf = m.funcs[f.name];
+        if (sf.id == 0) sf.id = new_function_id();
+        sf.elf_size = f.size;
+    }
+    if (cs.patches_ok && out_alive()) {
+        m.instrumentable = patch_module(md->module);
+        m.patched = m.instrumentable;
+    }
+    if (eager)
+        for (auto &kv : m.funcs) try_emit_function(m, md->module, kv.first, kv.second);
+}
+
+void on_functions_lazy_loaded(const Sanitizer_ResourceFunctionsLazyLoadedData *d) {
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto it = g_mods.find(d->module);
+    if (it == g_mods.end()) return;
+    for (uint32_t i = 0; i < d->numFunctions; i++) {
+        const char *name = nullptr;
+        if (cuFuncGetName(&name, d->functions[i]) != CUDA_SUCCESS || !name) continue;
+        auto f = it->second.funcs.find(name);
+        if (f != it->second.funcs.end()) try_emit_function(it->second, d->module, f->first, f->second);
+    }
+}
+
+uint32_t blocks_sampled(uint32_t total, uint32_t P, uint32_t r) {
+    // blocks b in [0, total) with (b + r) % P == 0
+    uint32_t b0 = (P - (r % P)) % P;
+    return b0 < total ? (total - 1 - b0) / P + 1 : 0;
+}
+
+void finish_launch(LaunchState &st, Sanitizer_StreamHandle hs) {
+    uint64_t t1 = 0, records = 0, dropped = 0;
+    if (st.buf || g_cfg.sync_all) {
+        SAN(sanitizerStreamSynchronize(hs));
+        t1 = now_ns();
+    }
+    if (st.buf) {
+        Buf *b = st.buf;
+        gp_ctl h;
+        memset(&h, 0, sizeof h);
+        SAN(sanitizerMemcpyDeviceToHost(&h, b->dev, sizeof h, hs));
+        {
+            std::lock_guard<std::mutex> lk(b->mu);
+            drain_if_full(b);
+            uint32_t n = h.tail < b->cap ? h.tail : b->cap;
+            emit_records(b, n);
+            records = b->delivered;
+        }
+        dropped = h.dropped;
+        deactivate(b);
+        std::lock_guard<std::mutex> lk(g_mu);
+        g_ctxs[b->ctx].free_bufs.push_back(b);
+    }
+    gpw_buf f;
+    gpw_buf_init(&f);
+    gpw_kernel_end(&f, st.launch_id, t1 ? st.t0 : 0, t1, st.blocks_total, st.buf ? st.blocks_sampled : 0, records,
+                   dropped);
+    out_push(&f, false, 0);
+    st = LaunchState();
+}
+
+void on_launch_begin(const Sanitizer_LaunchData *ld) {
+    uint32_t shared = t_shared_bytes;
+    t_shared_bytes = 0;
+    if (t_launch.valid) {
+        vlog("launch begin without end; closing the previous launch");
+        finish_launch(t_launch, ld->hStream);
+    }
+    uint64_t frames[64];
+    size_t nf = host_backtrace(frames, 64);
+    const std::string name = ld->functionName ? ld->functionName : "";
+    uint64_t lid = g_next_launch.fetch_add(1);
+    uint32_t fid = 0;
+    bool instrumentable = false;
+    Buf *buf = nullptr;
+    gp_ctl *disabled = nullptr;
+    uint32_t blocks = ld->gridDim_x * ld->gridDim_y * ld->gridDim_z;
+    {
+        std::lock_guard<std::mutex> lk(g_mu);
+        auto mit = g_mods.find(ld->module);
+        SMod *m = mit == g_mods.end() ? nullptr : &mit->second;
+        if (m) {
+            SFunc &f = m->funcs[name];
+            if (f.id == 0) f.id = new_function_id();
+            fid = f.id;
+            try_emit_function(*m, ld->module, name, f);
+            if (!f.emitted) {
+                emit_function(f.id, m->id, 0, f.elf_size, name);
+                f.emitted = true;
+            }
+            instrumentable = m->instrumentable;
+        } else {
+            static std::unordered_map<std::string, uint32_t> orphans; // module never seen
+            uint32_t &id = orphans[name];
+            if (id == 0) {
+                id = new_function_id();
+                emit_function(id, 0, 0, 0, name);
+            }
+            fid = id;
+        }
+        bool sampled = kernel_sample(hash_frames(frames, nf) ^ ((uint64_t)fid * 0x9e3779b97f4a7c15ull));
+        bool instr = sampled && instrumentable && out_alive();
+        CtxState &cs = g_ctxs[ld->context];
+        if (instr) buf = acquire_buf(cs, ld->context);
+        if (!buf) disabled = disabled_ctl(cs, ld->context, ld->hStream);
+        if (m && g_cfg.skip_unpatch && m->instrumentable) {
+            if (!buf && m->patched) {
+                if (SAN(sanitizerUnpatchModule(ld->module))) m->patched = false;
+            } else if (buf && !m->patched) {
+                m->patched = patch_module(ld->module);
+            }
+        }
+    }
+    uint32_t P = g_cfg.block_sampling;
+    uint32_t r = (buf && P > 1) ? (uint32_t)(rng_next() % P) : 0;
+    if (buf) {
+        {
+            std::lock_guard<std::mutex> lk(buf->mu);
+            buf->launch_id = lid;
+            buf->delivered = 0;
+            buf->mbox->full = 0;
+            buf->mbox->count = 0;
+        }
+        gp_ctl &c = buf->cfg;
+        memset(&c, 0, sizeof c);
+        c.capacity = buf->cap;
+        c.period = P;
+        c.offset = r;
+        c.spaces = g_cfg.spaces;
+        c.timeout_ns = g_cfg.device_timeout_ns;
+        c.mbox = buf->mbox;
+        c.records = buf->recs;
+        bool ok = SAN(sanitizerMemcpyHostToDeviceAsync(buf->dev, &c, sizeof c, ld->hStream)) &&
+                  SAN(sanitizerSetLaunchCallbackData(ld->hLaunch, ld->function, ld->hStream, buf->dev));
+        if (!ok) {
+            std::lock_guard<std::mutex> lk(g_mu);
+            g_ctxs[ld->context].free_bufs.push_back(buf);
+            buf = nullptr;
+        }
+    }
+    if (!buf && disabled) sanitizerSetLaunchCallbackData(ld->hLaunch, ld->function, ld->hStream, disabled);
+
+    gpw_launch_t L = {};
+    L.launch_id = lid;
+    L.function_id = fid;
+    L.grid[0] = ld->gridDim_x;
+    L.grid[1] = ld->gridDim_y;
+    L.grid[2] = ld->gridDim_z;
+    L.block[0] = ld->blockDim_x;
+    L.block[1] = ld->blockDim_y;
+    L.block[2] = ld->blockDim_z;
+    L.shared_bytes = shared;
+    L.stream = (uint64_t)(uintptr_t)ld->stream;
+    L.instrumented = buf ? 1 : 0;
+    L.block_offset = buf ? r : 0;
+    gpw_buf f;
+    gpw_buf_init(&f);
+    gpw_launch(&f, &L, frames, nf);
+    out_push(&f, false, 0);
+    if (buf) activate(buf);
+
+    t_launch.valid = true;
+    t_launch.launch_id = lid;
+    t_launch.buf = buf;
+    t_launch.blocks_total = blocks;
+    t_launch.blocks_sampled = buf ? blocks_sampled(blocks, P, r) : 0;
+    t_launch.t0 = now_ns();
+}
+
+void on_launch_end(const Sanitizer_LaunchData *ld) {
+    if (!t_launch.valid) return;
+    finish_launch(t_launch, ld->hStream);
+}
+
+void on_memory(Sanitizer_CallbackId cbid, const Sanitizer_ResourceMemoryData *md) {
+    gpw_buf f;
+    gpw_buf_init(&f);
+    switch (cbid) {
+    case SANITIZER_CBID_RESOURCE_DEVICE_MEMORY_ALLOC:
+    case SANITIZER_CBID_RESOURCE_HOST_MEMORY_ALLOC:
+    case SANITIZER_CBID_RESOURCE_MEMORY_ALLOC_ASYNC: {
+        uint8_t kind = GPW_ALLOC_DEVICE;
+        if (cbid == SANITIZER_CBID_RESOURCE_HOST_MEMORY_ALLOC)
+            kind = GPW_ALLOC_HOST_PINNED;
+        else if (cbid == SANITIZER_CBID_RESOURCE_MEMORY_ALLOC_ASYNC)
+            kind = GPW_ALLOC_ASYNC;
+        else if (md->flags & SANITIZER_MEMORY_FLAG_MANAGED)
+            kind = GPW_ALLOC_MANAGED;
+        uint64_t frames[64];
+        size_t nf = host_backtrace(frames, 64);
+        gpw_alloc(&f, new_alloc_id(), md->address, md->size, kind, frames, nf);
+        break;
+    }
+    default:
+        gpw_free(&f, md->address);
+        break;
+    }
+    out_push(&f, false, 0);
+}
+
+void on_driver_api(Sanitizer_CallbackId cbid, const Sanitizer_CallbackData *cd) {
+    if (cd->callbackSite != SANITIZER_API_ENTER || !cd->functionParams) return;
+    switch (cbid) {
+    case SANITIZER_CBID_DRIVER_API_cuLaunchKernel:
+    case SANITIZER_CBID_DRIVER_API_cuLaunchKernel_ptsz:
+        t_shared_bytes = ((const cuLaunchKernel_params *)cd->functionParams)->sharedMemBytes;
+        break;
+    case SANITIZER_CBID_DRIVER_API_cuLaunchCooperativeKernel:
+    case SANITIZER_CBID_DRIVER_API_cuLaunchCooperativeKernel_ptsz:
+        t_shared_bytes = ((const cuLaunchCooperativeKernel_params *)cd->functionParams)->sharedMemBytes;
+        break;
+    case SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx:
+    case SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx_ptsz: {
+        const cuLaunchKernelEx_params *p = (const cuLaunchKernelEx_params *)cd->functionParams;
+        t_shared_bytes = p->config ? p->config->sharedMemBytes : 0;
+        break;
+    }
+    default: break;
+    }
+}
+
+void on_context_destroy(CUcontext ctx) {
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto it = g_ctxs.find(ctx);
+    if (it == g_ctxs.end()) return;
+    for (Buf *b : it->second.all_bufs) {
+        deactivate(b);
+        sanitizerFreeHost(ctx, b->host);
+        sanitizerFree(ctx, b->dev);
+        delete b;
+    }
+    if (it->second.disabled) sanitizerFree(ctx, it->second.disabled);
+    g_ctxs.erase(it);
+    for (auto m = g_mods.begin(); m != g_mods.end();) {
+        if (m->second.ctx == ctx) {
+            for (auto &kv : m->second.funcs)
+                if (!kv.second.emitted) {
+                    emit_function(kv.second.id, m->second.id, 0, kv.second.elf_size, kv.first);
+                    kv.second.emitted = true;
+                }
+            m = g_mods.erase(m);
+        } else {
+            ++m;
+        }
+    }
+}
+
+thread_local int t_depth = 0;
+
+void SANITIZERAPI callback(void *, Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid, const void *cbdata) {
+    if (t_depth > 0) return; // our own CUDA calls
+    t_depth++;
+    switch (domain) {
+    case SANITIZER_CB_DOMAIN_DRIVER_API: on_driver_api(cbid, (const Sanitizer_CallbackData *)cbdata); break;
+    case SANITIZER_CB_DOMAIN_RESOURCE:
+        switch (cbid) {
+        case SANITIZER_CBID_RESOURCE_CONTEXT_CREATION_FINISHED:
+            hello_from_device(((const Sanitizer_ResourceContextData *)cbdata)->device);
+            break;
+        case SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+            on_context_destroy(((const Sanitizer_ResourceContextData *)cbdata)->context);
+            break;
+        case SANITIZER_CBID_RESOURCE_MODULE_LOADED:
+            on_module_loaded((const Sanitizer_ResourceModuleData *)cbdata);
+            host_modules_scan();
+            break;
+        case SANITIZER_CBID_RESOURCE_FUNCTIONS_LAZY_LOADED:
+            on_functions_lazy_loaded((const Sanitizer_ResourceFunctionsLazyLoadedData *)cbdata);
+            break;
+        case SANITIZER_CBID_RESOURCE_DEVICE_MEMORY_ALLOC:
+        case SANITIZER_CBID_RESOURCE_HOST_MEMORY_ALLOC:
+        case SANITIZER_CBID_RESOURCE_MEMORY_ALLOC_ASYNC:
+        case SANITIZER_CBID_RESOURCE_DEVICE_MEMORY_FREE:
+        case SANITIZER_CBID_RESOURCE_HOST_MEMORY_FREE:
+        case SANITIZER_CBID_RESOURCE_MEMORY_FREE_ASYNC:
+            on_memory(cbid, (const Sanitizer_ResourceMemoryData *)cbdata);
+            break;
+        default: break;
+        }
+        break;
+    case SANITIZER_CB_DOMAIN_LAUNCH:
+        if (cbid == SANITIZER_CBID_LAUNCH_BEGIN)
+            on_launch_begin((const Sanitizer_LaunchData *)cbdata);
+        else if (cbid == SANITIZER_CBID_LAUNCH_END)
+            on_launch_end((const Sanitizer_LaunchData *)cbdata);
+        break;
+    default: break;
+    }
+    t_depth--;
+}
+
+} // namespace
+
+bool sanitizer_init() {
+    if (!SAN(sanitizerSubscribe(&g_sub, callback, nullptr))) return false;
+    bool ok = SAN(sanitizerEnableDomain(1, g_sub, SANITIZER_CB_DOMAIN_RESOURCE)) &&
+              SAN(sanitizerEnableDomain(1, g_sub, SANITIZER_CB_DOMAIN_LAUNCH));
+    const Sanitizer_CallbackId launch_cbids[] = {
+        SANITIZER_CBID_DRIVER_API_cuLaunchKernel,           SANITIZER_CBID_DRIVER_API_cuLaunchKernel_ptsz,
+        SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx,         SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx_ptsz,
+        SANITIZER_CBID_DRIVER_API_cuLaunchCooperativeKernel, SANITIZER_CBID_DRIVER_API_cuLaunchCooperativeKernel_ptsz,
+    };
+    for (Sanitizer_CallbackId id : launch_cbids) sanitizerEnableCallback(1, g_sub, SANITIZER_CB_DOMAIN_DRIVER_API, id);
+    g_drainer = std::thread(drainer_main);
+    vlog("redundancy mode: P=%u K=%u, %u record slots per trace buffer, patches from %s", g_cfg.block_sampling,
+         g_cfg.kernel_sampling, g_cfg.device_records, g_cfg.patch_fatbin.c_str());
+    return ok;
+}
+
+void sanitizer_atexit() {
+    {
+        std::lock_guard<std::mutex> lk(g_act_mu);
+        g_stop = true;
+    }
+    g_act_cv.notify_all();
+    if (g_drainer.joinable()) g_drainer.join();
+    std::lock_guard<std::mutex> lk(g_mu);
+    for (auto &m : g_mods)
+        for (auto &kv : m.second.funcs)
+            if (!kv.second.emitted) {
+                emit_function(kv.second.id, m.second.id, 0, kv.second.elf_size, kv.first);
+                kv.second.emitted = true;
+            }
+}
+
+} // namespace gp
