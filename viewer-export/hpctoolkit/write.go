@@ -1,0 +1,1085 @@
+package hpctoolkit
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gpuprof/profile"
+	"gpuprof/viewer-export/internal/view"
+)
+
+// Scope order of every metric's propagated variants: propMetricId is
+// 4*metric + scope, as hpcprof numbers them.
+const (
+	scPoint = iota
+	scFunction
+	scLexAware
+	scExecution
+	nScopes
+)
+
+var scopeDefs = [nScopes]Scope{
+	{Name: "point", Type: ScopePoint, Index: 255},
+	{Name: "function", Type: ScopeTransitive, Index: 0},
+	{Name: "lex_aware", Type: ScopeCustom, Index: 255},
+	{Name: "execution", Type: ScopeExecution, Index: 255},
+}
+
+// Summary statistics per scope. The sum statistic reuses the propagated id
+// (as hpcprof does, and as readers that key the summary profile by
+// propagated id expect); the others get ids after all propagated ids.
+const (
+	stSum = iota
+	stMin
+	stMax
+	stCount
+	stSumSq
+	nStats
+)
+
+var statDefs = [nStats]struct {
+	formula string
+	combine uint8
+}{
+	{"$$", 0}, {"$$", 1}, {"$$", 2}, {"1", 0}, {"$$^2", 0},
+}
+
+// Identifier kinds, in hpcprof's order.
+var idNames = []string{"SUMMARY", "NODE", "RANK", "THREAD", "GPUDEVICE", "GPUCONTEXT", "GPUSTREAM", "CORE"}
+
+const (
+	idNode = 1
+	idRank = 2
+)
+
+// ctx is a context of the database tree being built.
+type ctx struct {
+	id       uint32
+	parent   *ctx
+	rel, lex uint8
+	fn, file int // indices, -1 if absent
+	mod      int
+	line     uint32
+	off      uint64
+	children []*ctx
+	kids     map[string]*ctx // children by identity, so equal frames share a context
+	nodes    []profile.NodeID
+	internal bool // represents GPU-internal nodes (no per-rank values)
+}
+
+func (c *ctx) flags() uint8 {
+	var f uint8
+	if c.fn >= 0 {
+		f |= 1
+	}
+	if c.file >= 0 {
+		f |= 2
+	}
+	if c.mod >= 0 {
+		f |= 4
+	}
+	return f
+}
+
+func (c *ctx) flexWords() int {
+	n := 0
+	if c.fn >= 0 {
+		n++
+	}
+	if c.file >= 0 {
+		n += 2
+	}
+	if c.mod >= 0 {
+		n += 2
+	}
+	return n
+}
+
+func (c *ctx) size() uint64 { return 32 + 8*uint64(c.flexWords()) }
+
+type function struct {
+	name      string
+	raw       string // the symbol as measured: distinct symbols stay distinct functions even if they demangle alike
+	mod, file int
+	off       uint64
+}
+
+// builder turns a profile into the database's tables.
+type builder struct {
+	p        *profile.Profile
+	modules  []string
+	modIdx   map[string]int
+	files    []string
+	fileIdx  map[string]int
+	funcs    []function
+	funcIdx  map[function]int
+	entry    *ctx
+	all      []*ctx // by id-1
+	rep      map[profile.NodeID]*ctx
+	metrics  []profile.MetricID
+	metIdx   map[profile.MetricID]int
+	ranks    []int32
+	nextStat int
+}
+
+func (b *builder) module(path string) int {
+	if i, ok := b.modIdx[path]; ok {
+		return i
+	}
+	b.modIdx[path] = len(b.modules)
+	b.modules = append(b.modules, path)
+	return len(b.modules) - 1
+}
+
+func (b *builder) file(path string) int {
+	if path == "" {
+		path = "<unknown file>"
+	}
+	if i, ok := b.fileIdx[path]; ok {
+		return i
+	}
+	b.fileIdx[path] = len(b.files)
+	b.files = append(b.files, path)
+	return len(b.files) - 1
+}
+
+func (b *builder) function(f function) int {
+	if i, ok := b.funcIdx[f]; ok {
+		return i
+	}
+	b.funcIdx[f] = len(b.funcs)
+	b.funcs = append(b.funcs, f)
+	return len(b.funcs) - 1
+}
+
+// child returns parent's child of the given shape, creating it once.
+func (b *builder) child(parent *ctx, rel, lex uint8, fn, file int, line uint32, mod int, off uint64) *ctx {
+	key := fmt.Sprint(rel, lex, fn, file, line, mod, off)
+	if c, ok := parent.kids[key]; ok {
+		return c
+	}
+	c := &ctx{parent: parent, rel: rel, lex: lex, fn: fn, file: file, line: line, mod: mod, off: off, kids: map[string]*ctx{}}
+	parent.kids[key] = c
+	parent.children = append(parent.children, c)
+	return c
+}
+
+// FunctionName is the name the database gives a frame's function: the
+// demangled symbol, "<gpu kernel> NAME" for a kernel launch, or a
+// placeholder with the address for an unsymbolised host frame.
+func FunctionName(f profile.Frame) string {
+	name := view.Demangle(f.Function)
+	switch {
+	case f.Kind == profile.KindKernel:
+		if name == "" {
+			name = "<unknown>"
+		}
+		return "<gpu kernel> " + name
+	case name == "" && f.Kind == profile.KindHostFrame:
+		return fmt.Sprintf("<unknown function 0x%x>", f.Offset)
+	case name == "":
+		return "<unknown function>"
+	}
+	return name
+}
+
+// unknownOff keeps an unsymbolised host frame's address as its function's
+// entry offset.
+func unknownOff(f profile.Frame) uint64 {
+	if f.Function == "" {
+		return f.Offset
+	}
+	return 0
+}
+
+// build maps the calling-context tree onto HPCToolkit's lexical contexts:
+//   - root: the "main thread" entry point;
+//   - host frame: function (call) + source line (lexical) of the call site,
+//     the frame's values on the line; an unsymbolised frame is a function
+//     named by its address;
+//   - kernel: a function "<gpu kernel> NAME" in the GPU module (call);
+//   - GPU function: function (call);
+//   - inlined frame: call-site line (lexical) + function (inlined call);
+//   - loop: loop at its header line, with the header's offset;
+//   - line: line; instruction: instruction (GPU module, offset in its function).
+func (b *builder) build() {
+	p := b.p
+	b.entry = &ctx{fn: -1, file: -1, mod: -1, kids: map[string]*ctx{}}
+	ch := p.Children()
+	for _, kids := range ch {
+		sort.Slice(kids, func(i, j int) bool {
+			a, c := p.Nodes[kids[i]].Frame.String(), p.Nodes[kids[j]].Frame.String()
+			if a != c {
+				return a < c
+			}
+			return kids[i] < kids[j]
+		})
+	}
+	// Load modules: host binaries as they appear, then every GPU module.
+	hashes := make([]profile.ModuleHash, 0, len(p.Modules))
+	for h := range p.Modules {
+		hashes = append(hashes, h)
+	}
+	sort.Slice(hashes, func(i, j int) bool { return hashes[i] < hashes[j] })
+	for _, h := range hashes {
+		b.module(view.GPUModulePath(p, h.String()))
+	}
+	var walk func(id profile.NodeID, at *ctx, gpuMod int)
+	walk = func(id profile.NodeID, at *ctx, gpuMod int) {
+		n := p.Nodes[id]
+		f := n.Frame
+		rep := at
+		switch f.Kind {
+		case profile.KindRoot:
+			rep = b.entry
+		case profile.KindHostFrame:
+			mod := -1
+			if f.Module != "" {
+				mod = b.module(f.Module)
+			}
+			fl := -1
+			if f.File != "" {
+				fl = b.file(f.File)
+			}
+			fn := b.function(function{name: FunctionName(f), raw: f.Function, mod: mod, file: fl, off: unknownOff(f)})
+			rep = b.child(at, RelCall, LexFunction, fn, -1, 0, -1, 0)
+			if f.File != "" || f.Line != 0 {
+				rep = b.child(rep, RelLexical, LexLine, -1, b.file(f.File), f.Line, -1, 0)
+			}
+		case profile.KindKernel:
+			gpuMod = b.module(view.GPUModulePath(p, f.Module))
+			fn := b.function(function{name: FunctionName(f), raw: f.Function, mod: gpuMod, file: -1})
+			rep = b.child(at, RelCall, LexFunction, fn, -1, 0, -1, 0)
+		case profile.KindGPUFunction:
+			if f.Module != "" {
+				gpuMod = b.module(view.GPUModulePath(p, f.Module))
+			}
+			fn := b.function(function{name: FunctionName(f), raw: f.Function, mod: gpuMod, file: -1})
+			rep = b.child(at, RelCall, LexFunction, fn, -1, 0, -1, 0)
+		case profile.KindInlined:
+			site := at
+			if f.File != "" || f.Line != 0 {
+				site = b.child(at, RelLexical, LexLine, -1, b.file(f.File), f.Line, -1, 0)
+			}
+			fn := b.function(function{name: FunctionName(f), raw: f.Function, mod: gpuMod, file: -1})
+			rep = b.child(site, RelInlined, LexFunction, fn, -1, 0, -1, 0)
+		case profile.KindLoop:
+			rep = b.child(at, RelLexical, LexLoop, -1, b.file(f.File), f.Line, gpuMod, f.Offset)
+		case profile.KindLine:
+			rep = b.child(at, RelLexical, LexLine, -1, b.file(f.File), f.Line, -1, 0)
+		case profile.KindInstruction:
+			mod := gpuMod
+			if mod < 0 {
+				mod = b.module("<unknown module>")
+			}
+			rep = b.child(at, RelLexical, LexInstruction, -1, -1, 0, mod, f.Offset)
+		}
+		rep.nodes = append(rep.nodes, id)
+		if !profile.IsLaunchContext(f.Kind) && f.Kind != profile.KindRoot && len(n.Metrics) > 0 {
+			rep.internal = true
+		}
+		b.rep[id] = rep
+		for _, c := range ch[id] {
+			walk(c, rep, gpuMod)
+		}
+	}
+	walk(profile.RootID, b.entry, -1)
+	// Ids in depth-first order, children as built (sorted frames).
+	var number func(c *ctx)
+	number = func(c *ctx) {
+		b.all = append(b.all, c)
+		c.id = uint32(len(b.all))
+		for _, k := range c.children {
+			number(k)
+		}
+	}
+	number(b.entry)
+}
+
+// values holds one profile's values: per context index (id-1), per metric
+// index, per scope.
+type values [][][nScopes]float64
+
+func (b *builder) newValues() values {
+	v := make(values, len(b.all))
+	for i := range v {
+		v[i] = make([][nScopes]float64, len(b.metrics))
+	}
+	return v
+}
+
+// propagate fills the function, lex_aware and execution scopes from the
+// point values: execution sums every descendant, function (and lex_aware)
+// the descendants reached through lexical nesting only.
+func (b *builder) propagate(v values) {
+	for i := len(b.all) - 1; i >= 0; i-- { // children have larger ids
+		c := b.all[i]
+		for m := range b.metrics {
+			v[i][m][scFunction] += v[i][m][scPoint]
+			v[i][m][scLexAware] = v[i][m][scFunction]
+			v[i][m][scExecution] += v[i][m][scPoint]
+		}
+		if c.parent == nil {
+			continue
+		}
+		pi := c.parent.id - 1
+		for m := range b.metrics {
+			v[pi][m][scExecution] += v[i][m][scExecution]
+			if c.rel == RelLexical {
+				v[pi][m][scFunction] += v[i][m][scFunction]
+			}
+		}
+	}
+}
+
+func (b *builder) pointValues(get func(id profile.NodeID) profile.Values) values {
+	v := b.newValues()
+	for i, c := range b.all {
+		for _, id := range c.nodes {
+			for _, mv := range get(id) {
+				if m, ok := b.metIdx[mv.ID]; ok {
+					v[i][m][scPoint] += float64(mv.V)
+				}
+			}
+		}
+	}
+	b.propagate(v)
+	return v
+}
+
+// stat is a summary statistic over ranks of one (context, metric, scope).
+type stat struct {
+	ok                 bool
+	min, max, n, sumSq float64
+}
+
+// Write writes p as an HPCToolkit database into dir (created if needed):
+// meta.db, profile.db (the summary profile, then one profile per rank),
+// cct.db and metrics/default.yaml.
+func Write(dir string, p *profile.Profile) error {
+	meta, prof, cct, yaml, err := Encode(p)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "metrics"), 0o755); err != nil {
+		return err
+	}
+	for name, b := range map[string][]byte{"meta.db": meta, "profile.db": prof, "cct.db": cct, "metrics/default.yaml": yaml} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Encode returns the bytes of meta.db, profile.db, cct.db and
+// metrics/default.yaml for p.
+func Encode(p *profile.Profile) (meta, prof, cct, yaml []byte, err error) {
+	b := &builder{p: p, modIdx: map[string]int{}, fileIdx: map[string]int{}, funcIdx: map[function]int{}, rep: map[profile.NodeID]*ctx{}}
+	if _, ok := p.Nodes[profile.RootID]; !ok {
+		return nil, nil, nil, nil, fmt.Errorf("hpctoolkit: profile has no root node")
+	}
+	b.metrics = view.Metrics(p)
+	if nScopes*(1+nStats)*len(b.metrics) > math.MaxUint16 {
+		return nil, nil, nil, nil, fmt.Errorf("hpctoolkit: %d metrics exceed the format's 16-bit metric ids", len(b.metrics))
+	}
+	b.metIdx = map[profile.MetricID]int{}
+	for i, m := range b.metrics {
+		b.metIdx[m] = i
+	}
+	b.ranks = p.SortedRanks()
+	b.build()
+	if len(b.all) > math.MaxUint32-1 {
+		return nil, nil, nil, nil, fmt.Errorf("hpctoolkit: too many contexts (%d)", len(b.all))
+	}
+
+	sum := b.pointValues(func(id profile.NodeID) profile.Values { return p.Nodes[id].Metrics })
+	perRank := make([]values, len(b.ranks))
+	for i, r := range b.ranks {
+		per := p.PerRank[r]
+		perRank[i] = b.pointValues(func(id profile.NodeID) profile.Values { return per[id] })
+	}
+	stats := b.stats(perRank)
+
+	meta = b.encodeMeta()
+	prof = b.encodeProfiles(sum, perRank, stats)
+	cct = b.encodeCCT(perRank)
+	yaml = b.encodeYAML()
+	return meta, prof, cct, yaml, nil
+}
+
+// stats computes min, max, count and sum of squares over ranks. Exact where
+// every value a context sums is kept per rank (launch contexts, and scopes
+// that do not reach GPU-internal contexts); from the profile's own
+// cross-rank summaries for a GPU-internal context's point value, and for
+// every scope of one whose sums include nothing else; absent otherwise.
+func (b *builder) stats(perRank []values) [][][nScopes]stat {
+	out := make([][][nScopes]stat, len(b.all))
+	// internal[i][s]: the scope-s sum at context i includes GPU-internal
+	// values; others[i][s]: it includes values of contexts other than i.
+	internal := make([][nScopes]bool, len(b.all))
+	others := make([][nScopes]bool, len(b.all))
+	hasVal := func(i int) bool {
+		for _, id := range b.all[i].nodes {
+			if len(b.p.Nodes[id].Metrics) > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for i := len(b.all) - 1; i >= 0; i-- {
+		c := b.all[i]
+		for s := range nScopes {
+			internal[i][s] = internal[i][s] || c.internal
+		}
+		if c.parent == nil {
+			continue
+		}
+		pi := c.parent.id - 1
+		contributes := hasVal(i) || others[i][scExecution]
+		internal[pi][scExecution] = internal[pi][scExecution] || internal[i][scExecution]
+		others[pi][scExecution] = others[pi][scExecution] || contributes
+		if c.rel == RelLexical {
+			for _, s := range []int{scFunction, scLexAware} {
+				internal[pi][s] = internal[pi][s] || internal[i][s]
+				others[pi][s] = others[pi][s] || hasVal(i) || others[i][s]
+			}
+		}
+	}
+	for i, c := range b.all {
+		out[i] = make([][nScopes]stat, len(b.metrics))
+		for s := range nScopes {
+			switch {
+			case !internal[i][s]:
+				for m := range b.metrics {
+					st := stat{}
+					for _, v := range perRank {
+						x := v[i][m][s]
+						if x == 0 {
+							continue
+						}
+						if !st.ok {
+							st = stat{ok: true, min: x, max: x}
+						}
+						st.min, st.max = math.Min(st.min, x), math.Max(st.max, x)
+						st.n++
+						st.sumSq += x * x
+					}
+					out[i][m][s] = st
+				}
+			case len(c.nodes) == 1 && (s == scPoint || !others[i][s]):
+				ss := b.p.Summaries[c.nodes[0]]
+				for _, ms := range ss {
+					m, ok := b.metIdx[ms.ID]
+					if !ok || ms.S.N == 0 {
+						continue
+					}
+					sq := float64(ms.S.SumSqHi)*math.Exp2(64) + float64(ms.S.SumSqLo)
+					out[i][m][s] = stat{ok: true, min: float64(ms.S.Min), max: float64(ms.S.Max), n: float64(ms.S.N), sumSq: sq}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (b *builder) propID(m, s int) uint16 { return uint16(nScopes*m + s) }
+
+// statID: the sum statistic shares the propagated id; the others follow
+// all propagated ids.
+func (b *builder) statID(m, s, st int) uint16 {
+	if st == stSum {
+		return b.propID(m, s)
+	}
+	base := nScopes * len(b.metrics)
+	return uint16(base + ((m*nScopes+s)*(nStats-1) + st - 1))
+}
+
+// --- binary writing ---
+
+type wbuf struct{ b []byte }
+
+func (w *wbuf) pos() uint64 { return uint64(len(w.b)) }
+func (w *wbuf) align(n int) {
+	for len(w.b)%n != 0 {
+		w.b = append(w.b, 0)
+	}
+}
+func (w *wbuf) pad(to uint64) {
+	for w.pos() < to {
+		w.b = append(w.b, 0)
+	}
+}
+func (w *wbuf) u8(v uint8)   { w.b = append(w.b, v) }
+func (w *wbuf) u16(v uint16) { w.b = binary.LittleEndian.AppendUint16(w.b, v) }
+func (w *wbuf) u32(v uint32) { w.b = binary.LittleEndian.AppendUint32(w.b, v) }
+func (w *wbuf) u64(v uint64) { w.b = binary.LittleEndian.AppendUint64(w.b, v) }
+func (w *wbuf) f64(v float64) {
+	w.u64(math.Float64bits(v))
+}
+func (w *wbuf) put64(at, v uint64) { binary.LittleEndian.PutUint64(w.b[at:], v) }
+func (w *wbuf) str(s string) uint64 {
+	at := w.pos()
+	w.b = append(w.b, s...)
+	w.b = append(w.b, 0)
+	return at
+}
+
+// header starts a file: magic, format, version 4.0 and n section slots.
+func header(format string, n int) *wbuf {
+	w := &wbuf{}
+	w.b = append(w.b, "HPCTOOLKIT"...)
+	w.b = append(w.b, format...)
+	w.u8(4)
+	w.u8(0)
+	w.b = append(w.b, make([]byte, 16*n)...)
+	return w
+}
+
+// section runs fill at the next 8-aligned offset and records the section.
+func (w *wbuf) section(i int, fill func(start uint64)) {
+	w.align(8)
+	start := w.pos()
+	fill(start)
+	w.put64(uint64(16+16*i), w.pos()-start)
+	w.put64(uint64(24+16*i), start)
+}
+
+// strings collects strings placed later in the same section; patch writes
+// them and fixes the pointers.
+type strRefs struct {
+	at  []uint64
+	val []string
+}
+
+func (s *strRefs) ref(w *wbuf, v string) {
+	s.at = append(s.at, w.pos())
+	s.val = append(s.val, v)
+	w.u64(0)
+}
+
+func (s *strRefs) patch(w *wbuf) {
+	done := map[string]uint64{}
+	for i, v := range s.val {
+		p, ok := done[v]
+		if !ok {
+			p = w.str(v)
+			done[v] = p
+		}
+		w.put64(s.at[i], p)
+	}
+}
+
+func (b *builder) description() string {
+	p := b.p
+	var d strings.Builder
+	fmt.Fprintf(&d, "# gpuprof profile of job %s\n\n", p.Job)
+	if p.Synthetic {
+		d.WriteString("**Synthetic data**: some of the merged items were generated, not measured.\n\n")
+	}
+	fmt.Fprintf(&d, "%d items merged from %d ranks (%d sealed).\n\n", p.MergedItems(), len(p.Items), p.SealedRanks())
+	d.WriteString("| rank | host | GPU | mode | source | block P | kernel K | launches traced | dropped | incomplete |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range b.ranks {
+		ri := p.Ranks[r]
+		fmt.Fprintf(&d, "| %d | %s | %s | %s | %s | %d | %d | %d/%d | %d | %s |\n", r, ri.Host, ri.GPU, ri.Mode, ri.Source,
+			ri.BlockP, ri.KernelK, ri.LaunchesTraced, ri.Launches, ri.Dropped+ri.HostDropped, ri.Incomplete)
+	}
+	d.WriteString("\nPer-rank profiles hold host contexts and kernel launches only; GPU-internal contexts (functions, loops, lines, instructions) are in the summary profile.\n")
+	return d.String()
+}
+
+func (b *builder) encodeMeta() []byte {
+	w := header("meta", 8)
+	// General
+	w.section(0, func(s uint64) {
+		var ss strRefs
+		title := b.p.Job
+		if title == "" {
+			title = "gpuprof"
+		}
+		ss.ref(w, title)
+		ss.ref(w, b.description())
+		ss.patch(w)
+	})
+	// Identifier names
+	w.section(1, func(s uint64) {
+		w.u64(s + 16)
+		w.u8(uint8(len(idNames)))
+		w.pad(s + 16)
+		var ss strRefs
+		for _, n := range idNames {
+			ss.ref(w, n)
+		}
+		ss.patch(w)
+	})
+	// Metrics
+	w.section(2, func(s uint64) {
+		pScopes := s + 0x20
+		pMetrics := pScopes + 16*nScopes
+		w.u64(pMetrics)
+		w.u32(uint32(len(b.metrics)))
+		w.u8(32)
+		w.u8(16)
+		w.u8(24)
+		w.pad(s + 0x10)
+		w.u64(pScopes)
+		w.u16(nScopes)
+		w.u8(16)
+		w.pad(pScopes)
+		var ss strRefs
+		for _, sc := range scopeDefs {
+			ss.ref(w, sc.Name)
+			w.u8(sc.Type)
+			w.u8(sc.Index)
+			w.pad(w.pos() + 6)
+		}
+		pInsts := pMetrics + 32*uint64(len(b.metrics))
+		pSums := pInsts + 16*nScopes*uint64(len(b.metrics))
+		for m, id := range b.metrics {
+			ss.ref(w, id.Name())
+			w.u64(pInsts + 16*nScopes*uint64(m))
+			w.u64(pSums + 24*nScopes*nStats*uint64(m))
+			w.u16(nScopes)
+			w.u16(nScopes * nStats)
+			w.pad(w.pos() + 4)
+		}
+		for m := range b.metrics {
+			for sc := range nScopes {
+				w.u64(pScopes + 16*uint64(sc))
+				w.u16(b.propID(m, sc))
+				w.pad(w.pos() + 6)
+			}
+		}
+		for m := range b.metrics {
+			for sc := range nScopes {
+				for st, def := range statDefs {
+					w.u64(pScopes + 16*uint64(sc))
+					ss.ref(w, def.formula)
+					w.u8(def.combine)
+					w.u8(0)
+					w.u16(b.statID(m, sc, st))
+					w.pad(w.pos() + 4)
+				}
+			}
+		}
+		ss.patch(w)
+	})
+	// Common string table
+	strAt := map[string]uint64{}
+	w.section(4, func(s uint64) {
+		add := func(v string) {
+			if _, ok := strAt[v]; !ok {
+				strAt[v] = w.str(v)
+			}
+		}
+		add("main thread")
+		for _, m := range b.modules {
+			add(m)
+		}
+		for _, f := range b.files {
+			add(f)
+		}
+		for _, f := range b.funcs {
+			add(f.name)
+		}
+	})
+	var pMods, pFiles, pFuncs uint64
+	w.section(5, func(s uint64) {
+		pMods = s + 16
+		w.u64(pMods)
+		w.u32(uint32(len(b.modules)))
+		w.u16(16)
+		w.pad(pMods)
+		for _, m := range b.modules {
+			w.u32(0)
+			w.u32(0)
+			w.u64(strAt[m])
+		}
+	})
+	w.section(6, func(s uint64) {
+		pFiles = s + 16
+		w.u64(pFiles)
+		w.u32(uint32(len(b.files)))
+		w.u16(16)
+		w.pad(pFiles)
+		for _, f := range b.files {
+			w.u32(0) // not copied into the database
+			w.u32(0)
+			w.u64(strAt[f])
+		}
+	})
+	ptr := func(base uint64, size uint64, i int) uint64 {
+		if i < 0 {
+			return 0
+		}
+		return base + size*uint64(i)
+	}
+	w.section(7, func(s uint64) {
+		pFuncs = s + 16
+		w.u64(pFuncs)
+		w.u32(uint32(len(b.funcs)))
+		w.u16(40)
+		w.pad(pFuncs)
+		for _, f := range b.funcs {
+			w.u64(strAt[f.name])
+			w.u64(ptr(pMods, 16, f.mod))
+			w.u64(f.off)
+			w.u64(ptr(pFiles, 16, f.file))
+			w.u32(0)
+			w.u32(0)
+		}
+	})
+	// Context tree: header, the entry point, then each context's children
+	// array (contiguous, as the format requires).
+	w.section(3, func(s uint64) {
+		pEntries := s + 16
+		w.u64(pEntries)
+		w.u16(1)
+		w.u8(32)
+		w.pad(pEntries)
+		arrays := map[*ctx]uint64{}
+		at := pEntries + 32
+		for _, c := range b.all {
+			if len(c.children) == 0 {
+				continue
+			}
+			arrays[c] = at
+			for _, k := range c.children {
+				at += k.size()
+			}
+		}
+		kidsSize := func(c *ctx) uint64 {
+			var n uint64
+			for _, k := range c.children {
+				n += k.size()
+			}
+			return n
+		}
+		e := b.entry
+		w.u64(kidsSize(e))
+		w.u64(arrays[e])
+		w.u32(e.id)
+		w.u16(1) // main thread
+		w.pad(w.pos() + 2)
+		w.u64(strAt["main thread"])
+		for _, c := range b.all {
+			if len(c.children) == 0 {
+				continue
+			}
+			if w.pos() != arrays[c] {
+				panic("hpctoolkit: context layout out of step") // a bug in this writer, not bad input
+			}
+			for _, k := range c.children {
+				w.u64(kidsSize(k))
+				w.u64(arrays[k])
+				w.u32(k.id)
+				w.u8(k.flags())
+				w.u8(k.rel)
+				w.u8(k.lex)
+				w.u8(uint8(k.flexWords()))
+				prop := uint16(0)
+				if k.rel == RelLexical {
+					prop = 1 // the "function" scope propagates through lexical nesting
+				}
+				w.u16(prop)
+				w.pad(w.pos() + 6)
+				if k.fn >= 0 {
+					w.u64(ptr(pFuncs, 40, k.fn))
+				}
+				if k.file >= 0 {
+					w.u64(ptr(pFiles, 16, k.file))
+					w.u32(k.line)
+					w.u32(0)
+				}
+				if k.mod >= 0 {
+					w.u64(ptr(pMods, 16, k.mod))
+					w.u64(k.off)
+				}
+			}
+		}
+	})
+	w.b = append(w.b, "_meta.db"...)
+	return w.b
+}
+
+type mval struct {
+	id uint16
+	v  float64
+}
+
+// block writes a profile-major sparse value block's arrays and returns
+// (nValues, pValues, nCtxs, pCtxIndices).
+func block(w *wbuf, ctxs []uint32, vals [][]mval) (uint64, uint64, uint32, uint64) {
+	w.align(8)
+	pValues := w.pos()
+	var n uint64
+	starts := make([]uint64, len(ctxs))
+	for i := range ctxs {
+		starts[i] = n
+		for _, v := range vals[i] {
+			w.u16(v.id)
+			w.f64(v.v)
+			n++
+		}
+	}
+	w.align(4)
+	pIdx := w.pos()
+	for i, c := range ctxs {
+		w.u32(c)
+		w.u64(starts[i])
+	}
+	return n, pValues, uint32(len(ctxs)), pIdx
+}
+
+func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScopes]stat) []byte {
+	w := header("prof", 2)
+	nProf := 1 + len(b.ranks)
+	var pInfos uint64
+	w.section(0, func(s uint64) {
+		pInfos = s + 16
+		w.u64(pInfos)
+		w.u32(uint32(nProf))
+		w.u8(48)
+		w.pad(pInfos)
+		w.b = append(w.b, make([]byte, 48*nProf)...)
+	})
+	tuples := make([]uint64, nProf)
+	w.section(1, func(s uint64) {
+		hosts := map[string]uint32{}
+		for i, r := range b.ranks {
+			ri := b.p.Ranks[r]
+			w.align(8)
+			tuples[i+1] = w.pos()
+			w.u16(2)
+			w.pad(w.pos() + 6)
+			h, ok := hosts[ri.Host]
+			if !ok {
+				h = uint32(len(hosts))
+				hosts[ri.Host] = h
+			}
+			hid := fnv.New32a()
+			hid.Write([]byte(ri.Host))
+			w.u8(idNode)
+			w.u8(0)
+			w.u16(1) // physical: the host's id
+			w.u32(h)
+			w.u64(uint64(hid.Sum32()))
+			w.u8(idRank)
+			w.u8(0)
+			w.u16(0)
+			w.u32(uint32(r))
+			w.u64(uint64(uint32(r)))
+		}
+	})
+	writeInfo := func(i int, nv, pv uint64, nc uint32, pc uint64, summary bool) {
+		at := pInfos + 48*uint64(i)
+		binary.LittleEndian.PutUint64(w.b[at:], nv)
+		binary.LittleEndian.PutUint64(w.b[at+8:], pv)
+		binary.LittleEndian.PutUint32(w.b[at+16:], nc)
+		binary.LittleEndian.PutUint64(w.b[at+24:], pc)
+		binary.LittleEndian.PutUint64(w.b[at+32:], tuples[i])
+		if summary {
+			binary.LittleEndian.PutUint32(w.b[at+40:], 1)
+		}
+	}
+	// Summary profile: statistics over ranks; the global context (0) holds
+	// the execution-scope values of the whole program.
+	{
+		var ctxs []uint32
+		var vals [][]mval
+		collect := func(i int, scopes []int) []mval {
+			var out []mval
+			for m := range b.metrics {
+				for _, s := range scopes {
+					if v := sum[i][m][s]; v != 0 {
+						out = append(out, mval{b.statID(m, s, stSum), v})
+					}
+					st := stats[i][m][s]
+					if !st.ok {
+						continue
+					}
+					out = append(out, mval{b.statID(m, s, stMin), st.min}, mval{b.statID(m, s, stMax), st.max},
+						mval{b.statID(m, s, stCount), st.n}, mval{b.statID(m, s, stSumSq), st.sumSq})
+				}
+			}
+			sort.Slice(out, func(x, y int) bool { return out[x].id < out[y].id })
+			return out
+		}
+		if g := collect(0, []int{scExecution}); len(g) > 0 {
+			ctxs = append(ctxs, 0)
+			vals = append(vals, g)
+		}
+		for i, c := range b.all {
+			if v := collect(i, []int{scPoint, scFunction, scLexAware, scExecution}); len(v) > 0 {
+				ctxs = append(ctxs, c.id)
+				vals = append(vals, v)
+			}
+		}
+		nv, pv, nc, pc := block(w, ctxs, vals)
+		writeInfo(0, nv, pv, nc, pc, true)
+	}
+	for r, v := range perRank {
+		var ctxs []uint32
+		var vals [][]mval
+		rankVals := func(i int, scopes []int) []mval {
+			var out []mval
+			for m := range b.metrics {
+				for _, s := range scopes {
+					if x := v[i][m][s]; x != 0 {
+						out = append(out, mval{b.propID(m, s), x})
+					}
+				}
+			}
+			return out
+		}
+		if g := rankVals(0, []int{scExecution}); len(g) > 0 {
+			ctxs = append(ctxs, 0)
+			vals = append(vals, g)
+		}
+		for i, c := range b.all {
+			if x := rankVals(i, []int{scPoint, scFunction, scLexAware, scExecution}); len(x) > 0 {
+				ctxs = append(ctxs, c.id)
+				vals = append(vals, x)
+			}
+		}
+		nv, pv, nc, pc := block(w, ctxs, vals)
+		writeInfo(r+1, nv, pv, nc, pc, false)
+	}
+	w.b = append(w.b, "_prof.db"...)
+	return w.b
+}
+
+func (b *builder) encodeCCT(perRank []values) []byte {
+	w := header("ctxt", 1)
+	n := len(b.all) + 1 // index = ctxId, 0 the global context
+	var pCtxs uint64
+	w.section(0, func(s uint64) {
+		pCtxs = s + 16
+		w.u64(pCtxs)
+		w.u32(uint32(n))
+		w.u8(32)
+		w.pad(pCtxs)
+		w.b = append(w.b, make([]byte, 32*n)...)
+	})
+	for id := 0; id < n; id++ {
+		type pv struct {
+			prof uint32
+			v    float64
+		}
+		var mets []uint16
+		var vals [][]pv
+		scopes := []int{scPoint, scFunction, scLexAware, scExecution}
+		i := id - 1
+		if id == 0 {
+			i, scopes = 0, []int{scExecution}
+		}
+		for m := range b.metrics {
+			for _, s := range scopes {
+				var list []pv
+				for r, v := range perRank {
+					if x := v[i][m][s]; x != 0 {
+						list = append(list, pv{uint32(r + 1), x})
+					}
+				}
+				if len(list) > 0 {
+					mets = append(mets, b.propID(m, s))
+					vals = append(vals, list)
+				}
+			}
+		}
+		w.align(8)
+		pValues := w.pos()
+		var nv uint64
+		starts := make([]uint64, len(mets))
+		for k := range mets {
+			starts[k] = nv
+			for _, x := range vals[k] {
+				w.u32(x.prof)
+				w.f64(x.v)
+				nv++
+			}
+		}
+		w.align(2)
+		pIdx := w.pos()
+		for k, m := range mets {
+			w.u16(m)
+			w.u64(starts[k])
+		}
+		at := pCtxs + 32*uint64(id)
+		binary.LittleEndian.PutUint64(w.b[at:], nv)
+		binary.LittleEndian.PutUint64(w.b[at+8:], pValues)
+		binary.LittleEndian.PutUint16(w.b[at+16:], uint16(len(mets)))
+		binary.LittleEndian.PutUint64(w.b[at+24:], pIdx)
+	}
+	w.b = append(w.b, "__ctx.db"...)
+	return w.b
+}
+
+// encodeYAML writes the metric taxonomy hpcviewer presents: every metric
+// with Sum, Mean, Min and Max variants (inclusive = execution scope,
+// exclusive = function scope), and the redundancy fractions.
+func (b *builder) encodeYAML() []byte {
+	var y strings.Builder
+	anchor := func(m profile.MetricID, scope, stat string) string {
+		var a strings.Builder
+		for _, c := range m.Name() {
+			if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' {
+				a.WriteRune(c)
+			} else {
+				fmt.Fprintf(&a, "x%02x", c)
+			}
+		}
+		return a.String() + "-" + stat + "-" + scope
+	}
+	y.WriteString("version: 0\ninputs:\n")
+	for _, m := range b.metrics {
+		for _, sc := range []string{"execution", "function"} {
+			for _, st := range []struct{ name, formula, combine string }{
+				{"sum", "$$", "sum"}, {"min", "$$", "min"}, {"max", "$$", "max"}, {"cnt", "1", "sum"},
+			} {
+				fmt.Fprintf(&y, "  - &%s\n    metric: %q\n    scope: %s\n    formula: %q\n    combine: %s\n",
+					anchor(m, sc, st.name), m.Name(), sc, st.formula, st.combine)
+			}
+		}
+	}
+	y.WriteString("roots:\n")
+	for _, m := range b.metrics {
+		fmt.Fprintf(&y, "  - name: %q\n    description: %q\n    variants:\n", m.Name(), view.MetricDescription(m.Name()))
+		for _, v := range []struct{ name, stat string }{{"Sum", "sum"}, {"Mean", ""}, {"Min", "min"}, {"Max", "max"}} {
+			render := "[number, percent]"
+			if v.name != "Sum" {
+				render = "[number]"
+			}
+			fmt.Fprintf(&y, "      %s:\n        render: %s\n        formula:\n", v.name, render)
+			for _, sc := range []struct{ key, scope string }{{"inclusive", "execution"}, {"exclusive", "function"}} {
+				if v.stat != "" {
+					fmt.Fprintf(&y, "          %s:\n            standard: *%s\n", sc.key, anchor(m, sc.scope, v.stat))
+				} else {
+					fmt.Fprintf(&y, "          %s:\n            standard: {/: [*%s, *%s]}\n", sc.key, anchor(m, sc.scope, "sum"), anchor(m, sc.scope, "cnt"))
+				}
+			}
+		}
+	}
+	byName := map[string]profile.MetricID{}
+	for _, m := range b.metrics {
+		byName[m.Name()] = m
+	}
+	for _, f := range view.Fractions {
+		num, ok1 := byName[f.Num]
+		den, ok2 := byName[f.Den]
+		if !ok1 || !ok2 {
+			continue
+		}
+		fmt.Fprintf(&y, "  - name: %q\n    description: %q\n    format: \"%%.3f\"\n    variants:\n      \"\":\n        render: [number]\n        formula:\n", f.Name, f.Description)
+		for _, sc := range []struct{ key, scope string }{{"inclusive", "execution"}, {"exclusive", "function"}} {
+			fmt.Fprintf(&y, "          %s:\n            standard: {/: [*%s, *%s]}\n", sc.key, anchor(num, sc.scope, "sum"), anchor(den, sc.scope, "sum"))
+		}
+	}
+	return []byte(y.String())
+}
