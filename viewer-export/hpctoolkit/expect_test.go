@@ -29,7 +29,7 @@ func (e *enode) child(kind, name string) *enode {
 	c, ok := e.children[k]
 	if !ok {
 		c = newENode(kind, name)
-		c.path = e.path + "/" + kind + " " + name
+		c.path = e.path + " > " + kind + " " + name
 		e.children[k] = c
 		e.order = append(e.order, k)
 	}

@@ -38,7 +38,7 @@ func (db *Database) paths() (map[uint32]string, map[string][]uint32) {
 	walk = func(c *Context, prefix string) {
 		p := db.hatchetName(c)
 		if prefix != "" {
-			p = prefix + "/" + p
+			p = prefix + " > " + p
 		}
 		byID[c.ID] = p
 		byPath[p] = append(byPath[p], c.ID)
