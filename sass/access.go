@@ -79,7 +79,7 @@ func makeKind(t DataType, unit, bits int) AccessKind {
 // accesses that the Sanitizer API can report (not constant, texture or
 // surface loads).
 func kindTarget(in *Instruction) bool {
-	if in.Class != ClassMemory || in.Mem.Op == MemNone {
+	if in.Class != ClassMemory || in.Mem.Op == MemNone || in.Never() {
 		return false
 	}
 	switch in.Mem.Space {
@@ -502,7 +502,15 @@ func constValue(f *Function, du *DefUse, i int, r Reg, depth int) (uint32, bool)
 	}
 	switch src.Kind {
 	case OperandImm:
-		return uint32(src.Imm), true
+		// MOV.64 R4, 0x4008000000000000 sets R4 to the low and R5 to the high word
+		word := uint(0)
+		if nd > 0 && ops[0].Kind == OperandReg && r.Index() > ops[0].Reg.Index() {
+			word = uint(r.Index() - ops[0].Reg.Index())
+		}
+		if word > 1 {
+			return 0, false
+		}
+		return uint32(uint64(src.Imm) >> (32 * word)), true
 	case OperandReg:
 		if src.Reg == RZ || src.Reg == URZ {
 			return 0, true

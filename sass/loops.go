@@ -16,6 +16,11 @@ type Loop struct {
 	Entries     []int // blocks entered from outside the loop (the header first)
 	BackEdges   []Edge
 	Loc         int32 // line-map entry of the header's first instruction, -1 if none
+	// LatchLoc is the line-map entry of the instruction that closes the
+	// loop: the last instruction of the latest back-edge source, which for
+	// the rotated loops ptxas emits is the loop condition's branch. The
+	// structure tree names loops by it, as hpcstruct does.
+	LatchLoc int32
 }
 
 // findLoops runs Havlak's loop-nesting algorithm over the reachable blocks.
@@ -216,6 +221,16 @@ func (g *CFG) findLoops() {
 		sort.Ints(lp.Children)
 		if b := g.Blocks[hb]; b.End > b.Start {
 			lp.Loc = g.Func.Insts[b.Start].Loc
+		}
+		lp.LatchLoc = lp.Loc
+		latch := -1
+		for _, e := range l.backEdges {
+			if b := g.Blocks[e.From]; b.End > b.Start && (latch < 0 || b.End-1 > latch) {
+				latch = b.End - 1
+			}
+		}
+		if latch >= 0 && g.Func.Insts[latch].Loc >= 0 {
+			lp.LatchLoc = g.Func.Insts[latch].Loc
 		}
 		g.Loops[ni] = lp
 		// innermost loop of the directly contained blocks

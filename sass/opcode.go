@@ -127,12 +127,12 @@ var memOps = map[string]memEntry{
 	"TXD": {MemLoad, SpaceTexture, false}, "TMML": {MemLoad, SpaceTexture, false},
 }
 
-var floatOps = set("FADD", "FMUL", "FFMA", "FMNMX", "FSETP", "FSET", "FSEL", "FCHK", "FRND", "FSWZADD", "MUFU",
+var floatOps = set("FADD", "FMUL", "FFMA", "FMNMX", "FSETP", "FSET", "FCHK", "FRND", "FSWZADD", "MUFU",
 	"FADD2", "FMUL2", "FFMA2", "FMNMX3", "FADD32I", "FMUL32I", "FFMA32I",
 	"DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DSET", "DMMA",
 	"HADD2", "HMUL2", "HFMA2", "HSETP2", "HSET2", "HMNMX2", "HADD2_32I", "HMUL2_32I", "HFMA2_32I",
 	"HMMA", "HGMMA", "QGMMA", "UTCHMMA", "UTCQMMA", "UTCOMMA", "OMMA", "QMMA",
-	"UFADD", "UFMUL", "UFFMA", "UFSETP", "UFMNMX", "UFSEL", "UFRND")
+	"UFADD", "UFMUL", "UFFMA", "UFSETP", "UFMNMX", "UFRND")
 
 var intOps = set("IADD3", "IADD", "IADD32I", "IMAD", "IMAD32I", "IMUL", "IMUL32I", "ISCADD", "ISCADD32I", "IMNMX", "IABS",
 	"ISETP", "ISET", "LOP3", "LOP", "LOP32I", "SHF", "SHL", "SHR", "LEA", "POPC", "FLO", "BREV", "BMSK", "SGXT",
@@ -144,7 +144,8 @@ var intOps = set("IADD3", "IADD", "IADD32I", "IMAD", "IMAD32I", "IMUL", "IMUL32I
 
 var convOps = set("F2F", "F2I", "I2F", "I2I", "F2IP", "I2FP", "F2FP", "I2IP", "UF2F", "UI2F", "UF2I", "UI2FP", "UF2FP")
 
-var moveOps = set("MOV", "MOV32I", "UMOV", "SHFL", "SEL", "USEL", "R2UR", "PRMT32I", "MOVM", "UMOV32I", "RPCMOV", "LDTRAM")
+// FSEL is a move: ptxas selects the halves of doubles with it.
+var moveOps = set("MOV", "MOV32I", "UMOV", "SHFL", "SEL", "USEL", "FSEL", "UFSEL", "R2UR", "PRMT32I", "MOVM", "UMOV32I", "RPCMOV", "LDTRAM")
 
 var predOps = set("PLOP3", "UPLOP3", "PSETP", "UPSETP", "P2R", "R2P", "UP2UR", "UR2UP", "PSET")
 
@@ -188,6 +189,9 @@ func classify(op string, mods []string, operands []Operand) (Class, Flow, MemInf
 		return ClassMove, FlowNone, MemInfo{}
 	case (op == "IMAD" || op == "UIMAD") && len(operands) == 4 && isZeroSrc(operands[1]) && isZeroSrc(operands[2]):
 		// IMAD.U32 R4, RZ, RZ, UR10: ptxas's move idiom
+		return ClassMove, FlowNone, MemInfo{}
+	case op == "CS2R" && len(operands) == 2 && operands[1].Kind == OperandSpecial && operands[1].Name == "SRZ":
+		// CS2R R2, SRZ: zeroes a register pair
 		return ClassMove, FlowNone, MemInfo{}
 	case op == "HFMA2" && len(operands) == 5 && isZeroSrc(operands[1]) && isZeroSrc(operands[2]):
 		// HFMA2.MMA R4, -RZ, RZ, 0, 0: constant materialisation, no FP16 math

@@ -134,7 +134,7 @@ func ParseOperand(tok string) (Operand, error) {
 		o.Abs = true
 		s = s[1:end] + s[end+1:]
 	}
-	if s == "" {
+	if strings.Trim(s, "-+!~|") == "" {
 		return o, fmt.Errorf("operand %q: operator without operand", tok)
 	}
 	switch {

@@ -309,6 +309,9 @@ func (p *parser) label(raw, name string) error {
 	sec.pending = append(sec.pending, p.str(name))
 	if si := p.syms[name]; si != nil && si.function {
 		sec.newFunc = name
+		// Line information does not carry over from one function to the
+		// next: runtime subroutines without -lineinfo have none.
+		p.curLoc = -1
 	}
 	return nil
 }

@@ -142,6 +142,16 @@ func buildFuncScope(m *Module, f *Function, s *Structure) *Scope {
 		}
 		prefix[li] = p
 	}
+	// A loop is named by the line of its closing branch when that line lies
+	// in the loop's own inlined context, else by its header's first line.
+	loopPos := make([]Pos, len(g.Loops))
+	for li := range g.Loops {
+		lp := &g.Loops[li]
+		loopPos[li] = m.Location(lp.Loc).Pos
+		if l := m.Location(lp.LatchLoc); l.File >= 0 && sameFrames(l.Frames(), prefix[li]) {
+			loopPos[li] = l.Pos
+		}
+	}
 	leaves := make([]*Scope, len(f.Insts))
 	for i := range f.Insts {
 		in := &f.Insts[i]
@@ -155,8 +165,7 @@ func buildFuncScope(m *Module, f *Function, s *Structure) *Scope {
 			if len(p) > depth {
 				depth = len(p)
 			}
-			lp := &g.Loops[li]
-			cur = cur.child(scopeKey{kind: ScopeLoop, pos: m.Location(lp.Loc).Pos, callee: -1, loop: li}, f, in.Offset)
+			cur = cur.child(scopeKey{kind: ScopeLoop, pos: loopPos[li], callee: -1, loop: li}, f, in.Offset)
 		}
 		fr := frames[i]
 		for k := depth; k < len(fr); k++ {
@@ -170,6 +179,10 @@ func buildFuncScope(m *Module, f *Function, s *Structure) *Scope {
 	root.sortChildren()
 	s.leaf[f] = leaves
 	return root
+}
+
+func sameFrames(a, b []Frame) bool {
+	return len(a) == len(b) && len(commonFrames(a, b)) == len(a)
 }
 
 func commonFrames(a, b []Frame) []Frame {
