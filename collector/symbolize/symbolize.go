@@ -1,0 +1,190 @@
+// Package symbolize turns raw host return addresses into calling-context
+// frames: (module path, function, file, line) with the inlined frames at
+// each address, from the ELF symbol table and DWARF of the mapped module.
+// Parsed modules are cached per (path, build id) and shared by every
+// Symbolizer of the process. Frames inside the CUDA driver, runtime and
+// CUPTI, the injection library and the C start code are dropped; addresses
+// that cannot be resolved keep their module and module-relative offset.
+package symbolize
+
+import (
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"gpuprof/collector/rawstream"
+	"gpuprof/profile"
+)
+
+// DefaultDropModules are the base-name prefixes of modules whose frames are
+// dropped.
+var DefaultDropModules = []string{"libcuda.", "libcudart", "libcupti", "libgpuprof_inject", "libsanitizer", "libnvidia-", "libcudadebugger"}
+
+// DefaultDropFunctions are the name prefixes of functions whose frames are
+// dropped wherever they are (the statically linked CUDA runtime lives in
+// the executable; the C start code in libc or the executable).
+var DefaultDropFunctions = []string{"cudart::", "__cudart", "_ZN6cudart", "__libc_start_main", "__libc_start_call_main", "_start", "cudaLaunch", "__device_stub__", "_Z25__device_stub__"}
+
+// Symbolizer resolves addresses of one process.
+type Symbolizer struct {
+	DropModules   []string
+	DropFunctions []string
+
+	mu      sync.Mutex
+	modules []*rawstream.HostModule
+	cache   map[uint64][]profile.Frame
+	dropped map[uint64]bool
+}
+
+// New returns a symbolizer with the default drop lists.
+func New() *Symbolizer {
+	return &Symbolizer{DropModules: DefaultDropModules, DropFunctions: DefaultDropFunctions,
+		cache: map[uint64][]profile.Frame{}, dropped: map[uint64]bool{}}
+}
+
+// AddModule records a module mapped into the process.
+func (s *Symbolizer) AddModule(m *rawstream.HostModule) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.modules = append(s.modules, m)
+	clear(s.cache) // an address may now resolve differently
+	clear(s.dropped)
+}
+
+func (s *Symbolizer) moduleOf(addr uint64) *rawstream.HostModule {
+	for i := len(s.modules) - 1; i >= 0; i-- { // the latest mapping wins
+		if s.modules[i].Contains(addr) {
+			return s.modules[i]
+		}
+	}
+	return nil
+}
+
+// Frames resolves a stack of return addresses (innermost first) into host
+// frames, outermost first.
+func (s *Symbolizer) Frames(stack []uint64) []profile.Frame {
+	var out []profile.Frame
+	for i := len(stack) - 1; i >= 0; i-- {
+		fr, _ := s.Resolve(stack[i])
+		out = append(out, fr...)
+	}
+	return out
+}
+
+// Resolve returns the frames of one return address, outermost first (the
+// function, then the functions inlined into it), and whether the address
+// was kept (false: it lies in a dropped module or function).
+func (s *Symbolizer) Resolve(ret uint64) ([]profile.Frame, bool) {
+	if ret == 0 {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fr, ok := s.cache[ret]; ok {
+		return fr, true
+	}
+	if s.dropped[ret] {
+		return nil, false
+	}
+	fr, keep := s.resolve(ret)
+	if len(s.cache) > 1<<16 {
+		clear(s.cache)
+		clear(s.dropped)
+	}
+	if keep {
+		s.cache[ret] = fr
+	} else {
+		s.dropped[ret] = true
+	}
+	return fr, keep
+}
+
+func hasPrefix(s string, ps []string) bool {
+	for _, p := range ps {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Symbolizer) resolve(ret uint64) ([]profile.Frame, bool) {
+	m := s.moduleOf(ret)
+	if m == nil {
+		return []profile.Frame{{Kind: profile.KindHostFrame, Offset: ret}}, true
+	}
+	if hasPrefix(filepath.Base(m.Path), s.DropModules) {
+		return nil, false
+	}
+	// A return address points after the call; the call is the byte before.
+	va := ret - 1 - m.Base
+	unresolved := []profile.Frame{{Kind: profile.KindHostFrame, Module: m.Path, Offset: va + 1}}
+	f := open(m.Path, m.BuildID)
+	if f == nil {
+		return unresolved, true
+	}
+	chain := f.lookup(va)
+	if len(chain) == 0 {
+		return unresolved, true
+	}
+	out := make([]profile.Frame, 0, len(chain))
+	for _, c := range chain {
+		if hasPrefix(c.function, s.DropFunctions) {
+			return nil, false
+		}
+		out = append(out, profile.Frame{Kind: profile.KindHostFrame, Module: m.Path, Function: c.function, File: c.file, Line: c.line})
+	}
+	return out, true
+}
+
+// frame is one resolved (possibly inlined) frame.
+type frame struct {
+	function string
+	file     string
+	line     uint32
+}
+
+var files struct {
+	sync.Mutex
+	m map[string]*elfFile
+}
+
+// open returns the parsed module at path with the given build id, or nil
+// if it cannot be read or is not the file that was mapped.
+func open(path, buildID string) *elfFile {
+	key := path + "\x00" + buildID
+	files.Lock()
+	defer files.Unlock()
+	if f, ok := files.m[key]; ok {
+		return f
+	}
+	if files.m == nil {
+		files.m = map[string]*elfFile{}
+	}
+	f, err := load(path)
+	if err != nil || (buildID != "" && f.buildID != "" && !strings.EqualFold(f.buildID, buildID)) {
+		f = nil
+	}
+	files.m[key] = f
+	return f
+}
+
+type symbol struct {
+	addr, size uint64
+	name       string
+}
+
+func findSymbol(syms []symbol, va uint64) *symbol {
+	i := sort.Search(len(syms), func(i int) bool { return syms[i].addr > va }) - 1
+	for ; i >= 0; i-- {
+		s := &syms[i]
+		if va < s.addr+max(s.size, 1) {
+			return s
+		}
+		if s.size != 0 { // sized symbols do not nest; give up at the first that ends before va
+			return nil
+		}
+	}
+	return nil
+}
