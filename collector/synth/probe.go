@@ -47,24 +47,24 @@ const (
 
 var probeKernels = []kernelDef{
 	{name: "_Z6reloadPKfPfii", size: 0x700, last: 0x630, insts: []memInst{
-		{0x100, "LDG.E R0, desc[UR8][R2.64]", rawstream.SpaceGlobal, ld, 4, f32},            // b[i]
-		{0x140, "LDG.E.CONSTANT R4, desc[UR8][R4.64]", rawstream.SpaceGlobal, ld, 4, f32},   // a[0]
-		{0x5e0, "LDG.E R4, desc[UR6][R4.64]", rawstream.SpaceGlobal, ld, 4, f32},            // helper: a[k]
-		{0x580, "STG.E desc[UR8][R2.64], R7", rawstream.SpaceGlobal, st, 4, f32},            // b[i] = s
+		{0x100, "LDG.E R0, desc[UR8][R2.64]", rawstream.SpaceGlobal, ld, 4, f32},          // b[i]
+		{0x140, "LDG.E.CONSTANT R4, desc[UR8][R4.64]", rawstream.SpaceGlobal, ld, 4, f32}, // a[0]
+		{0x5e0, "LDG.E R4, desc[UR6][R4.64]", rawstream.SpaceGlobal, ld, 4, f32},          // helper: a[k]
+		{0x580, "STG.E desc[UR8][R2.64], R7", rawstream.SpaceGlobal, st, 4, f32},          // b[i] = s
 	}},
 	{name: "_Z4fillPdi", size: 0x180, last: 0xf0, insts: []memInst{
 		{0xd0, "STG.E.64 desc[UR4][R2.64], R4", rawstream.SpaceGlobal, st, 8, f64}, // d[i] = 3.0
 	}},
 	{name: "_Z4vec4PK6float4PS_iPs", size: 0x280, last: 0x1b0, insts: []memInst{
-		{0xe0, "LDG.E.128 R4, desc[UR4][R6.64]", rawstream.SpaceGlobal, ld, 16, f32},                // v = a[i]
-		{0x170, "STG.E.128 desc[UR4][R2.64], R4", rawstream.SpaceGlobal, st, 16, f32},               // b[i] = v'
-		{0x180, "STG.E.U16 desc[UR4][R8.64], R13", rawstream.SpaceGlobal, st, 2, i16},               // s[i] = i
+		{0xe0, "LDG.E.128 R4, desc[UR4][R6.64]", rawstream.SpaceGlobal, ld, 16, f32},                    // v = a[i]
+		{0x170, "STG.E.128 desc[UR4][R2.64], R4", rawstream.SpaceGlobal, st, 16, f32},                   // b[i] = v'
+		{0x180, "STG.E.U16 desc[UR4][R8.64], R13", rawstream.SpaceGlobal, st, 2, i16},                   // s[i] = i
 		{0x190, "@P0 REDG.E.ADD.STRONG.GPU desc[UR4][R10.64], R15", rawstream.SpaceGlobal, red, 4, i32}, // atomicAdd(b[0])
 	}},
 	{name: "_Z3shmPi", size: 0x200, last: 0x110, insts: []memInst{
-		{0xa0, "STS [R0+UR4], R7", rawstream.SpaceShared, st, 4, i32},             // t[2*tid%256] = tid
-		{0xd0, "LDS R5, [R4+UR4]", rawstream.SpaceShared, ld, 4, i32},             // t[(tid+1)%256]
-		{0xf0, "STG.E desc[UR4][R2.64], R5", rawstream.SpaceGlobal, st, 4, i32},   // out[tid]
+		{0xa0, "STS [R0+UR4], R7", rawstream.SpaceShared, st, 4, i32},           // t[2*tid%256] = tid
+		{0xd0, "LDS R5, [R4+UR4]", rawstream.SpaceShared, ld, 4, i32},           // t[(tid+1)%256]
+		{0xf0, "STG.E desc[UR4][R2.64], R5", rawstream.SpaceGlobal, st, 4, i32}, // out[tid]
 	}},
 }
 

@@ -656,4 +656,3 @@ func fnv1a(b []byte) uint64 {
 	}
 	return h
 }
-
