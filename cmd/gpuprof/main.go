@@ -1,0 +1,94 @@
+// Command gpuprof profiles multi-GPU MPI jobs: run wraps a launcher so each
+// rank is measured by a collector, a reduction tree merges the ranks over
+// NATS, and the root writes one whole-job report and exports.
+//
+// This package only parses flags and wires the stages together.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+)
+
+type command struct {
+	summary string
+	run     func(args []string) error
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func(args []string) error) {
+	commands[name] = command{summary, run}
+}
+
+// exitError carries an exit code (the application's) through error returns.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func usage() {
+	fmt.Fprintf(os.Stderr, "gpuprof: a distributed profiler for multi-GPU MPI jobs\n\nUsage: gpuprof COMMAND [flags] [args]\n\nCommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(os.Stderr, "\n'gpuprof COMMAND --help' describes a command.\n")
+}
+
+// newFlags returns a flag set whose --help prints the command's usage line
+// and description.
+func newFlags(name, usageLine, desc string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: gpuprof %s %s\n\n%s\n\nFlags:\n", name, usageLine, strings.TrimSpace(desc))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func main() {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})))
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		if len(os.Args) < 2 {
+			os.Exit(2)
+		}
+		return
+	}
+	c, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "gpuprof: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	err := c.run(os.Args[2:])
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	default:
+		fmt.Fprintf(os.Stderr, "gpuprof %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func logLevel() slog.Level {
+	switch os.Getenv("GPUPROF_LOG") {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}
