@@ -530,7 +530,7 @@ void hello_from_device(CUdevice dev) {
     cuDeviceGetName(name, sizeof name - 1, dev);
     std::string uuid;
     CUuuid u;
-    if (cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS) {
+    if (cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
         const unsigned char *b = (const unsigned char *)u.bytes;
         char s[64];
         snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],

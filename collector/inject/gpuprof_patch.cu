@@ -79,7 +79,7 @@ static __device__ __forceinline__ uint32_t gp_vload_u32(const uint32_t *p) { ret
 /* Reserve one record slot; called by one lane per warp access. */
 static __device__ uint32_t gp_reserve(gp_ctl *c) {
     const uint32_t cap = __ldg(&c->capacity);
-    const uint64_t timeout = __ldg(&c->timeout_ns);
+    const uint64_t timeout = __ldg((const unsigned long long *)&c->timeout_ns);
     for (;;) {
         uint32_t slot = atomicAdd(&c->tail, 1u);
         if (slot < cap) return slot;

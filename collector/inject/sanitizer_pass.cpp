@@ -105,25 +105,49 @@ thread_local uint32_t t_shared_bytes = 0;
 
 const uint32_t kFrameRecords = 32768; // records per ACCESS frame (< 26 MB)
 
-/* Convert n records of b's array into ACCESS frames. Caller holds b->mu. */
+/* Convert n records of b's array into ACCESS frames. Caller holds b->mu.
+ * The wire layout of a record is the device header's first 24 bytes, then
+ * (address, value) for each active lane; the frame is reserved once and
+ * written with plain copies (this runs at GPU trace rates). */
 void emit_records(Buf *b, uint32_t n) {
     for (uint32_t start = 0; start < n; start += kFrameRecords) {
         uint32_t end = std::min(n, start + kFrameRecords);
+        size_t worst = 64;
+        for (uint32_t i = start; i < end; i++) {
+            const gp_rec_hdr *h = (const gp_rec_hdr *)(b->recs + (size_t)i * GP_REC_STRIDE);
+            worst += GPW_ACCESS_RECORD_HEADER_SIZE + (size_t)__builtin_popcount(h->active) * (8 + (h->size & 31));
+        }
         gpw_buf f;
         gpw_buf_init(&f);
-        gpw_reserve(&f, 64 + (size_t)(end - start) * 256);
         size_t off = gpw_access_begin(&f, b->launch_id);
+        if (!gpw_reserve(&f, worst)) {
+            gpw_buf_free(&f);
+            log("out of memory converting %u records", end - start);
+            continue;
+        }
+        uint8_t *p = f.data + f.len;
         uint32_t good = 0;
         for (uint32_t i = start; i < end; i++) {
             const uint8_t *r = b->recs + (size_t)i * GP_REC_STRIDE;
             gp_rec_hdr h;
             memcpy(&h, r, sizeof h);
-            uint32_t sz = h.size;
+            const uint32_t sz = h.size;
             if (!(sz == 0 || sz == 1 || sz == 2 || sz == 4 || sz == 8 || sz == 16) || h.active == 0) continue;
-            gpw_access_record(&f, h.pc, h.block, h.warp, h.space, h.flags, h.active, (uint8_t)sz,
-                              (const uint64_t *)(r + GP_REC_ADDR_OFF), r + GP_REC_VAL_OFF);
+            memcpy(p, r, GPW_ACCESS_RECORD_HEADER_SIZE);
+            p[21] = p[22] = p[23] = 0;
+            p += GPW_ACCESS_RECORD_HEADER_SIZE;
+            if (sz) {
+                const uint8_t *addrs = r + GP_REC_ADDR_OFF, *vals = r + GP_REC_VAL_OFF;
+                for (uint32_t m = h.active; m; m &= m - 1) {
+                    const uint32_t lane = (uint32_t)__builtin_ctz(m);
+                    memcpy(p, addrs + 8 * lane, 8);
+                    memcpy(p + 8, vals + lane * sz, sz);
+                    p += 8 + sz;
+                }
+            }
             good++;
         }
+        f.len = (size_t)(p - f.data);
         if (good == 0) {
             gpw_buf_free(&f);
             continue;
