@@ -1,0 +1,156 @@
+package jsonexport
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gpuprof/profile"
+	"gpuprof/viewer-export/internal/exporttest"
+)
+
+func schema(t testing.TB) *Schema {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "json-schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseSchema(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func encode(t testing.TB, p *profile.Profile) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Write(&buf, p, exporttest.Advice(p)); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestDocumentMatchesSchema(t *testing.T) {
+	s := schema(t)
+	p := exporttest.Profile(8, 2, exporttest.Shape)
+	doc := encode(t, p)
+	if err := s.Validate(doc); err != nil {
+		t.Fatal(err)
+	}
+	var d Document
+	if err := json.Unmarshal(doc, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Format != Format || d.Version != Version || d.Job != exporttest.Job || !d.Synthetic || len(d.Ranks) != 8 {
+		t.Errorf("header %s v%d job %s synthetic %v ranks %d", d.Format, d.Version, d.Job, d.Synthetic, len(d.Ranks))
+	}
+	if len(d.Nodes) != len(p.Nodes) || d.Nodes[0].Parent != nil || d.Nodes[0].Kind != "root" {
+		t.Fatalf("%d nodes for %d; first %+v", len(d.Nodes), len(p.Nodes), d.Nodes[0])
+	}
+	var total uint64
+	for _, n := range p.Nodes {
+		total += n.Metrics.Get(profile.GPUTime)
+	}
+	if got := d.Nodes[0].Inclusive["gpu.time_ns"]; got != total {
+		t.Errorf("root inclusive gpu.time_ns %d, want %d", got, total)
+	}
+	// The slow rank shows in the stencil kernel's imbalance.
+	found := false
+	for _, k := range d.Kernels {
+		if strings.HasPrefix(k.Name, "stencil_2d") && strings.Contains(k.Caller, "solver_step") {
+			found = true
+			if k.Imbalance.ArgMax != 3 || k.Imbalance.Ratio < 2 || len(k.Imbalance.Ranks) != 8 {
+				t.Errorf("stencil imbalance %+v", k.Imbalance)
+			}
+			if k.TemporalFraction <= 0 || k.TemporalFraction > 1 {
+				t.Errorf("stencil temporal fraction %v", k.TemporalFraction)
+			}
+		}
+	}
+	if !found {
+		t.Error("no stencil_2d kernel row")
+	}
+	if len(d.Temporal) != len(p.Temporal) || len(d.Spatial) != len(p.Spatial) || len(d.PCs) != len(p.PCs) || len(d.Objects) != len(p.Objects) {
+		t.Errorf("tables: %d/%d temporal, %d/%d spatial, %d/%d pcs, %d/%d objects", len(d.Temporal), len(p.Temporal),
+			len(d.Spatial), len(p.Spatial), len(d.PCs), len(p.PCs), len(d.Objects), len(p.Objects))
+	}
+	if d.Temporal[0].Redundant < d.Temporal[len(d.Temporal)-1].Redundant {
+		t.Error("temporal pairs not by descending redundancy")
+	}
+	if len(d.Advice) != 4 || d.Advice[0].Hotspots[0].PC == nil || d.Advice[1].Hotspots[0].Object == "" {
+		t.Errorf("advice %+v", d.Advice)
+	}
+	var zero *Sketch
+	for _, pc := range d.PCs {
+		if pc.Values != zero && pc.Values.Kind == "float" && len(pc.Values.Top) > 0 && pc.Values.Top[0].Value == "0" {
+			return // the stencil's dominant 0.0 loads
+		}
+	}
+	t.Error("no PC with 0.0 as its heaviest value")
+}
+
+func TestEmptyProfileMatchesSchema(t *testing.T) {
+	doc := encode(t, profile.New("empty"))
+	if err := schema(t).Validate(doc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The validator catches what breaks the schema.
+func TestValidatorRejects(t *testing.T) {
+	s := schema(t)
+	good := encode(t, exporttest.Profile(2, 1, exporttest.Shape))
+	var doc map[string]any
+	if err := json.Unmarshal(good, &doc); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		change func(d map[string]any)
+		want   string
+	}{
+		{"missing", func(d map[string]any) { delete(d, "nodes") }, `missing required "nodes"`},
+		{"version", func(d map[string]any) { d["version"] = 2 }, "/version"},
+		{"extra", func(d map[string]any) { d["colour"] = "red" }, `unexpected property "colour"`},
+		{"type", func(d map[string]any) { d["synthetic"] = "yes" }, "/synthetic: string, want boolean"},
+		{"id", func(d map[string]any) { d["nodes"].([]any)[1].(map[string]any)["id"] = "xyz" }, "/nodes/1/id"},
+		{"negative", func(d map[string]any) {
+			d["nodes"].([]any)[0].(map[string]any)["inclusive"].(map[string]any)["gpu.time_ns"] = -1
+		}, "below the minimum"},
+		{"enum", func(d map[string]any) { d["nodes"].([]any)[0].(map[string]any)["kind"] = "frame" }, "is not one of"},
+		{"integer", func(d map[string]any) { d["items"] = 1.5 }, "/items: number, want integer"},
+	}
+	for _, c := range cases {
+		var d map[string]any
+		_ = json.Unmarshal(good, &d)
+		c.change(d)
+		b, _ := json.Marshal(d)
+		err := s.Validate(b)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+	if err := s.Validate([]byte(`{"format": 1} {}`)); err == nil {
+		t.Error("trailing data accepted")
+	}
+	if _, err := ParseSchema([]byte(`{"oneOf": []}`)); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("unsupported keyword: %v", err)
+	}
+	if _, err := ParseSchema([]byte(`{"$ref": "#/$defs/none"}`)); err == nil {
+		t.Error("dangling $ref accepted")
+	}
+}
+
+func FuzzValidate(f *testing.F) {
+	s := schema(f)
+	f.Add(encode(f, exporttest.Profile(1, 1, exporttest.Shape)))
+	f.Add([]byte(`{"format":"gpuprof-profile","version":1}`))
+	f.Add([]byte(`[1, "a", null, {"x": [true]}]`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		_ = s.Validate(doc)
+	})
+}
