@@ -1,0 +1,722 @@
+// Package analyze is the collector's online analysis: it turns the decoded
+// raw record stream of one rank into profile items (docs/collector.md).
+//
+// Frames are fed in stream order to an Analyzer. Control frames (modules,
+// functions, launches, allocations, kernel ends, PC samples, instruction
+// counts) are handled in the caller's goroutine; access records are
+// analysed by workers in parallel: GVProf's temporal redundancy (per
+// thread, so records are sharded by block and warp), spatial redundancy
+// (per data object, resolved in parallel by value partition at barriers),
+// per-instruction and per-object value statistics and memory divergence.
+// Flush returns what was accumulated since the previous flush as one
+// profile item.
+package analyze
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+
+	"gpuprof/collector/rawstream"
+	"gpuprof/collector/symbolize"
+	"gpuprof/profile"
+)
+
+// HostResolver turns raw host return addresses into calling-context frames.
+type HostResolver interface {
+	AddModule(m *rawstream.HostModule)
+	// Frames takes return addresses innermost first and returns host frames
+	// outermost first, without the frames of the CUDA runtime, the driver,
+	// the injection library and the C start code.
+	Frames(stack []uint64) []profile.Frame
+}
+
+// Options configure an Analyzer.
+type Options struct {
+	Job  string
+	Rank int32
+	// Workers analysing access records in parallel (default GOMAXPROCS).
+	Workers int
+	// Host resolves host call stacks (default: a symbolize.Symbolizer).
+	Host HostResolver
+	// Structures gives GPU module structure (nil: instructions are placed
+	// directly under their function and values read at the record's width).
+	Structures StructureSource
+	// OnModule is called once per new module content hash with the cubin
+	// bytes (for sharing through the broker's object store).
+	OnModule func(hash profile.ModuleHash, cubin []byte)
+}
+
+// Metric names the analysis adds beyond profile's well-known ones.
+var (
+	// MemOutside counts global lane units at addresses in no known
+	// allocation (not attributed to a data object).
+	MemOutside = profile.Metric("mem.outside_objects")
+	// InstThreadExecuted is the thread-level execution count (hybrid mode).
+	InstThreadExecuted = profile.Metric("inst.thread_executed")
+)
+
+type modInfo struct {
+	id        uint64
+	hash      profile.ModuleHash
+	size      uint64
+	cubin     []byte
+	funcs     []string
+	resolved  bool
+	structure Structure
+}
+
+type funcInfo struct {
+	idx    uint32
+	wireID uint32
+	mod    *modInfo
+	name   string
+	pc     uint64
+	size   uint32
+	ctx    uint32 // the last launch context of this function (for samples without a launch)
+	hasCtx bool
+}
+
+// funcSnap is an immutable list of functions with known code ranges,
+// sorted by PC; a new one is made when a function is added.
+type funcSnap struct{ byPC []*funcInfo }
+
+func (s *funcSnap) find(pc uint64) *funcInfo {
+	fs := s.byPC
+	i := sort.Search(len(fs), func(i int) bool { return fs[i].pc > pc }) - 1
+	if i >= 0 && pc-fs[i].pc < uint64(fs[i].size) {
+		return fs[i]
+	}
+	return nil
+}
+
+// objSnap is an immutable list of live allocations sorted by address
+// (GVProf's memory snapshot): a launch analyses its accesses against the
+// snapshot current when it was launched.
+type objSnap struct{ e []objEntry }
+
+type objEntry struct {
+	start, end uint64
+	idx        uint32
+}
+
+func (s *objSnap) find(addr uint64, hint int) (uint32, int) {
+	e := s.e
+	if hint < len(e) && addr >= e[hint].start && addr < e[hint].end {
+		return e[hint].idx, hint
+	}
+	i := sort.Search(len(e), func(i int) bool { return e[i].start > addr }) - 1
+	if i >= 0 && addr < e[i].end {
+		return e[i].idx, i
+	}
+	return noObj, hint
+}
+
+type objInfo struct {
+	id      profile.ObjectID
+	frames  []profile.Frame // allocation context (host frames), or the kernel path for pseudo objects
+	size    uint64
+	space   uint8
+	allocs  uint64 // allocations since the last item
+	bytes   uint64
+	touched bool
+}
+
+type ctxInfo struct {
+	frames []profile.Frame // host frames then the kernel frame
+	fn     *funcInfo
+	shared uint32 // pseudo objects
+	local  uint32
+}
+
+type launchInfo struct {
+	seq          uint32
+	wireID       uint64
+	fn           *funcInfo
+	ctx          uint32
+	objs         *objSnap
+	funcs        *funcSnap
+	shared       uint32
+	local        uint32
+	instrumented bool
+	ended        bool
+	// seen: per partition, the values of each (object, kind) seen before
+	// the last barrier; written only at barriers.
+	seen [numShards]map[seenKey]struct{}
+}
+
+type kernAcc struct {
+	time, launches, traced, blocks, blocksTraced uint64
+}
+
+type instKey struct {
+	ctx uint32
+	pc  uint64 // packed
+}
+
+type instAcc struct {
+	samples  uint64
+	stalls   map[string]uint64
+	executed uint64
+	threads  uint64
+}
+
+type delta struct {
+	launches, traced, blocks, blocksTraced, records, dropped, hostDropped uint64
+}
+
+// Analyzer analyses one process's stream. Use it from one goroutine.
+type Analyzer struct {
+	o     Options
+	hello *rawstream.Hello
+	exit  int32
+
+	modules   map[uint64]*modInfo
+	byContent map[uint64]*modInfo // content key -> first module with its bytes
+	hashes    map[profile.ModuleHash]bool
+	funcs     []*funcInfo
+	funcByID  map[uint32]*funcInfo
+	fsnap     *funcSnap
+
+	ctxs     []*ctxInfo
+	ctxByID  map[profile.NodeID]uint32
+	stacks   map[string][]profile.Frame
+	launches map[uint64]*launchInfo // open launches by wire id
+	bySeq    map[uint32]*launchInfo // launches whose spatial state is alive
+	ended    []*launchInfo
+	recent   map[uint64]uint32 // wire launch id -> ctx, for samples that come after KERNEL_END
+	recentQ  []uint64
+	nextSeq  uint32
+
+	objs   []*objInfo
+	objIdx map[profile.ObjectID]uint32
+	osnap  *objSnap
+
+	kern   map[uint32]*kernAcc
+	insts  map[instKey]*instAcc
+	stalls map[uint32]string
+	first  map[objPCKey]uint64 // spatial first occurrences resolved since the last item
+	d      delta
+
+	workers []*worker
+	shards  [numShards]*shard
+	fseq    uint32
+	pending uint64 // access records since the last flush
+
+	places map[uint64]*Placement
+
+	anomalies uint64
+	firstAnom string
+	failed    error
+	closed    bool
+}
+
+// New starts an analyzer and its workers; Close stops them.
+func New(o Options) *Analyzer {
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.Workers > numShards {
+		o.Workers = numShards
+	}
+	if o.Host == nil {
+		o.Host = symbolize.New()
+	}
+	a := &Analyzer{o: o, exit: -1,
+		modules: map[uint64]*modInfo{}, byContent: map[uint64]*modInfo{}, hashes: map[profile.ModuleHash]bool{},
+		funcByID: map[uint32]*funcInfo{}, fsnap: &funcSnap{},
+		ctxByID: map[profile.NodeID]uint32{}, stacks: map[string][]profile.Frame{},
+		launches: map[uint64]*launchInfo{}, bySeq: map[uint32]*launchInfo{}, recent: map[uint64]uint32{},
+		objIdx: map[profile.ObjectID]uint32{}, osnap: &objSnap{},
+		kern: map[uint32]*kernAcc{}, insts: map[instKey]*instAcc{}, stalls: map[uint32]string{}, first: map[objPCKey]uint64{},
+		places: map[uint64]*Placement{},
+	}
+	for i := range a.shards {
+		a.shards[i] = newShard(i)
+	}
+	for w := 0; w < o.Workers; w++ {
+		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, 16), pcs: map[uint64]*pcInfo{}}
+		for s := w; s < numShards; s += o.Workers {
+			wk.own = append(wk.own, a.shards[s])
+		}
+		a.workers = append(a.workers, wk)
+		go wk.run()
+	}
+	return a
+}
+
+// Close stops the workers. The analyzer cannot be used afterwards.
+func (a *Analyzer) Close() {
+	if a.closed {
+		return
+	}
+	a.closed = true
+	for _, w := range a.workers {
+		close(w.in)
+	}
+}
+
+// Hello returns the stream's HELLO (nil before it).
+func (a *Analyzer) Hello() *rawstream.Hello { return a.hello }
+
+// ExitCode is END's exit code, -1 before END.
+func (a *Analyzer) ExitCode() int32 { return a.exit }
+
+// Pending is the number of access records analysed since the last flush.
+func (a *Analyzer) Pending() uint64 { return a.pending }
+
+// Anomalies returns the number of frames that were inconsistent with the
+// stream before them (unknown ids) and were skipped, and the first one.
+func (a *Analyzer) Anomalies() (uint64, string) { return a.anomalies, a.firstAnom }
+
+func (a *Analyzer) anomaly(off int64, k rawstream.Kind, format string, args ...any) {
+	a.anomalies++
+	if a.firstAnom == "" {
+		a.firstAnom = fmt.Sprintf("offset %d (%v): %s", off, k, fmt.Sprintf(format, args...))
+	}
+}
+
+func panicError(r any) error {
+	return fmt.Errorf("analysis failed: %v\n%s", r, debug.Stack())
+}
+
+// Add analyses one frame; offset is its byte offset in the stream (for
+// messages). Frames inconsistent with what came before (unknown launch,
+// function or module ids) are skipped and counted (Anomalies). Add returns
+// an error only if the analysis itself failed; everything flushed before
+// stays valid.
+func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
+	if a.failed != nil {
+		return a.failed
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			a.failed = panicError(r)
+			err = a.failed
+		}
+	}()
+	switch f := f.(type) {
+	case *rawstream.Hello:
+		a.hello = f
+	case *rawstream.HostModule:
+		a.o.Host.AddModule(f)
+	case *rawstream.Module:
+		a.module(f, offset)
+	case *rawstream.Function:
+		a.function(f, offset)
+	case *rawstream.Launch:
+		a.launch(f, offset)
+	case *rawstream.Access:
+		l := a.launches[f.LaunchID]
+		if l == nil {
+			a.anomaly(offset, f.Kind(), "launch %d unknown or already ended; %d records skipped", f.LaunchID, f.Count)
+			return nil
+		}
+		a.fseq++
+		m := msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq}
+		for _, w := range a.workers {
+			w.in <- m
+		}
+		a.pending += uint64(f.Count)
+		a.d.records += uint64(f.Count)
+	case *rawstream.KernelEnd:
+		a.kernelEnd(f, offset)
+	case *rawstream.Alloc:
+		a.alloc(f)
+	case *rawstream.Free:
+		a.free(f)
+	case *rawstream.StallReasons:
+		for _, r := range f.Reasons {
+			a.stalls[r.Index] = r.Name
+		}
+	case *rawstream.PCSamples:
+		a.pcSamples(f, offset)
+	case *rawstream.InstrCounts:
+		a.instrCounts(f, offset)
+	case *rawstream.Dropped:
+		a.d.hostDropped += f.Records
+	case *rawstream.End:
+		a.exit = f.ExitCode
+	}
+	return nil
+}
+
+func (a *Analyzer) module(f *rawstream.Module, off int64) {
+	m := &modInfo{id: f.ModuleID, size: uint64(f.Size)}
+	switch {
+	case f.HasBytes:
+		m.hash = profile.ModuleHash(xxhash.Sum64(f.Bytes))
+		m.cubin = f.Bytes
+		if _, ok := a.byContent[f.ContentKey]; !ok {
+			a.byContent[f.ContentKey] = m
+		}
+	case a.byContent[f.ContentKey] != nil:
+		src := a.byContent[f.ContentKey]
+		m.hash, m.cubin = src.hash, src.cubin
+	default:
+		// The bytes never came: the library's key stands in for the hash,
+		// which then only this process agrees on.
+		a.anomaly(off, f.Kind(), "module %d: content key %#x was never sent with bytes", f.ModuleID, f.ContentKey)
+		m.hash = profile.ModuleHash(f.ContentKey)
+	}
+	a.modules[f.ModuleID] = m
+	if !a.hashes[m.hash] {
+		a.hashes[m.hash] = true
+		if a.o.OnModule != nil && m.cubin != nil {
+			a.o.OnModule(m.hash, m.cubin)
+		}
+	}
+}
+
+func (a *Analyzer) function(f *rawstream.Function, off int64) {
+	m := a.modules[f.ModuleID]
+	if m == nil {
+		a.anomaly(off, f.Kind(), "function %d (%s): module %d unknown", f.FunctionID, f.Name, f.ModuleID)
+		return
+	}
+	fi := &funcInfo{idx: uint32(len(a.funcs)), wireID: f.FunctionID, mod: m, name: f.Name, pc: f.PC, size: f.Size}
+	a.funcs = append(a.funcs, fi)
+	a.funcByID[f.FunctionID] = fi
+	m.funcs = append(m.funcs, f.Name)
+	m.resolved = false // more functions: a better structure match may exist
+	if f.PC != 0 && f.Size != 0 {
+		n := &funcSnap{byPC: make([]*funcInfo, 0, len(a.fsnap.byPC)+1)}
+		for _, g := range a.fsnap.byPC {
+			if g.pc+uint64(g.size) <= f.PC || g.pc >= f.PC+uint64(f.Size) { // a reloaded range replaces the old one
+				n.byPC = append(n.byPC, g)
+			}
+		}
+		n.byPC = append(n.byPC, fi)
+		sort.Slice(n.byPC, func(i, j int) bool { return n.byPC[i].pc < n.byPC[j].pc })
+		a.fsnap = n
+	}
+}
+
+// structure resolves a module's structure once its functions are known
+// (at its first launch).
+func (a *Analyzer) structure(m *modInfo) {
+	if m.resolved || a.o.Structures == nil {
+		return
+	}
+	m.resolved = true
+	var sm uint16
+	if a.hello != nil {
+		sm = a.hello.SM
+	}
+	st, err := a.o.Structures.Structure(m.hash, m.cubin, m.funcs, sm)
+	if err == nil && st != nil {
+		m.structure = st
+	}
+}
+
+func (a *Analyzer) hostFrames(stack []uint64) []profile.Frame {
+	var b strings.Builder
+	for _, x := range stack {
+		fmt.Fprintf(&b, "%x,", x)
+	}
+	k := b.String()
+	if fr, ok := a.stacks[k]; ok {
+		return fr
+	}
+	fr := a.o.Host.Frames(stack)
+	if len(a.stacks) > 1<<16 {
+		clear(a.stacks)
+	}
+	a.stacks[k] = fr
+	return fr
+}
+
+func (a *Analyzer) newObj(id profile.ObjectID, frames []profile.Frame, size uint64, space uint8) uint32 {
+	if i, ok := a.objIdx[id]; ok {
+		return i
+	}
+	i := uint32(len(a.objs))
+	a.objs = append(a.objs, &objInfo{id: id, frames: frames, size: size, space: space})
+	a.objIdx[id] = i
+	return i
+}
+
+func pathID(frames []profile.Frame) profile.NodeID {
+	id := profile.RootID
+	for _, f := range frames {
+		id = profile.ChildID(id, f)
+	}
+	return id
+}
+
+func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
+	fn := a.funcByID[f.FunctionID]
+	if fn == nil {
+		a.anomaly(off, f.Kind(), "launch %d: function %d unknown", f.LaunchID, f.FunctionID)
+		return
+	}
+	a.structure(fn.mod)
+	host := a.hostFrames(f.Host)
+	frames := append(append([]profile.Frame(nil), host...), profile.Frame{Kind: profile.KindKernel, Module: fn.mod.hash.String(), Function: fn.name})
+	id := pathID(frames)
+	ci, ok := a.ctxByID[id]
+	if !ok {
+		ci = uint32(len(a.ctxs))
+		c := &ctxInfo{frames: frames, fn: fn}
+		c.shared = a.newObj(profile.SpaceObjectID(id, uint8(rawstream.SpaceShared)), frames, 0, uint8(rawstream.SpaceShared))
+		c.local = a.newObj(profile.SpaceObjectID(id, uint8(rawstream.SpaceLocal)), frames, 0, uint8(rawstream.SpaceLocal))
+		a.ctxs = append(a.ctxs, c)
+		a.ctxByID[id] = ci
+	}
+	c := a.ctxs[ci]
+	fn.ctx, fn.hasCtx = ci, true
+	if old := a.launches[f.LaunchID]; old != nil {
+		a.anomaly(off, f.Kind(), "launch id %d reused before its KERNEL_END", f.LaunchID)
+		a.endLaunch(old)
+	}
+	a.nextSeq++
+	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.fsnap,
+		shared: c.shared, local: c.local, instrumented: f.Instrumented}
+	a.launches[f.LaunchID] = l
+	a.bySeq[l.seq] = l
+	ka := a.kernAcc(ci)
+	ka.launches++
+	a.d.launches++
+	if f.Instrumented {
+		ka.traced++
+		a.d.traced++
+	}
+	a.remember(f.LaunchID, ci)
+}
+
+func (a *Analyzer) remember(id uint64, ctx uint32) {
+	if _, ok := a.recent[id]; !ok {
+		a.recentQ = append(a.recentQ, id)
+	}
+	a.recent[id] = ctx
+	if len(a.recentQ) > 1<<14 {
+		delete(a.recent, a.recentQ[0])
+		a.recentQ = a.recentQ[1:]
+	}
+}
+
+func (a *Analyzer) kernAcc(ci uint32) *kernAcc {
+	k := a.kern[ci]
+	if k == nil {
+		k = &kernAcc{}
+		a.kern[ci] = k
+	}
+	return k
+}
+
+func (a *Analyzer) endLaunch(l *launchInfo) {
+	delete(a.launches, l.wireID)
+	l.ended = true
+	a.ended = append(a.ended, l)
+	m := msg{kind: msgEndLaunch, l: l}
+	for _, w := range a.workers {
+		w.in <- m
+	}
+}
+
+func (a *Analyzer) kernelEnd(f *rawstream.KernelEnd, off int64) {
+	l := a.launches[f.LaunchID]
+	if l == nil {
+		a.anomaly(off, f.Kind(), "launch %d unknown or already ended", f.LaunchID)
+		return
+	}
+	ka := a.kernAcc(l.ctx)
+	if f.EndNS > f.StartNS && f.StartNS != 0 {
+		ka.time += f.EndNS - f.StartNS
+	}
+	ka.blocks += uint64(f.BlocksTotal)
+	ka.blocksTraced += uint64(f.BlocksSampled)
+	a.d.blocks += uint64(f.BlocksTotal)
+	a.d.blocksTraced += uint64(f.BlocksSampled)
+	a.d.dropped += f.Dropped
+	a.endLaunch(l)
+}
+
+func (a *Analyzer) alloc(f *rawstream.Alloc) {
+	frames := a.hostFrames(f.Host)
+	id := profile.ObjectIDOf(pathID(frames), f.Size)
+	i := a.newObj(id, frames, f.Size, 0)
+	a.objs[i].allocs++
+	a.objs[i].bytes += f.Size
+	end := f.Address + f.Size
+	if end < f.Address {
+		end = ^uint64(0)
+	}
+	n := &objSnap{e: make([]objEntry, 0, len(a.osnap.e)+1)}
+	for _, e := range a.osnap.e {
+		if e.end <= f.Address || e.start >= end { // a live range it overlaps was freed without a FREE
+			n.e = append(n.e, e)
+		}
+	}
+	n.e = append(n.e, objEntry{f.Address, end, i})
+	sort.Slice(n.e, func(i, j int) bool { return n.e[i].start < n.e[j].start })
+	a.osnap = n
+}
+
+func (a *Analyzer) free(f *rawstream.Free) {
+	for k, e := range a.osnap.e {
+		if e.start == f.Address {
+			n := &objSnap{e: make([]objEntry, 0, len(a.osnap.e)-1)}
+			n.e = append(append(n.e, a.osnap.e[:k]...), a.osnap.e[k+1:]...)
+			a.osnap = n
+			return
+		}
+	}
+}
+
+// sampleCtx finds the context of a sampled launch: the launch itself, a
+// recently ended one, or (continuous mode, launch 0) the last launch of the
+// function.
+func (a *Analyzer) sampleCtx(launch uint64, fn *funcInfo) (uint32, bool) {
+	if l := a.launches[launch]; l != nil {
+		return l.ctx, true
+	}
+	if c, ok := a.recent[launch]; ok {
+		return c, true
+	}
+	return fn.ctx, fn.hasCtx
+}
+
+func (a *Analyzer) instAcc(ctx uint32, fn *funcInfo, off uint32) *instAcc {
+	k := instKey{ctx, uint64(fn.idx)<<32 | uint64(off)}
+	ia := a.insts[k]
+	if ia == nil {
+		ia = &instAcc{}
+		a.insts[k] = ia
+	}
+	return ia
+}
+
+func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
+	for _, s := range f.PCs {
+		fn := a.funcByID[s.FunctionID]
+		if fn == nil {
+			a.anomaly(off, f.Kind(), "function %d unknown", s.FunctionID)
+			continue
+		}
+		ctx, ok := a.sampleCtx(f.LaunchID, fn)
+		if !ok {
+			a.anomaly(off, f.Kind(), "samples of %s with no launch of it", fn.name)
+			continue
+		}
+		ia := a.instAcc(ctx, fn, s.Offset)
+		for _, st := range s.Stalls {
+			name, ok := a.stalls[st.Reason]
+			if !ok {
+				name = fmt.Sprintf("reason_%d", st.Reason)
+			}
+			if ia.stalls == nil {
+				ia.stalls = map[string]uint64{}
+			}
+			ia.stalls[name] += uint64(st.Samples)
+			ia.samples += uint64(st.Samples)
+		}
+	}
+}
+
+func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
+	for _, c := range f.Counts {
+		fn := a.funcByID[c.FunctionID]
+		if fn == nil {
+			a.anomaly(off, f.Kind(), "function %d unknown", c.FunctionID)
+			continue
+		}
+		ctx, ok := a.sampleCtx(f.LaunchID, fn)
+		if !ok {
+			a.anomaly(off, f.Kind(), "counts of %s with no launch of it", fn.name)
+			continue
+		}
+		ia := a.instAcc(ctx, fn, c.Offset)
+		ia.executed += c.Executed
+		ia.threads += c.ThreadExecuted
+	}
+}
+
+// barrier waits until every worker has analysed every frame sent so far,
+// then resolves the spatial candidates: per partition (in parallel), the
+// earliest access of each new value is its first occurrence, the others
+// are redundant.
+func (a *Analyzer) barrier() error {
+	done := make(chan error, len(a.workers))
+	for _, w := range a.workers {
+		w.in <- msg{kind: msgBarrier, done: done}
+	}
+	var err error
+	for range a.workers {
+		if e := <-done; e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return err
+	}
+	firsts := make([]map[objPCKey]uint64, numShards)
+	var wg sync.WaitGroup
+	var perr error
+	var mu sync.Mutex
+	next := make(chan int, numShards)
+	for p := 0; p < numShards; p++ {
+		next <- p
+	}
+	close(next)
+	for w := 0; w < len(a.workers); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					perr = panicError(r)
+					mu.Unlock()
+				}
+			}()
+			for p := range next {
+				firsts[p] = a.resolve(p)
+			}
+		}()
+	}
+	wg.Wait()
+	if perr != nil {
+		return perr
+	}
+	for _, f := range firsts {
+		for k, n := range f {
+			a.first[k] += n
+		}
+	}
+	for _, l := range a.ended {
+		l.seen = [numShards]map[seenKey]struct{}{}
+		delete(a.bySeq, l.seq)
+	}
+	a.ended = a.ended[:0]
+	return nil
+}
+
+func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
+	comb := map[candKey]spFirst{}
+	for _, s := range a.shards {
+		for k, f := range s.cand[p] {
+			if old, ok := comb[k]; !ok || f.pos < old.pos {
+				comb[k] = f
+			}
+		}
+		clear(s.cand[p])
+	}
+	out := map[objPCKey]uint64{}
+	for k, f := range comb {
+		l := a.bySeq[k.launch]
+		if !l.ended {
+			if l.seen[p] == nil {
+				l.seen[p] = map[seenKey]struct{}{}
+			}
+			l.seen[p][seenKey{k.obj, k.kind, k.v}] = struct{}{}
+		}
+		out[objPCKey{l.ctx, k.kind, k.obj, f.pc}]++
+	}
+	return out
+}

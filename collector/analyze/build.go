@@ -1,0 +1,356 @@
+package analyze
+
+import (
+	"sort"
+
+	"gpuprof/collector/rawstream"
+	"gpuprof/profile"
+)
+
+// Flush ends the current item: it waits for the workers to analyse every
+// frame added so far, resolves spatial first occurrences, and returns what
+// was accumulated since the previous flush as item (rank, seq), or nil if
+// there is nothing new.
+func (a *Analyzer) Flush(seq uint32) (*profile.Profile, error) {
+	if a.failed != nil {
+		return nil, a.failed
+	}
+	if err := a.barrier(); err != nil {
+		a.failed = err
+		return nil, err
+	}
+	accs := make([]*acc, numShards)
+	data := false
+	for i, s := range a.shards {
+		accs[i] = s.acc
+		if !s.acc.empty() {
+			data = true
+			s.acc = newAcc()
+		}
+	}
+	allocs := false
+	for _, o := range a.objs {
+		allocs = allocs || o.allocs > 0
+	}
+	if !data && !allocs && len(a.kern) == 0 && len(a.insts) == 0 && a.d == (delta{}) {
+		return nil, nil
+	}
+	var p *profile.Profile
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = panicError(r)
+			}
+		}()
+		p = a.build(seq, accs)
+		return p.AsItem(a.o.Rank, seq)
+	}()
+	if err != nil {
+		a.failed = err
+		return nil, err
+	}
+	a.pending = 0
+	return p, nil
+}
+
+func (a *Analyzer) provenance(ri *profile.RankInfo) {
+	if h := a.hello; h != nil {
+		ri.Host, ri.GPU, ri.GPUUUID, ri.Driver, ri.CUDA = h.Host, h.GPU, h.GPUUUID, h.Driver, h.CUDA
+		ri.Mode = h.Mode.String()
+		ri.Source = "captured"
+		if h.Flags&rawstream.HelloSynthetic != 0 {
+			ri.Source = "synthetic"
+		}
+		ri.BlockP, ri.KernelK = h.BlockSampling, h.KernelSampling
+	}
+}
+
+// Done returns the rank's done item: no data, the final provenance and the
+// number of data items published before it (seq).
+func (a *Analyzer) Done(seq uint32, exitCode int32, incomplete string) (*profile.Profile, error) {
+	return DoneItem(a.o.Job, a.o.Rank, seq, a.hello, exitCode, incomplete)
+}
+
+// DoneItem builds a done item from a HELLO (nil if the stream had none).
+func DoneItem(job string, rank int32, seq uint32, hello *rawstream.Hello, exitCode int32, incomplete string) (*profile.Profile, error) {
+	p := profile.New(job)
+	ri := p.Rank(rank)
+	a := &Analyzer{hello: hello}
+	a.provenance(ri)
+	p.Synthetic = ri.Source == "synthetic"
+	ri.Batches = int64(seq)
+	ri.ExitCode = exitCode
+	ri.Incomplete = incomplete
+	if err := p.AsItem(rank, seq); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// builder assembles one item.
+type builder struct {
+	a     *Analyzer
+	p     *profile.Profile
+	kern  map[uint32]profile.NodeID
+	insts map[pcKey]profile.NodeID
+	pcOf  map[uint64]profile.PC
+}
+
+func (b *builder) kernel(ci uint32) profile.NodeID {
+	if id, ok := b.kern[ci]; ok {
+		return id
+	}
+	c := b.a.ctxs[ci]
+	n := b.p.Path(c.frames...)
+	m := c.fn.mod
+	b.p.AddModule(profile.Module{Hash: m.hash, Size: m.size, Name: c.fn.name, SM: b.sm()})
+	b.p.AddFunc(m.hash, c.fn.name)
+	b.kern[ci] = n.ID
+	return n.ID
+}
+
+func (b *builder) sm() uint16 {
+	if b.a.hello != nil {
+		return b.a.hello.SM
+	}
+	return 0
+}
+
+// place returns the normalised PC and the frames below the kernel node of
+// a packed (function index, offset) PC.
+func (a *Analyzer) place(packed uint64) *Placement {
+	if pl, ok := a.places[packed]; ok {
+		return pl
+	}
+	fn := a.funcs[packed>>32]
+	off := uint64(uint32(packed))
+	var pl Placement
+	ok := false
+	if st := fn.mod.structure; st != nil {
+		pl, ok = st.Place(fn.name, off)
+	}
+	if !ok {
+		pl = Placement{Function: fn.name, Offset: uint32(off),
+			Frames: []profile.Frame{{Kind: profile.KindGPUFunction, Module: fn.mod.hash.String(), Function: fn.name}}}
+	}
+	a.places[packed] = &pl
+	return &pl
+}
+
+func (b *builder) pc(packed uint64) profile.PC {
+	if pc, ok := b.pcOf[packed]; ok {
+		return pc
+	}
+	pl := b.a.place(packed)
+	m := b.a.funcs[packed>>32].mod
+	b.p.AddModule(profile.Module{Hash: m.hash, Size: m.size, Name: b.a.funcs[packed>>32].name, SM: b.sm()})
+	pc := profile.PC{Func: b.p.AddFunc(m.hash, pl.Function), Offset: pl.Offset}
+	b.pcOf[packed] = pc
+	return pc
+}
+
+func (b *builder) inst(ctx uint32, kind uint8, packed uint64) profile.NodeID {
+	k := pcKey{ctx, kind, packed}
+	if id, ok := b.insts[k]; ok {
+		return id
+	}
+	// Loads and stores of one instruction share its node.
+	k2 := pcKey{ctx, kind ^ 1, packed}
+	if id, ok := b.insts[k2]; ok {
+		b.insts[k] = id
+		return id
+	}
+	id := b.kernel(ctx)
+	pl := b.a.place(packed)
+	for _, f := range pl.Frames {
+		id = b.p.Child(id, f).ID
+	}
+	id = b.p.Child(id, profile.Frame{Kind: profile.KindInstruction, Offset: uint64(pl.Offset)}).ID
+	b.pc(packed)
+	b.insts[k] = id
+	return id
+}
+
+func access(kind uint8) profile.Access {
+	if kind == kStore {
+		return profile.Store
+	}
+	return profile.Load
+}
+
+func (b *builder) object(oi uint32) profile.ObjectID {
+	o := b.a.objs[oi]
+	if d, ok := b.p.Objects[o.id]; ok {
+		return d.ID
+	}
+	ctx := b.p.Path(o.frames...).ID
+	b.p.Objects[o.id] = &profile.DataObject{ID: o.id, Context: ctx, Size: o.size, Count: o.allocs, Space: o.space}
+	if o.allocs > 0 {
+		b.p.Add(ctx, profile.AllocCount, o.allocs)
+		b.p.Add(ctx, profile.AllocBytes, o.bytes)
+		o.allocs, o.bytes = 0, 0
+	}
+	return o.id
+}
+
+func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
+	p := profile.New(a.o.Job)
+	b := &builder{a: a, p: p, kern: map[uint32]profile.NodeID{}, insts: map[pcKey]profile.NodeID{}, pcOf: map[uint64]profile.PC{}}
+	ri := p.Rank(a.o.Rank)
+	a.provenance(ri)
+	p.Synthetic = ri.Source == "synthetic"
+	ri.Launches, ri.LaunchesTraced = a.d.launches, a.d.traced
+	ri.Blocks, ri.BlocksTraced = a.d.blocks, a.d.blocksTraced
+	ri.Records, ri.Dropped, ri.HostDropped = a.d.records, a.d.dropped, a.d.hostDropped
+	a.d = delta{}
+
+	// Kernel-level metrics, in context order.
+	for _, ci := range sortedKeys(a.kern) {
+		k := a.kern[ci]
+		id := b.kernel(ci)
+		p.Add(id, profile.GPUTime, k.time)
+		p.Add(id, profile.GPULaunches, k.launches)
+		p.Add(id, profile.GPUTraced, k.traced)
+		p.Add(id, profile.GPUBlocks, k.blocks)
+		p.Add(id, profile.GPUBlocksTrace, k.blocksTraced)
+	}
+	clear(a.kern)
+
+	// Per-instruction access statistics, summed over shards (in shard
+	// order, so the sketches are the same whatever the worker count).
+	type pcSum struct {
+		pcAcc
+		counters []*valCounter
+	}
+	pcs := map[pcKey]*pcSum{}
+	for _, ac := range accs {
+		for k, v := range ac.pcs {
+			s := pcs[k]
+			if s == nil {
+				s = &pcSum{pcAcc: pcAcc{ak: v.ak}}
+				pcs[k] = s
+			}
+			s.accesses += v.accesses
+			s.redT += v.redT
+			s.warpAcc += v.warpAcc
+			s.sectors += v.sectors
+			s.outside += v.outside
+			s.counters = append(s.counters, &v.vals)
+		}
+	}
+	pcKeys := make([]pcKey, 0, len(pcs))
+	for k := range pcs {
+		pcKeys = append(pcKeys, k)
+	}
+	sort.Slice(pcKeys, func(i, j int) bool { return lessPC(pcKeys[i], pcKeys[j]) })
+	for _, k := range pcKeys {
+		s := pcs[k]
+		id := b.inst(k.ctx, k.kind, k.pc)
+		if k.kind == kLoad {
+			p.Add(id, profile.MemLoads, s.accesses)
+			p.Add(id, profile.RedTempLoad, s.redT)
+		} else {
+			p.Add(id, profile.MemStores, s.accesses)
+			p.Add(id, profile.RedTempStore, s.redT)
+		}
+		p.Add(id, profile.MemWarpAccess, s.warpAcc)
+		p.Add(id, profile.MemSectors, s.sectors)
+		p.Add(id, MemOutside, s.outside)
+		st := p.PCStatOf(profile.PCKey{Context: b.kernel(k.ctx), PC: b.pc(k.pc), Access: access(k.kind)})
+		st.Accesses += s.accesses
+		st.Values = mergeCounters(s.counters, s.ak)
+	}
+
+	// Temporal pairs <PC_old, PC_new>.
+	for _, ac := range accs {
+		for k, n := range ac.pairs {
+			tk := profile.TemporalKey{Context: b.kernel(k.ctx), Old: b.pc(k.old), New: b.pc(k.nw), Access: access(k.kind)}
+			p.Temporal[tk] += n
+		}
+	}
+
+	// Spatial pairs <data object, PC>: accesses minus first occurrences.
+	objPC := map[objPCKey]uint64{}
+	for _, ac := range accs {
+		for k, n := range ac.objPC {
+			objPC[k] += n
+		}
+	}
+	for k, n := range objPC {
+		red := n - a.first[k]
+		if red == 0 {
+			continue
+		}
+		id := b.inst(k.ctx, k.kind, k.pc)
+		if k.kind == kLoad {
+			p.Add(id, profile.RedSpatLoad, red)
+		} else {
+			p.Add(id, profile.RedSpatStore, red)
+		}
+		sk := profile.SpatialKey{Context: b.kernel(k.ctx), Object: b.object(k.obj), PC: b.pc(k.pc), Access: access(k.kind)}
+		p.Spatial[sk] += red
+	}
+	clear(a.first)
+
+	// Per-object statistics.
+	type objSum struct {
+		ak       AccessKind
+		accesses uint64
+		counters []*valCounter
+	}
+	objs := map[objKey]*objSum{}
+	for _, ac := range accs {
+		for k, v := range ac.objs {
+			s := objs[k]
+			if s == nil {
+				s = &objSum{ak: v.ak}
+				objs[k] = s
+			}
+			s.accesses += v.accesses
+			s.counters = append(s.counters, &v.vals)
+		}
+	}
+	for k, s := range objs {
+		st := p.ObjStatOf(profile.ObjectKey{Context: b.kernel(k.ctx), Object: b.object(k.obj), Access: access(k.kind)})
+		st.Accesses += s.accesses
+		st.Values = mergeCounters(s.counters, s.ak)
+	}
+	// Allocations made since the last item.
+	for i, o := range a.objs {
+		if o.allocs > 0 {
+			b.object(uint32(i))
+		}
+	}
+
+	// PC samples and instruction counts.
+	for k, ia := range a.insts {
+		id := b.inst(k.ctx, kLoad, k.pc)
+		p.Add(id, profile.InstSamples, ia.samples)
+		for name, n := range ia.stalls {
+			p.Add(id, profile.StallMetric(name), n)
+		}
+		p.Add(id, profile.InstExecuted, ia.executed)
+		p.Add(id, InstThreadExecuted, ia.threads)
+	}
+	clear(a.insts)
+	return p
+}
+
+func lessPC(a, b pcKey) bool {
+	if a.ctx != b.ctx {
+		return a.ctx < b.ctx
+	}
+	if a.pc != b.pc {
+		return a.pc < b.pc
+	}
+	return a.kind < b.kind
+}
+
+func sortedKeys[V any](m map[uint32]V) []uint32 {
+	ks := make([]uint32, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
+	return ks
+}
