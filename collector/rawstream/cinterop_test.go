@@ -1,0 +1,116 @@
+package rawstream
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// cWriter writes, with the injection library's C header, exactly the
+// frames of everyFrame (one of every kind) to stdout.
+const cWriter = `#include <stdio.h>
+#include "gpuprof_wire.h"
+
+int main(void) {
+	gpw_buf b;
+	gpw_buf_init(&b);
+	int n = 0;
+	gpw_hello_t h = {GPW_HELLO_SYNTHETIC, -1, 4242, GPW_MODE_REDUNDANCY, 50, 10, 1700000000000000000ull,
+		"node01", "NVIDIA H100 80GB HBM3", "GPU-1234", "580.1", "13.0", 90};
+	n += gpw_hello(&b, &h);
+	uint64_t segs[4] = {0x555500001000ull, 0x2000, 0x555500004000ull, 0x100};
+	n += gpw_host_module(&b, 0x555500000000ull, "/opt/app/bin/app", "abcdef", 2, segs);
+	n += gpw_module(&b, 1, 0x1234, 5, 1, "\x7f" "ELFx");
+	n += gpw_module(&b, 2, 0x1234, 5, 0, NULL);
+	n += gpw_function(&b, 3, 1, 0x7f0000001000ull, 0x200, "_Z3shmPi");
+	uint64_t af[2] = {0x555500001234ull, 0x555500001300ull};
+	n += gpw_alloc(&b, 1, 0x1000, 4096, GPW_ALLOC_DEVICE, af, 2);
+	gpw_launch_t l = {7, 3, {16, 1, 1}, {256, 1, 1}, 1024, 9, 1, 13};
+	uint64_t lf[1] = {0x555500001111ull};
+	n += gpw_launch(&b, &l, lf, 1);
+
+	size_t off = gpw_access_begin(&b, 7);
+	uint64_t addrs[32] = {0};
+	uint8_t vals[32 * 16] = {0};
+	gpw_access_record(&b, 0x7f0000001000ull, 3, 1, GPW_SPACE_NONE, GPW_ACC_BLOCK_ENTER, 0xffffffffu, 0, addrs, vals);
+	addrs[0] = 0x1000; addrs[2] = 0x1008;
+	uint8_t v4[32 * 4] = {0};
+	v4[0] = 1; v4[1] = 2; v4[2] = 3; v4[3] = 4;
+	v4[8] = 5; v4[9] = 6; v4[10] = 7; v4[11] = 8;
+	gpw_access_record(&b, 0x7f0000001010ull, 3, 1, GPW_SPACE_GLOBAL, GPW_ACC_READ, 0x5, 4, addrs, v4);
+	addrs[31] = 0x40;
+	for (int i = 0; i < 16; i++) vals[31 * 16 + i] = 9;
+	gpw_access_record(&b, 0x7f0000001020ull, 3, 1, GPW_SPACE_SHARED, GPW_ACC_WRITE | GPW_ACC_ATOMIC, 0x80000000u, 16, addrs, vals);
+	gpw_access_record(&b, 0x7f0000001030ull, 3, 1, GPW_SPACE_NONE, GPW_ACC_BLOCK_EXIT, 0xffffffffu, 0, addrs, vals);
+	n += gpw_access_finish(&b, off, 4);
+
+	off = gpw_stall_reasons_begin(&b);
+	gpw_stall_reason(&b, 0, "smsp__pcsamp_warps_issue_stalled_long_scoreboard");
+	gpw_stall_reason(&b, 1, "smsp__pcsamp_warps_issue_stalled_selected");
+	n += gpw_stall_reasons_finish(&b, off, 2);
+	off = gpw_pc_samples_begin(&b, 7);
+	gpw_pc_sample_pc(&b, 3, 0x10, 2);
+	gpw_pc_sample_reason(&b, 0, 5);
+	gpw_pc_sample_reason(&b, 1, 2);
+	gpw_pc_sample_pc(&b, 3, 0x20, 0);
+	n += gpw_pc_samples_finish(&b, off, 2);
+	off = gpw_instr_counts_begin(&b, 7);
+	gpw_instr_count(&b, 3, 0x10, 100, 3200);
+	n += gpw_instr_counts_finish(&b, off, 1);
+	n += gpw_kernel_end(&b, 7, 10, 20, 16, 1, 4, 1);
+	n += gpw_free(&b, 0x1000);
+	n += gpw_dropped(&b, 12, 3456);
+	n += gpw_end(&b, (uint64_t)n, 3);
+	if (b.oom || n != 15) { fprintf(stderr, "writer failed: oom=%d frames=%d\n", b.oom, n); return 1; }
+	fwrite(b.data, 1, b.len, stdout);
+	gpw_buf_free(&b);
+	return 0;
+}
+`
+
+func TestCHeaderInterop(t *testing.T) {
+	hdr, err := filepath.Abs("../inject/gpuprof_wire.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(hdr); err != nil {
+		t.Skipf("the C writer header is missing (%v)", err)
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) on PATH")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "w.c")
+	if err := os.WriteFile(src, []byte(cWriter), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "w")
+	if out, err := exec.Command(cc, "-std=c99", "-Wall", "-Werror", "-I", filepath.Dir(hdr), "-o", exe, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	stream, err := exec.Command(exe).Output()
+	if err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	got, _, err := decodeAll(stream)
+	if err != nil {
+		t.Fatalf("decoding the C writer's stream: %v", err)
+	}
+	want := everyFrame()
+	goBytes := encode(t, want) // also sets END's frame count
+	if len(got) != len(want) {
+		t.Fatalf("decoded %d frames, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("frame %d (%v): C wrote %+v, Go expects %+v", i, want[i].Kind(), got[i], want[i])
+		}
+	}
+	// The Go writer produces the same bytes.
+	if string(goBytes) != string(stream) {
+		t.Errorf("the Go writer's %d bytes differ from the C writer's %d", len(goBytes), len(stream))
+	}
+}
