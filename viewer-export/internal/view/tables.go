@@ -5,6 +5,7 @@ import (
 	"math"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gpuprof/profile"
@@ -271,7 +272,11 @@ func Value(s *profile.ValueSketch, raw uint64) string {
 		return fmt.Sprintf("%#x", raw)
 	}
 	if s.Kind == profile.ValFloat {
-		return fmt.Sprintf("%g", s.AsFloat(raw))
+		bits := 64
+		if s.Bits == 32 {
+			bits = 32 // shortest text that reads back as the same float32
+		}
+		return strconv.FormatFloat(s.AsFloat(raw), 'g', -1, bits)
 	}
 	if s.Kind == profile.ValInt {
 		return fmt.Sprintf("%d", int64(s.AsFloat(raw)))

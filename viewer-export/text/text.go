@@ -1,0 +1,391 @@
+// Package text renders the plain-text report `gpuprof report DIR` prints:
+// provenance, the top advice, the top kernels by time and by memory
+// accesses, GVProf's redundancy metrics (eq. 1 temporal and eq. 2 spatial
+// fractions with the top pairs and data objects) and per-rank imbalance.
+package text
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"gpuprof/analysis"
+	"gpuprof/profile"
+	"gpuprof/viewer-export/internal/view"
+)
+
+// Options tune the report.
+type Options struct {
+	// Top is the number of rows per table (default 10).
+	Top int
+	// ExpectedRanks is the job's rank count as launched; 0 means unknown
+	// (the report then expects ranks 0..max).
+	ExpectedRanks int
+}
+
+// Write renders the report of p and its advice.
+func Write(w io.Writer, p *profile.Profile, advice []analysis.Advice, o Options) error {
+	if o.Top <= 0 {
+		o.Top = 10
+	}
+	r := &report{p: p, o: o, b: &strings.Builder{}}
+	r.header()
+	r.advice(advice)
+	kernels := view.Kernels(p)
+	r.kernelsByTime(kernels)
+	r.kernelsByAccesses(kernels)
+	r.redundancy(kernels)
+	r.imbalance(kernels)
+	_, err := io.WriteString(w, r.b.String())
+	return err
+}
+
+// String renders the report with default options.
+func String(p *profile.Profile, advice []analysis.Advice) string {
+	var b strings.Builder
+	_ = Write(&b, p, advice, Options{})
+	return b.String()
+}
+
+type report struct {
+	p *profile.Profile
+	o Options
+	b *strings.Builder
+}
+
+func (r *report) section(title string) {
+	fmt.Fprintf(r.b, "\n%s\n%s\n", title, strings.Repeat("-", len(title)))
+}
+
+func (r *report) table(rows [][]string) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, row := range rows {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+	for _, l := range strings.SplitAfter(b.String(), "\n") {
+		if l != "" {
+			r.b.WriteString(strings.TrimRight(l, " \n") + "\n")
+		}
+	}
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+func rankList(rs []int32) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(rs[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+func (r *report) header() {
+	p := r.p
+	pv := view.ProvenanceOf(p)
+	title := "gpuprof report: job " + p.Job
+	fmt.Fprintf(r.b, "%s\n%s\n", title, strings.Repeat("=", len(title)))
+	if p.Synthetic {
+		r.b.WriteString("*** SYNTHETIC DATA: some merged items were generated, not measured on a GPU ***\n")
+	}
+	ranks := p.SortedRanks()
+	expected := r.o.ExpectedRanks
+	if expected == 0 && len(ranks) > 0 {
+		expected = int(ranks[len(ranks)-1]) + 1
+	}
+	have := map[int32]bool{}
+	for _, rk := range ranks {
+		have[rk] = true
+	}
+	var missing []int32
+	for rk := int32(0); int(rk) < expected; rk++ {
+		if !have[rk] {
+			missing = append(missing, rk)
+		}
+	}
+	rows := [][]string{
+		{"Data:", pv.Source},
+		{"Ranks:", fmt.Sprintf("%d merged of %d expected (%s), %d sealed, %d items", len(ranks), expected, rankList(ranks), pv.Sealed, pv.Items)},
+	}
+	if len(missing) > 0 {
+		rows = append(rows, []string{"Missing ranks:", rankList(missing)})
+	}
+	if len(pv.Incomplete) > 0 {
+		var inc []string
+		var rs []int32
+		for rk := range pv.Incomplete {
+			rs = append(rs, rk)
+		}
+		sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
+		for _, rk := range rs {
+			inc = append(inc, fmt.Sprintf("rank %d (%s)", rk, pv.Incomplete[rk]))
+		}
+		rows = append(rows, []string{"Incomplete:", strings.Join(inc, "; ")})
+	} else {
+		rows = append(rows, []string{"Incomplete:", "none"})
+	}
+	rows = append(rows,
+		[]string{"Hosts:", strings.Join(pv.Hosts, ", ")},
+		[]string{"GPU:", strings.Join(pv.GPUs, ", ")},
+		[]string{"Mode:", strings.Join(pv.Modes, ", ")},
+	)
+	var bp, kk []string
+	for _, v := range pv.BlockP {
+		bp = append(bp, fmt.Sprintf("1/%d", v))
+	}
+	for _, v := range pv.KernelK {
+		kk = append(kk, fmt.Sprintf("1/%d", v))
+	}
+	rows = append(rows, []string{"Sampling:", fmt.Sprintf("blocks %s, kernel launches %s (%d of %d launches traced)",
+		strings.Join(bp, ","), strings.Join(kk, ","), pv.LaunchesTraced, pv.Launches)})
+	drop := fmt.Sprintf("%d records analysed, %d dropped on the device, %d in host queues", pv.Records, pv.Dropped, pv.HostDrp)
+	if len(pv.DroppedBy) > 0 {
+		var rs []int32
+		for rk := range pv.DroppedBy {
+			rs = append(rs, rk)
+		}
+		sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
+		var parts []string
+		for _, rk := range rs {
+			parts = append(parts, fmt.Sprintf("rank %d: %d", rk, pv.DroppedBy[rk]))
+		}
+		drop += " (" + strings.Join(parts, ", ") + ")"
+	}
+	rows = append(rows, []string{"Records:", drop})
+	r.table(rows)
+}
+
+// SortAdvice orders advice by estimated speedup (unestimated last), then
+// importance; ties keep the analysis's order.
+func SortAdvice(advice []analysis.Advice) []analysis.Advice {
+	out := append([]analysis.Advice(nil), advice...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Speedup != b.Speedup {
+			return a.Speedup > b.Speedup
+		}
+		return a.Importance > b.Importance
+	})
+	return out
+}
+
+// WhereLabel renders an advice location.
+func WhereLabel(p *profile.Profile, w analysis.Where) string {
+	var parts []string
+	if w.Kernel != "" {
+		parts = append(parts, w.Kernel)
+	} else if n := p.Nodes[p.KernelOf(w.Context)]; n != nil && n.Frame.Kind == profile.KindKernel {
+		parts = append(parts, view.ShortName(n.Frame.Function))
+	}
+	if w.Function != "" && w.Function != w.Kernel {
+		parts = append(parts, "in "+w.Function)
+	}
+	if w.File != "" {
+		parts = append(parts, fmt.Sprintf("%s:%d", w.File, w.Line))
+	}
+	if w.Loop != "" {
+		parts = append(parts, "loop "+w.Loop)
+	}
+	if w.PC != nil {
+		parts = append(parts, view.PCLabel(p, *w.PC))
+	}
+	if w.Object != nil {
+		parts = append(parts, "object "+view.ObjectLabel(p, *w.Object))
+	}
+	if w.SASS != "" {
+		parts = append(parts, "`"+w.SASS+"`")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r *report) advice(advice []analysis.Advice) {
+	r.section("Top advice (by estimated speedup, then importance)")
+	if len(advice) == 0 {
+		r.b.WriteString("No advice: the analysis found nothing above its thresholds.\n")
+		return
+	}
+	for i, a := range SortAdvice(advice) {
+		if i == r.o.Top {
+			fmt.Fprintf(r.b, "... %d more in profile.json and report.html\n", len(advice)-i)
+			break
+		}
+		sp := "speedup n/a"
+		if a.Speedup > 0 {
+			sp = fmt.Sprintf("speedup %.2fx", a.Speedup)
+		}
+		ranks := "all ranks"
+		if len(a.Ranks) > 0 {
+			ranks = "ranks " + rankList(append([]int32(nil), a.Ranks...))
+		}
+		fmt.Fprintf(r.b, "%2d. [%s] %s: %s, importance %s, %s\n", i+1, a.Category, a.Kind, sp, pct(a.Importance), ranks)
+		for j, w := range a.Hotspots {
+			label := "at"
+			if j > 0 {
+				label = "also"
+			}
+			fmt.Fprintf(r.b, "    %s %s\n", label, WhereLabel(r.p, w))
+		}
+		if a.Hint != "" {
+			fmt.Fprintf(r.b, "    %s\n", a.Hint)
+		}
+		if a.Evidence != "" {
+			fmt.Fprintf(r.b, "    evidence: %s\n", a.Evidence)
+		}
+	}
+}
+
+func (r *report) kernelsByTime(ks []view.Kernel) {
+	r.section("Top GPU kernels by time")
+	var total uint64
+	for _, k := range ks {
+		total += k.Time
+	}
+	if total == 0 {
+		r.b.WriteString("No kernel time measured.\n")
+		return
+	}
+	rows := [][]string{{"#", "kernel", "time", "share", "launches", "samples", "called from"}}
+	for i, k := range ks {
+		if i == r.o.Top || k.Time == 0 {
+			break
+		}
+		rows = append(rows, []string{fmt.Sprint(i + 1), k.Name, view.Duration(float64(k.Time)), pct(float64(k.Time) / float64(total)),
+			fmt.Sprint(k.Inclusive.Get(profile.GPULaunches)), view.Count(float64(k.Samples)), k.Caller})
+	}
+	r.table(rows)
+	fmt.Fprintf(r.b, "Total GPU time %s in %d kernel contexts.\n", view.Duration(float64(total)), len(ks))
+}
+
+func (r *report) kernelsByAccesses(ks []view.Kernel) {
+	r.section("Top GPU kernels by memory accesses")
+	byAcc := append([]view.Kernel(nil), ks...)
+	sort.SliceStable(byAcc, func(i, j int) bool { return byAcc[i].Loads+byAcc[i].Stores > byAcc[j].Loads+byAcc[j].Stores })
+	rows := [][]string{{"#", "kernel", "loads", "stores", "temporal red.", "spatial red.", "called from"}}
+	for i, k := range byAcc {
+		if i == r.o.Top || k.Loads+k.Stores == 0 {
+			break
+		}
+		rows = append(rows, []string{fmt.Sprint(i + 1), k.Name, view.Count(float64(k.Loads)), view.Count(float64(k.Stores)),
+			pct(k.TemporalFraction), pct(k.SpatialFraction), k.Caller})
+	}
+	if len(rows) == 1 {
+		r.b.WriteString("No memory accesses measured (redundancy mode off).\n")
+		return
+	}
+	r.table(rows)
+}
+
+func topValues(s *profile.ValueSketch, n int) string {
+	if s == nil || s.Total == 0 {
+		return ""
+	}
+	var parts []string
+	for i, t := range s.Heaviest() {
+		if i == n {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", view.Value(s, t.Value), pct(float64(t.Count)/float64(s.Total))))
+	}
+	return strings.Join(parts, " ")
+}
+
+// ofAccesses renders a fraction with its denominator ("n/a" when the
+// accesses were not counted).
+func ofAccesses(f float64, accesses uint64) string {
+	if accesses == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%s of %s", pct(f), view.Count(float64(accesses)))
+}
+
+func (r *report) redundancy(ks []view.Kernel) {
+	r.section("Value redundancy (GVProf)")
+	r.b.WriteString("eq. 1: temporal fraction = temporally redundant accesses / accesses of the context\n")
+	r.b.WriteString("eq. 2: spatial fraction  = spatially redundant accesses of an object / its accesses\n\n")
+	rows := [][]string{{"kernel", "accesses", "temporal", "eq.1", "spatial", "eq.2", "called from"}}
+	for _, k := range ks {
+		if k.Loads+k.Stores == 0 {
+			continue
+		}
+		rows = append(rows, []string{k.Name, view.Count(float64(k.Loads + k.Stores)), view.Count(float64(k.RedTemporal)), pct(k.TemporalFraction),
+			view.Count(float64(k.RedSpatial)), pct(k.SpatialFraction), k.Caller})
+		if len(rows) > r.o.Top {
+			break
+		}
+	}
+	if len(rows) > 1 {
+		r.table(rows)
+	}
+	pairs := view.TopPairs(r.p, r.o.Top)
+	r.b.WriteString("\nTop temporal pairs <PC_old, PC_new>:\n")
+	if len(pairs) == 0 {
+		r.b.WriteString("none\n")
+	} else {
+		rows = [][]string{{"#", "kernel", "access", "PC_old -> PC_new", "redundant", "of accesses", "top values"}}
+		for i, pr := range pairs {
+			rows = append(rows, []string{fmt.Sprint(i + 1), pr.Kernel, pr.Key.Access.String(), pr.Old + " -> " + pr.New,
+				view.Count(float64(pr.Redundant)), ofAccesses(pr.Fraction, pr.Accesses), topValues(pr.Values, 3)})
+		}
+		r.table(rows)
+	}
+	objs := view.TopObjects(r.p, r.o.Top)
+	r.b.WriteString("\nTop data objects by spatial redundancy:\n")
+	if len(objs) == 0 {
+		r.b.WriteString("none\n")
+		return
+	}
+	rows = [][]string{{"#", "kernel", "object", "access", "redundant", "eq.2", "distinct", "top values"}}
+	for i, o := range objs {
+		distinct := ""
+		if o.Values != nil {
+			distinct = fmt.Sprintf("~%.0f", o.Values.Distinct())
+		}
+		rows = append(rows, []string{fmt.Sprint(i + 1), o.Kernel, o.Label, o.Access.String(), view.Count(float64(o.Redundant)),
+			ofAccesses(o.Fraction, o.Accesses), distinct, topValues(o.Values, 3)})
+	}
+	r.table(rows)
+}
+
+func (r *report) imbalance(ks []view.Kernel) {
+	r.section("Per-rank imbalance of GPU time per kernel context (by time the slowest rank adds: max - mean)")
+	rows := [][]string{{"kernel", "min (rank)", "mean", "max (rank)", "max/mean", "called from"}}
+	// Sorting by max - mean puts the imbalance that costs the job most
+	// first; a ratio alone ranks tiny rank-specific contexts highest.
+	byRatio := append([]view.Kernel(nil), ks...)
+	sort.SliceStable(byRatio, func(i, j int) bool {
+		a, b := byRatio[i].Imbalance, byRatio[j].Imbalance
+		return float64(a.Max)-a.Mean > float64(b.Max)-b.Mean
+	})
+	for _, k := range byRatio {
+		im := k.Imbalance
+		if im.Max == 0 {
+			continue
+		}
+		rows = append(rows, []string{k.Name, fmt.Sprintf("%s (%d)", view.Duration(float64(im.Min)), im.ArgMin), view.Duration(im.Mean),
+			fmt.Sprintf("%s (%d)", view.Duration(float64(im.Max)), im.ArgMax), fmt.Sprintf("%.2f", im.Ratio()), k.Caller})
+		if len(rows) > r.o.Top {
+			break
+		}
+	}
+	if len(rows) == 1 {
+		r.b.WriteString("No per-rank kernel time.\n")
+		return
+	}
+	r.table(rows)
+}

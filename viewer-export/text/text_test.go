@@ -1,0 +1,106 @@
+package text
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gpuprof/profile"
+	"gpuprof/viewer-export/internal/exporttest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < len(gl) || i < len(wl); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("%s differs at line %d:\n got: %q\nwant: %q\n(go test -update rewrites it)", file, i+1, g, w)
+			}
+		}
+	}
+}
+
+// TestReportGolden renders the 8-rank profile's report (slow rank 3,
+// drops on rank 5) and compares it with testdata/report.golden.
+func TestReportGolden(t *testing.T) {
+	p := exporttest.Profile(8, 2, exporttest.Shape)
+	got := String(p, exporttest.Advice(p))
+	golden(t, "report.golden", got)
+	for _, want := range []string{
+		"SYNTHETIC DATA", "8 merged of 8 expected (0-7)", "rank 5: 1200", "Top advice", "speedup 1.45x",
+		"stencil.cu:31", "Top GPU kernels by time", "Top GPU kernels by memory accesses", "eq. 1", "eq. 2",
+		"Top temporal pairs", "Top data objects", "alloc_grid", "Per-rank imbalance", "(3)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// An incomplete job: rank 2 never sealed, rank 6 missing, 8 expected.
+func TestReportIncomplete(t *testing.T) {
+	p := profile.New(exporttest.Job)
+	for _, r := range []int32{0, 1, 3, 4, 5, 7} {
+		for _, it := range []*profile.Profile{exporttest.Extra(r, 0)} {
+			if err := p.Merge(it); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r != 2 {
+			done := profile.New(exporttest.Job)
+			done.Rank(r).Batches = 1
+			if err := done.AsItem(r, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Merge(done); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := p.Merge(exporttest.Extra(2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	p.SealAll("deadline passed")
+	var b strings.Builder
+	if err := Write(&b, p, nil, Options{ExpectedRanks: 8, Top: 3}); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	golden(t, "incomplete.golden", got)
+	for _, want := range []string{"7 merged of 8 expected (0-5,7)", "Missing ranks:  6", "rank 2 (deadline passed)", "No advice"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestReportEmpty(t *testing.T) {
+	got := String(profile.New("empty"), nil)
+	for _, want := range []string{"job empty", "No kernel time measured", "No per-rank kernel time"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+}
