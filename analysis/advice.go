@@ -45,6 +45,15 @@ type Advice struct {
 	// KernelShare is the share of the job's GPU time spent in the kernel
 	// context the advice is about (0 if unknown, e.g. static advice).
 	KernelShare float64
+
+	red    *redInfo    // what the speedup estimate of a redundancy insight needs
+	static []staticRef // the instructions a static finding flags
+}
+
+// redInfo carries a redundancy insight's numbers to its speedup estimate.
+type redInfo struct {
+	frac float64   // share of the flagged accesses' cost the optimisation removes
+	tr   []float64 // eq. 1 ratio of each temporal hotspot
 }
 
 // Categories.

@@ -100,6 +100,7 @@ func redMetric(temporal bool, a profile.Access) profile.MetricID {
 // valueClass is the Table II class of a value distribution.
 type valueClass struct {
 	kind, hint, detail string
+	frac               float64 // share of the flagged accesses' cost the optimisation removes
 }
 
 // classify returns the spatial class of the values in s (ok false if none
@@ -112,13 +113,13 @@ func classify(s *profile.ValueSketch, ratio float64, th RedundancyThresholds, wh
 	if s.Exact() && len(top) == 1 {
 		return valueClass{KindConstant,
 			fmt.Sprintf("every access to %s reads/writes %s: replace it by a constant or a scalar kernel argument and drop the memory traffic.", what, fmtValue(s, top[0].Value)),
-			fmt.Sprintf("single value %s in %d accesses", fmtValue(s, top[0].Value), s.Total)}, true
+			fmt.Sprintf("single value %s in %d accesses", fmtValue(s, top[0].Value), s.Total), 1}, true
 	}
 	share := float64(top[0].Count-top[0].Err) / float64(s.Total)
 	if share >= th.DominantShare {
 		return valueClass{KindConditional,
 			fmt.Sprintf("%.0f%% of the accesses to %s see %s: test for it and skip the load/store (or the computation on it) in that case.", 100*share, what, fmtValue(s, top[0].Value)),
-			fmt.Sprintf("dominant value %s in >= %.1f%% of %d accesses", fmtValue(s, top[0].Value), 100*share, s.Total)}, true
+			fmt.Sprintf("dominant value %s in >= %.1f%% of %d accesses", fmtValue(s, top[0].Value), 100*share, s.Total), share}, true
 	}
 	d := s.Distinct()
 	if ratio >= th.MinSpatial && d <= th.FewDistinct {
@@ -126,12 +127,13 @@ func classify(s *profile.ValueSketch, ratio float64, th RedundancyThresholds, wh
 			if need := intBits(s.AsInt(s.Min), s.AsInt(s.Max)); need < int(s.Bits) && s.Bits > 8 {
 				return valueClass{KindNarrowType,
 					fmt.Sprintf("%s holds %.0f distinct integers in [%d, %d]: a %d-bit type halves (or better) its memory traffic.", what, d, s.AsInt(s.Min), s.AsInt(s.Max), need),
-					fmt.Sprintf("%.0f distinct values, range [%d, %d] fits %d bits of %d", d, s.AsInt(s.Min), s.AsInt(s.Max), need, s.Bits)}, true
+					fmt.Sprintf("%.0f distinct values, range [%d, %d] fits %d bits of %d", d, s.AsInt(s.Min), s.AsInt(s.Max), need, s.Bits),
+					1 - float64(need)/float64(s.Bits)}, true
 			}
 		}
 		return valueClass{KindCompression,
 			fmt.Sprintf("%s holds only %.0f distinct values: store an 8-bit index into a table of them (or a sparse format).", what, d),
-			fmt.Sprintf("%.0f distinct values (%s), redundancy %.1f%%", d, distinctNote(s), 100*ratio)}, true
+			fmt.Sprintf("%.0f distinct values (%s), redundancy %.1f%%", d, distinctNote(s), 100*ratio), max(0, 1-8/float64(max(s.Bits, 8)))}, true
 	}
 	if s.Kind == profile.ValFloat && ratio >= th.MinSpatial/2 {
 		lo, hi := s.AsFloat(s.Min), s.AsFloat(s.Max)
@@ -139,7 +141,7 @@ func classify(s *profile.ValueSketch, ratio float64, th RedundancyThresholds, wh
 		if scale > 0 && !math.IsInf(scale, 0) && !math.IsNaN(scale) && (lo > 0) == (hi > 0) && (hi-lo)/scale <= th.CloseRelRange {
 			return valueClass{KindApproximate,
 				fmt.Sprintf("the values of %s stay within %.1f%% of each other ([%g, %g]): if the algorithm tolerates it, reuse a nearby value instead of recomputing or reloading it.", what, 100*(hi-lo)/scale, lo, hi),
-				fmt.Sprintf("range [%g, %g], relative width %.3f, ~%.0f distinct", lo, hi, (hi-lo)/scale, d)}, true
+				fmt.Sprintf("range [%g, %g], relative width %.3f, ~%.0f distinct", lo, hi, (hi-lo)/scale, d), 0}, true
 		}
 	}
 	return valueClass{}, false
@@ -222,6 +224,7 @@ func spatialInsights(x *Index, th RedundancyThresholds, covered map[InstKey]stri
 			Hint:        cls.hint,
 			Importance:  share,
 			KernelShare: x.KernelShare(key.Context),
+			red:         &redInfo{frac: cls.frac},
 		}
 		hs := pairs[key]
 		sort.Slice(hs, func(i, j int) bool { return hs[i].n > hs[j].n || (hs[i].n == hs[j].n && pcLess(hs[i].pc, hs[j].pc)) })
@@ -307,7 +310,7 @@ func pcValueInsights(x *Index, th RedundancyThresholds, covered map[InstKey]stri
 		a := Advice{
 			Kind: cls.kind, Category: CatRedundancy, Hint: cls.hint,
 			Importance: share, KernelShare: x.KernelShare(key.Context),
-			Hotspots: []Where{w}, Ranks: ranks,
+			Hotspots: []Where{w}, Ranks: ranks, red: &redInfo{frac: cls.frac},
 			Evidence: fmt.Sprintf("PC %#x: %s; %.1f%% of the kernel's %ss", key.PC.Offset, cls.detail, 100*share, key.Access),
 		}
 		if note != "" {
@@ -407,7 +410,7 @@ func temporalInsights(x *Index, th RedundancyThresholds, insts InstLookup) []Adv
 			continue
 		}
 		share := float64(red) / float64(kacc)
-		a := Advice{Kind: g.kind, Category: CatRedundancy, Importance: share, KernelShare: x.KernelShare(g.ctx)}
+		a := Advice{Kind: g.kind, Category: CatRedundancy, Importance: share, KernelShare: x.KernelShare(g.ctx), red: &redInfo{frac: 1}}
 		var ratios []string
 		for i, pk := range ps {
 			if i == 5 {
@@ -418,6 +421,7 @@ func temporalInsights(x *Index, th RedundancyThresholds, insts InstLookup) []Adv
 			w.Pair, w.Amount = &old, float64(counts[pk])
 			a.Hotspots = append(a.Hotspots, w)
 			nk := profile.PCKey{Context: g.ctx, PC: pk.new, Access: pk.acc}
+			a.red.tr = append(a.red.tr, float64(perNew[nk])/float64(p.PCs[nk].Accesses))
 			ratios = append(ratios, fmt.Sprintf("%s:%d<-%s:%d %d (TR %.1f%%)", w.File, w.Line, old.File, old.Line, counts[pk],
 				100*float64(perNew[nk])/float64(p.PCs[nk].Accesses)))
 		}

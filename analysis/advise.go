@@ -1,0 +1,200 @@
+package analysis
+
+import (
+	"fmt"
+
+	"gpuprof/profile"
+	"gpuprof/sass"
+)
+
+// Options tune Advise.
+type Options struct {
+	// Redundancy thresholds (zero value: DefaultRedundancy).
+	Redundancy *RedundancyThresholds
+	// SamplingOnly ignores executed-instruction counts (GPA's sampling
+	// mode) even where the profile has them.
+	SamplingOnly bool
+	// MinImportance drops stall advice matching less of its kernel's
+	// samples (default 0.01).
+	MinImportance float64
+	// MinSpeedup drops estimated advice below this speedup (default 1.005).
+	MinSpeedup float64
+	// Static adds GPUscout's static checks of the modules the profile
+	// references, joined with their samples.
+	Static bool
+	// Imbalance thresholds (zero value: DefaultImbalance).
+	Imbalance *ImbalanceThresholds
+	// Top keeps the first Top advice (0 keeps all).
+	Top int
+}
+
+func (o *Options) defaults() {
+	if o.Redundancy == nil {
+		d := DefaultRedundancy
+		o.Redundancy = &d
+	}
+	if o.Imbalance == nil {
+		d := DefaultImbalance
+		o.Imbalance = &d
+	}
+	if o.MinImportance == 0 {
+		o.MinImportance = 0.01
+	}
+	if o.MinSpeedup == 0 {
+		o.MinSpeedup = 1.005
+	}
+}
+
+// Advise analyses a merged profile and returns its advice, ordered across
+// the job by the share of GPU time each would save (SortAdvice); ByKernel
+// regroups it per kernel. mods may be nil: the SASS-based analyses (stall
+// blaming, GPA's optimizers, static checks, the speedup of redundancy
+// insights) are then skipped.
+func Advise(p *profile.Profile, mods ModuleSource, opts Options) ([]Advice, error) {
+	opts.defaults()
+	x := NewIndex(p)
+	views := map[profile.NodeID]*kernelView{}
+	var out []Advice
+	if mods != nil {
+		for _, k := range x.Kernels {
+			kv, err := newKernelView(x, k, mods, opts)
+			if err != nil {
+				return nil, err
+			}
+			if kv == nil {
+				continue
+			}
+			views[k] = kv
+			for _, m := range kv.optimizers() {
+				a := kv.advice(m)
+				if a.Importance >= opts.MinImportance && a.Speedup >= opts.MinSpeedup {
+					out = append(out, a)
+				}
+			}
+		}
+	}
+	red := Redundancy(x, *opts.Redundancy, instLookup(x, mods))
+	red = mergeObjectInsights(red)
+	for i := range red {
+		estimateRedundancy(x, views, &red[i])
+	}
+	out = append(out, red...)
+	out = append(out, Divergence(x, views, opts)...)
+	out = append(out, Imbalance(x, *opts.Imbalance)...)
+	if opts.Static && mods != nil {
+		seen := map[profile.ModuleHash]bool{}
+		for _, f := range p.Funcs {
+			if seen[f.Module] {
+				continue
+			}
+			seen[f.Module] = true
+			m, err := mods.Module(f.Module)
+			if err != nil {
+				return nil, fmt.Errorf("analysis: module %v: %w", f.Module, err)
+			}
+			if m != nil {
+				out = append(out, joinStatic(x, views, m, StaticCheck(m))...)
+			}
+		}
+	}
+	SortAdvice(out)
+	if opts.Top > 0 && len(out) > opts.Top {
+		out = out[:opts.Top]
+	}
+	return out, nil
+}
+
+// advice turns an optimizer match into ranked advice.
+func (kv *kernelView) advice(m match) Advice {
+	s := m.speedup(kv.T)
+	a := Advice{
+		Kind: m.kind, Category: CatStall, Hint: m.hint,
+		Importance:  m.M / kv.T,
+		Speedup:     s,
+		KernelShare: kv.x.KernelShare(kv.k),
+		Ranks:       kv.x.KernelRanks(kv.k),
+	}
+	for i, h := range m.hots {
+		if i == 5 {
+			break
+		}
+		w := kv.where(h.fv, h.i)
+		w.Amount = h.amount
+		if h.pair >= 0 {
+			pw := kv.where(h.fv, h.pair)
+			w.Pair = &pw
+		}
+		a.Hotspots = append(a.Hotspots, w)
+	}
+	if len(a.Hotspots) == 0 {
+		a.Hotspots = []Where{kv.x.Where(kv.k)}
+	}
+	eq := "eq. 3, T/(T-M)"
+	if m.est == estHiding {
+		eq = fmt.Sprintf("eq. 6, T/(T-min(A, M)) with A = %.0f active samples in scope", m.A)
+	}
+	a.Evidence = fmt.Sprintf("%s: M = %.0f of T = %.0f samples (%.1f%%); %s = %.3f", m.detail, m.M, kv.T, 100*m.M/kv.T, eq, s)
+	if kv.noCode > 0 {
+		a.Evidence += fmt.Sprintf("; %.0f samples at instructions without SASS", kv.noCode)
+	}
+	return a
+}
+
+// instLookup gives SASS facts about profile PCs for the redundancy
+// analysis (nil without modules).
+func instLookup(x *Index, mods ModuleSource) InstLookup {
+	if mods == nil {
+		return nil
+	}
+	return func(pc profile.PC) (InstInfo, bool) {
+		fn := x.P.Funcs[pc.Func]
+		if fn == nil {
+			return InstInfo{}, false
+		}
+		m, err := mods.Module(fn.Module)
+		if err != nil || m == nil {
+			return InstInfo{}, false
+		}
+		f, i := instIndex(m, fn.Name, uint64(pc.Offset))
+		if f == nil {
+			return InstInfo{}, false
+		}
+		in := &f.Insts[i]
+		info := InstInfo{Opcode: in.Opcode, Text: in.Text(), Local: in.Class == sass.ClassMemory && in.Mem.Space == sass.SpaceLocal}
+		if k := f.AccessKinds()[i]; k.Vec > 0 {
+			info.Bytes = k.Bits() / 8
+		} else if in.Class == sass.ClassMemory {
+			info.Bytes = in.Mem.Bits / 8
+		}
+		info.InPrologue = info.Local && prologueLocal(f, i)
+		return info, true
+	}
+}
+
+// prologueLocal reports whether local access i is among a function's
+// register saves or restores: a store before any other memory access at
+// entry, or a load after the last one before a return.
+func prologueLocal(f *sass.Function, i int) bool {
+	in := &f.Insts[i]
+	if in.Mem.Op == sass.MemStore {
+		for j := 0; j < i; j++ {
+			if f.Insts[j].Class == sass.ClassMemory && f.Insts[j].Mem.Space != sass.SpaceLocal && f.Insts[j].Mem.Space != sass.SpaceConstant {
+				return false
+			}
+			if f.Insts[j].Class == sass.ClassControl {
+				return false
+			}
+		}
+		return true
+	}
+	for j := i + 1; j < len(f.Insts); j++ {
+		o := &f.Insts[j]
+		if o.Flow == sass.FlowReturn {
+			return true
+		}
+		if o.Class == sass.ClassMemory && o.Mem.Space != sass.SpaceLocal && o.Mem.Space != sass.SpaceConstant || o.Flow == sass.FlowBranch || o.Flow == sass.FlowCall {
+			return false
+		}
+	}
+	return false
+}

@@ -1,0 +1,167 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"gpuprof/profile"
+)
+
+// ImbalanceThresholds decide when a kernel context's spread over ranks is
+// reported (docs/insights.md).
+type ImbalanceThresholds struct {
+	MinRatio float64 // max/mean GPU time over the job's ranks
+	MinShare float64 // the kernel context's share of the job's GPU time
+	Heavy    float64 // ranks above Heavy × mean are named
+}
+
+// DefaultImbalance: a 10% excess on the slowest rank of a kernel taking at
+// least 1% of the job's GPU time.
+var DefaultImbalance = ImbalanceThresholds{MinRatio: 1.1, MinShare: 0.01, Heavy: 1.1}
+
+// KernelStats are a kernel context's statistics across ranks and kernel
+// instances.
+type KernelStats struct {
+	Ranks    uint64
+	Time     Spread // gpu.time_ns over ranks
+	Launches Spread // gpu.launches over ranks
+	// PerLaunch is the mean time of one instance on each rank that ran it.
+	PerLaunch map[int32]float64
+	// InstanceMean/Min/Max/Stddev describe the per-instance time over all
+	// instances of all ranks as far as the profile allows: mean exactly;
+	// min and max over the ranks' per-instance means; Stddev over those
+	// means (NaN with fewer than two ranks).
+	InstanceMean, InstanceMin, InstanceMax, InstanceStddev float64
+}
+
+// Stats computes kernel context k's statistics.
+func (x *Index) Stats(k profile.NodeID) KernelStats {
+	s := KernelStats{Ranks: uint64(len(x.P.Ranks)), Time: x.Spread(k, profile.GPUTime), Launches: x.Spread(k, profile.GPULaunches), PerLaunch: map[int32]float64{}}
+	if s.Launches.Raw.Sum > 0 {
+		s.InstanceMean = float64(s.Time.Raw.Sum) / float64(s.Launches.Raw.Sum)
+	}
+	var xs []float64
+	for _, r := range x.P.SortedRanks() {
+		v := x.P.PerRank[r][k]
+		if t, l := v.Get(profile.GPUTime), v.Get(profile.GPULaunches); t > 0 && l > 0 {
+			s.PerLaunch[r] = float64(t) / float64(l)
+			xs = append(xs, s.PerLaunch[r])
+		}
+	}
+	s.InstanceStddev = math.NaN()
+	if len(xs) > 0 {
+		s.InstanceMin, s.InstanceMax = xs[0], xs[0]
+		mean := 0.0
+		for _, v := range xs {
+			s.InstanceMin, s.InstanceMax = math.Min(s.InstanceMin, v), math.Max(s.InstanceMax, v)
+			mean += v
+		}
+		mean /= float64(len(xs))
+		if len(xs) > 1 {
+			ss := 0.0
+			for _, v := range xs {
+				ss += (v - mean) * (v - mean)
+			}
+			s.InstanceStddev = math.Sqrt(ss / float64(len(xs)))
+		}
+	}
+	return s
+}
+
+// Imbalance reports kernel contexts whose GPU time differs across ranks:
+// the slowest rank's time over the mean of all ranks (absent ranks count
+// zero). If the work were balanced the slowest rank's time in the kernel
+// would drop to the mean, so max/mean is the estimated speedup of the
+// kernel on the job's critical path.
+func Imbalance(x *Index, th ImbalanceThresholds) []Advice {
+	var out []Advice
+	if len(x.P.Ranks) < 2 {
+		return nil
+	}
+	for _, k := range x.Kernels {
+		if x.KernelShare(k) < th.MinShare {
+			continue
+		}
+		st := x.Stats(k)
+		ratio := st.Time.Imbalance()
+		if ratio < th.MinRatio {
+			continue
+		}
+		mean := st.Time.Mean()
+		var heavy []int32
+		var per []string
+		for _, r := range x.P.SortedRanks() {
+			v := x.P.PerRank[r][k].Get(profile.GPUTime)
+			if float64(v) > th.Heavy*mean {
+				heavy = append(heavy, r)
+			}
+			if len(per) < 16 {
+				per = append(per, fmt.Sprintf("%d:%s", r, fmtNs(float64(v))))
+			}
+		}
+		if len(heavy) == 0 {
+			heavy = []int32{st.Time.Raw.ArgMax}
+		}
+		sort.Slice(heavy, func(i, j int) bool { return heavy[i] < heavy[j] })
+		w := x.Where(k)
+		w.Amount = float64(st.Time.Raw.Max)
+		name := Demangle(x.P.Nodes[k].Frame.Function)
+		cause := "longer instances"
+		if lr := st.Launches.Imbalance(); lr >= th.MinRatio && lr >= 0.8*ratio {
+			cause = "more instances"
+		}
+		a := Advice{
+			Kind: "load imbalance", Category: CatImbalance,
+			Hint: fmt.Sprintf("rank%s %s spend%s %.2f× the mean time of all ranks in %s (%s): rebalance the work between ranks (domain decomposition, work stealing) so the others do not wait.",
+				plural(len(heavy)), joinRanks(heavy), map[bool]string{true: "", false: "s"}[len(heavy) > 1], ratio, name, cause),
+			Importance:  (float64(st.Time.Raw.Max) - mean) / float64(st.Time.Raw.Max),
+			Speedup:     ratio,
+			Hotspots:    []Where{w},
+			Ranks:       heavy,
+			KernelShare: x.KernelShare(k),
+		}
+		a.Evidence = fmt.Sprintf("gpu.time_ns over %d ranks: max %s at rank %d, mean %s, min %s; launches max/mean %.2f; per-instance mean %s (over ranks' means: min %s, max %s); per rank: %s",
+			st.Ranks, fmtNs(float64(st.Time.Raw.Max)), st.Time.Raw.ArgMax, fmtNs(mean), fmtNs(minOver(st, x, k)),
+			st.Launches.Imbalance(), fmtNs(st.InstanceMean), fmtNs(st.InstanceMin), fmtNs(st.InstanceMax), strings.Join(per, " "))
+		out = append(out, a)
+	}
+	return out
+}
+
+// minOver is the smallest time of any rank, 0 if some rank did not run the
+// kernel.
+func minOver(st KernelStats, x *Index, k profile.NodeID) float64 {
+	if st.Time.Raw.N < st.Ranks {
+		return 0
+	}
+	return float64(st.Time.Raw.Min)
+}
+
+func plural(n int) string {
+	if n > 1 {
+		return "s"
+	}
+	return ""
+}
+
+func joinRanks(rs []int32) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = fmt.Sprint(r)
+	}
+	return strings.Join(s, ", ")
+}
+
+func fmtNs(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.3gs", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.3gms", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.3gus", v/1e3)
+	}
+	return fmt.Sprintf("%.0fns", v)
+}

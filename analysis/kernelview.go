@@ -1,0 +1,260 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"gpuprof/analysis/blame"
+	"gpuprof/profile"
+	"gpuprof/sass"
+)
+
+// kernelView gathers one kernel context's PC samples with the SASS of its
+// functions and the blamer's result.
+type kernelView struct {
+	x *Index
+	k profile.NodeID
+	// T is the kernel's samples, A its active samples (GPA §2.2: at least
+	// one warp of the scheduler issued), L its latency samples.
+	T, A, L float64
+	hybrid  bool
+	fns     []*fnView
+	byNode  map[profile.NodeID]instRef
+	// noCode counts samples at instructions whose SASS is unknown.
+	noCode float64
+}
+
+// fnView is one GPU function of a kernel context.
+type fnView struct {
+	c    *code
+	node []profile.NodeID // instruction node per instruction (0 if not sampled)
+	s    []blame.Samples
+	r    *blame.Result
+}
+
+type instRef struct {
+	fv *fnView
+	i  int
+}
+
+// reasonsOf splits an instruction node's stall metrics: the samples by
+// reason (CUPTI's _not_issued variants left out) and the latency samples
+// those variants give (ok false when the profile has none).
+func reasonsOf(vs profile.Values) (by map[string]float64, notIssued float64, hasNI bool) {
+	by = map[string]float64{}
+	for _, mv := range vs {
+		name := mv.ID.Name()
+		if !strings.HasPrefix(name, profile.StallPrefix) || mv.V == 0 {
+			continue
+		}
+		r := strings.TrimPrefix(name, profile.StallPrefix)
+		if strings.HasSuffix(r, "_not_issued") {
+			notIssued += float64(mv.V)
+			hasNI = true
+			continue
+		}
+		by[r] += float64(mv.V)
+	}
+	return by, notIssued, hasNI
+}
+
+// newKernelView assembles kernel context k; it returns nil when the kernel
+// has no PC samples.
+func newKernelView(x *Index, k profile.NodeID, mods ModuleSource, opts Options) (*kernelView, error) {
+	kv := &kernelView{x: x, k: k, byNode: map[profile.NodeID]instRef{}}
+	p := x.P
+	type fkey struct{ f *sass.Function }
+	fns := map[*sass.Function]*fnView{}
+	var order []*sass.Function
+	var notIssued float64
+	anyNI := false
+	for _, id := range x.InstNodes(k) {
+		n := p.Nodes[id]
+		by, ni, hasNI := reasonsOf(n.Metrics)
+		var tot, active float64
+		for r, v := range by {
+			tot += v
+			if r == "selected" || r == "not_selected" {
+				active += v
+			}
+		}
+		exec := float64(n.Metrics.Get(profile.InstExecuted))
+		if exec > 0 {
+			kv.hybrid = true
+		}
+		if tot == 0 && exec == 0 {
+			continue
+		}
+		kv.T += tot
+		if hasNI {
+			anyNI = true
+			notIssued += ni
+		} else {
+			kv.A += active
+		}
+		pc := x.PCOf[id]
+		fn := p.Funcs[pc.Func]
+		var sf *sass.Function
+		idx := -1
+		if fn != nil && mods != nil {
+			m, err := mods.Module(fn.Module)
+			if err != nil {
+				return nil, fmt.Errorf("analysis: module %v: %w", fn.Module, err)
+			}
+			if m != nil {
+				sf, idx = instIndex(m, fn.Name, uint64(pc.Offset))
+				if sf != nil && fns[sf] == nil {
+					c := codeOf(m, sf)
+					fv := &fnView{c: c, node: make([]profile.NodeID, len(sf.Insts)), s: make([]blame.Samples, len(sf.Insts))}
+					for i := range fv.s {
+						fv.s[i] = blame.Samples{ByReason: map[string]float64{}, Executed: -1}
+					}
+					fns[sf] = fv
+					order = append(order, sf)
+				}
+			}
+		}
+		if sf == nil || idx < 0 {
+			kv.noCode += tot
+			continue
+		}
+		fv := fns[sf]
+		fv.node[idx] = id
+		for r, v := range by {
+			fv.s[idx].ByReason[r] += v
+		}
+		if exec > 0 {
+			fv.s[idx].Executed = exec
+		}
+		kv.byNode[id] = instRef{fv, idx}
+	}
+	if anyNI {
+		kv.L = notIssued
+		kv.A = kv.T - notIssued
+	} else {
+		kv.L = kv.T - kv.A
+	}
+	if kv.T == 0 {
+		return nil, nil
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i].Name < order[j].Name })
+	for _, sf := range order {
+		fv := fns[sf]
+		if kv.hybrid {
+			for i := range fv.s {
+				if fv.s[i].Executed < 0 {
+					fv.s[i].Executed = 0 // measured and never executed
+				}
+			}
+		}
+		fv.r = blame.Blame(fv.c.Model, fv.s, blame.Options{Hybrid: kv.hybrid && !opts.SamplingOnly})
+		kv.fns = append(kv.fns, fv)
+	}
+	return kv, nil
+}
+
+// where locates instruction i of fv (through its profile node when
+// sampled, else from the SASS line map).
+func (kv *kernelView) where(fv *fnView, i int) Where {
+	var w Where
+	if id := fv.node[i]; id != 0 {
+		w = kv.x.Where(id)
+	} else {
+		w = Where{Context: kv.k, Kernel: Demangle(kv.x.P.Nodes[kv.k].Frame.Function), Function: Demangle(fv.c.F.Name)}
+		w.File, w.Line = fv.c.lineOf(i)
+		w.Loop = fv.c.loopLine(fv.c.Loop[i])
+		if f := kv.x.P.Funcs; f != nil {
+			for id, fn := range f {
+				if fn.Name == fv.c.F.Name {
+					pc := profile.PC{Func: id, Offset: uint32(fv.c.F.Insts[i].Offset)}
+					w.PC = &pc
+					break
+				}
+			}
+		}
+	}
+	if w.Loop == "" {
+		w.Loop = fv.c.loopLine(fv.c.Loop[i])
+	}
+	w.SASS = fmt.Sprintf("/*%04x*/ %s", fv.c.F.Insts[i].Offset, fv.c.F.Insts[i].Text())
+	return w
+}
+
+// self returns instruction i's own samples of the given reasons (all if
+// none named).
+func (fv *fnView) self(i int, reasons ...string) float64 {
+	m := fv.r.Self[i]
+	if len(reasons) == 0 {
+		t := 0.0
+		for _, v := range m {
+			t += v
+		}
+		return t
+	}
+	t := 0.0
+	for _, r := range reasons {
+		t += m[r]
+	}
+	return t
+}
+
+// total is instruction i's samples before blaming.
+func (fv *fnView) total(i int) float64 { return fv.s[i].Total() }
+
+// active is instruction i's active samples.
+func (fv *fnView) active(i int) float64 {
+	return fv.s[i].ByReason["selected"] + fv.s[i].ByReason["not_selected"]
+}
+
+// blamedOn is the latency samples blamed on instruction i as a source.
+func (fv *fnView) blamedOn(i int) float64 {
+	t := 0.0
+	for _, e := range fv.r.Edges {
+		if e.Src == i {
+			t += e.Samples
+		}
+	}
+	return t
+}
+
+// cost is what removing instruction i would save: its own samples and the
+// stalls blamed on it.
+func (fv *fnView) cost(i int) float64 { return fv.total(i) - fv.depSelf(i) + fv.blamedOn(i) }
+
+// depSelf is the part of i's samples that the blamer moved to its sources.
+func (fv *fnView) depSelf(i int) float64 {
+	moved := 0.0
+	for _, e := range fv.r.Edges {
+		if e.Dst == i {
+			moved += e.Samples
+		}
+	}
+	return moved
+}
+
+// loopActive sums the active samples of loop li and its nested loops.
+func (fv *fnView) loopActive(li int) float64 {
+	g := fv.c.F.CFG()
+	t := 0.0
+	for i := range fv.s {
+		for l := fv.c.Loop[i]; l >= 0; l = g.Loops[l].Parent {
+			if l == li {
+				t += fv.active(i)
+				break
+			}
+		}
+	}
+	return t
+}
+
+// inLoop reports whether instruction i lies in loop li (nested included).
+func (fv *fnView) inLoop(i, li int) bool {
+	g := fv.c.F.CFG()
+	for l := fv.c.Loop[i]; l >= 0; l = g.Loops[l].Parent {
+		if l == li {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,381 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"gpuprof/analysis/blame"
+	"gpuprof/sass"
+)
+
+// GPA optimizer names (TPDS 2021, Table 2).
+const (
+	OptRegisterIncrease   = "register increase"
+	OptStrengthReduction  = "strength reduction"
+	OptFunctionSplit      = "function split"
+	OptFastMath           = "fast math"
+	OptWarpBalance        = "warp balance"
+	OptGlobalTransactions = "global memory transaction reduction"
+	OptSharedTransactions = "shared memory transaction reduction"
+	OptIndirectAccess     = "indirect memory access reduction"
+	OptGlobalAdjust       = "global memory access adjustment"
+	OptSharedAdjust       = "shared memory access adjustment"
+	OptLoopUnrolling      = "loop unrolling"
+	OptCodeReordering     = "code reordering"
+	OptFunctionInlining   = "function inlining"
+	OptAsyncCopy          = "asynchronous memory copy"
+	OptBranchDivergence   = "branch divergence"
+	OptBlockIncrease      = "block increase"
+	OptThreadIncrease     = "thread increase"
+)
+
+// estimator says which of GPA's equations gives a match's speedup.
+type estimator uint8
+
+const (
+	estElimination estimator = iota // eq. 3
+	estHiding                       // eq. 5/6 over the match's scope
+)
+
+// hot is a hotspot of a match: instruction i of fv (the source of blamed
+// stalls, or the flagged instruction), with the stalled instruction it
+// was blamed from (pair, -1 if none).
+type hot struct {
+	fv     *fnView
+	i      int
+	pair   int
+	amount float64
+}
+
+// match is what one optimizer found in one kernel context.
+type match struct {
+	kind   string
+	est    estimator
+	M      float64 // matched samples (eq. 3) or matched latency samples (eq. 5/6)
+	A      float64 // active samples of the scope (eq. 5/6)
+	hots   []hot
+	hint   string
+	detail string
+}
+
+// speedup applies the match's estimator.
+func (m *match) speedup(T float64) float64 {
+	if m.est == estHiding {
+		return LatencyHiding(T, m.M, m.A)
+	}
+	return StallElimination(T, m.M)
+}
+
+// hotSet accumulates amounts per instruction and keeps the largest pair.
+type hotSet struct {
+	amt  map[instRef]float64
+	pair map[instRef]int
+	best map[instRef]float64
+}
+
+func newHotSet() *hotSet {
+	return &hotSet{amt: map[instRef]float64{}, pair: map[instRef]int{}, best: map[instRef]float64{}}
+}
+
+func (h *hotSet) add(fv *fnView, i, pair int, v float64) {
+	if v <= 0 {
+		return
+	}
+	k := instRef{fv, i}
+	h.amt[k] += v
+	if _, ok := h.pair[k]; !ok {
+		h.pair[k] = -1
+	}
+	if pair >= 0 && v > h.best[k] {
+		h.best[k], h.pair[k] = v, pair
+	}
+}
+
+func (h *hotSet) total() float64 {
+	t := 0.0
+	for _, v := range h.amt {
+		t += v
+	}
+	return t
+}
+
+// list returns the hotspots by descending amount.
+func (h *hotSet) list() []hot {
+	out := make([]hot, 0, len(h.amt))
+	for k, v := range h.amt {
+		out = append(out, hot{k.fv, k.i, h.pair[k], v})
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].amount != out[b].amount {
+			return out[a].amount > out[b].amount
+		}
+		if out[a].fv.c.F.Name != out[b].fv.c.F.Name {
+			return out[a].fv.c.F.Name < out[b].fv.c.F.Name
+		}
+		return out[a].i < out[b].i
+	})
+	return out
+}
+
+// latencyReason reports whether a stall reason is a dependency wait that
+// code rearrangement can hide (memory and execution dependencies).
+func latencyReason(r string) bool {
+	rs, _ := blame.LookupReason(r)
+	return rs.Dep != blame.DepNone
+}
+
+// optimizers runs GPA's code optimizers over one kernel context.
+func (kv *kernelView) optimizers() []match {
+	var out []match
+	for _, f := range []func() *match{
+		kv.registerIncrease, kv.strengthReduction, kv.functionSplit, kv.fastMath, kv.warpBalance,
+		kv.globalTransactions, kv.sharedTransactions, kv.indirectAccess, kv.asyncCopy, kv.codeReordering,
+		kv.functionInlining,
+	} {
+		if m := f(); m != nil && m.M > 0 {
+			out = append(out, *m)
+		}
+	}
+	out = append(out, kv.loopUnrolling()...)
+	return out
+}
+
+// edgeMatch sums blamed edges whose source satisfies ok, as hotspots at
+// the source with the stalled instruction as pair.
+func (kv *kernelView) edgeMatch(ok func(fv *fnView, e blame.Edge) bool, h *hotSet) float64 {
+	t := 0.0
+	for _, fv := range kv.fns {
+		for _, e := range fv.r.Edges {
+			if ok(fv, e) {
+				t += e.Samples
+				h.add(fv, e.Src, e.Dst, e.Samples)
+			}
+		}
+	}
+	return t
+}
+
+// selfMatch sums instructions' own samples of the given reasons (all when
+// none) where ok holds.
+func (kv *kernelView) selfMatch(ok func(fv *fnView, i int) bool, h *hotSet, reasons ...string) float64 {
+	t := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			if !ok(fv, i) {
+				continue
+			}
+			v := fv.self(i, reasons...)
+			t += v
+			h.add(fv, i, -1, v)
+		}
+	}
+	return t
+}
+
+func kindIs(ks ...blame.Kind) func(fv *fnView, i int) bool {
+	return func(fv *fnView, i int) bool {
+		k := fv.c.Model.Insts[i].Kind
+		for _, x := range ks {
+			if k == x {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func (kv *kernelView) registerIncrease() *match {
+	h := newHotSet()
+	local := kindIs(blame.KLocalMem)
+	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return local(fv, e.Src) }, h)
+	m += kv.selfMatch(local, h, "lg_throttle", "long_scoreboard", "selected", "not_selected", "dispatch_stall")
+	return &match{kind: OptRegisterIncrease, M: m, hots: h.list(),
+		hint:   "local-memory loads and stores (register spills) stall the kernel: give it more registers (__launch_bounds__ with fewer blocks per SM, -maxrregcount) or shrink the live state so nothing spills.",
+		detail: "samples at LDL/STL and stalls blamed on them"}
+}
+
+func (kv *kernelView) strengthReduction() *match {
+	h := newHotSet()
+	longArith := func(fv *fnView, i int) bool {
+		in := &fv.c.F.Insts[i]
+		return fv.c.Model.Insts[i].Kind == blame.KArithVar && (in.Class == sass.ClassFloat || in.Class == sass.ClassConvert || in.Class == sass.ClassInteger)
+	}
+	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return longArith(fv, e.Src) }, h)
+	return &match{kind: OptStrengthReduction, M: m, hots: h.list(),
+		hint:   "results of long-latency arithmetic (MUFU, conversions, FP64, integer division) are waited for: replace them by cheaper operations (multiply by a reciprocal, shifts for powers of two, float instead of double, fewer conversions).",
+		detail: "execution-dependency stalls blamed on long-latency arithmetic"}
+}
+
+func (kv *kernelView) functionSplit() *match {
+	h := newHotSet()
+	m := kv.selfMatch(func(*fnView, int) bool { return true }, h, "no_instructions")
+	return &match{kind: OptFunctionSplit, M: m, hots: h.list(),
+		hint:   "warps wait for instructions to be fetched: the hot code does not fit the instruction cache; split the kernel or move cold code (error paths, rarely taken branches) out of it.",
+		detail: "instruction fetch (no_instructions) samples"}
+}
+
+// mathCode reports whether instruction i comes from the CUDA math library:
+// inlined from its headers or in one of its internal subroutines.
+func mathCode(fv *fnView, i int) bool {
+	name := fv.c.F.Name
+	if strings.Contains(name, "__internal_") || strings.Contains(name, "__nv_") || strings.Contains(name, "__cuda_sm") {
+		return true
+	}
+	for _, f := range fv.c.inlinedFiles(i) {
+		if strings.Contains(f, "math_functions") || strings.Contains(f, "/crt/") || strings.Contains(f, "device_functions") || strings.Contains(f, "sm_20_intrinsics") {
+			return true
+		}
+	}
+	return false
+}
+
+func (kv *kernelView) fastMath() *match {
+	h := newHotSet()
+	m := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			if mathCode(fv, i) {
+				m += fv.total(i)
+				h.add(fv, i, -1, fv.total(i))
+			}
+		}
+	}
+	m += kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return mathCode(fv, e.Src) && !mathCode(fv, e.Dst) }, h)
+	return &match{kind: OptFastMath, M: m, hots: h.list(),
+		hint:   "time goes to CUDA math library code (accurate sinf/expf/pow with slow paths): use the intrinsics (__sinf, __expf, __fdividef) or -use_fast_math where the accuracy allows.",
+		detail: "samples in math library code and stalls blamed on it"}
+}
+
+func (kv *kernelView) warpBalance() *match {
+	h := newHotSet()
+	m := kv.selfMatch(kindIs(blame.KSync, blame.KControl, blame.KOther), h, "barrier", "warpgroup_arrive")
+	return &match{kind: OptWarpBalance, M: m, hots: h.list(),
+		hint:   "warps wait at barriers for the slowest warp of their block: balance the work between warps (or between the paths around the barrier), or synchronise less often.",
+		detail: "synchronisation (barrier) samples"}
+}
+
+func (kv *kernelView) globalTransactions() *match {
+	h := newHotSet()
+	m := kv.selfMatch(kindIs(blame.KGlobalMem, blame.KGenericMem, blame.KTextureMem), h, "lg_throttle", "tex_throttle")
+	return &match{kind: OptGlobalTransactions, M: m, hots: h.list(),
+		hint:   "the load/store queues are full: issue fewer, wider global memory instructions (vector loads such as float4, fewer redundant accesses).",
+		detail: "global memory throttle samples at global memory instructions"}
+}
+
+func (kv *kernelView) sharedTransactions() *match {
+	h := newHotSet()
+	shared := kindIs(blame.KSharedMem)
+	m := kv.selfMatch(shared, h, "mio_throttle")
+	m += kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return shared(fv, e.Src) }, h)
+	return &match{kind: OptSharedTransactions, M: m, hots: h.list(),
+		hint:   "shared memory instructions stall the kernel (MIO queue full, waits on shared loads): use wider shared accesses, avoid bank conflicts (pad rows), keep reused values in registers.",
+		detail: "mio_throttle at shared memory instructions and stalls blamed on shared loads"}
+}
+
+func (kv *kernelView) indirectAccess() *match {
+	h := newHotSet()
+	t := 0.0
+	for _, fv := range kv.fns {
+		for i, cls := range fv.r.SelfClass {
+			for r, c := range cls {
+				if c == "address calculation" {
+					v := fv.r.Self[i][r]
+					t += v
+					h.add(fv, i, -1, v)
+				}
+			}
+		}
+	}
+	return &match{kind: OptIndirectAccess, M: t, hots: h.list(),
+		hint:   "memory instructions wait on their own address computation: precompute indices, use base+offset addressing, avoid index arrays in hot loops.",
+		detail: "execution-dependency stalls at memory instructions with no other source (address calculation)"}
+}
+
+// asyncCopy matches global loads whose results are stored to shared memory
+// (GPA: the copy could be LDGSTS / cp.async).
+func (kv *kernelView) asyncCopy() *match {
+	h := newHotSet()
+	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool {
+		return fv.c.Model.Insts[e.Src].Kind == blame.KGlobalMem && fv.c.F.Insts[e.Src].Mem.Op == sass.MemLoad &&
+			fv.c.Model.Insts[e.Dst].Kind == blame.KSharedMem && fv.c.F.Insts[e.Dst].Mem.Op == sass.MemStore
+	}, h)
+	return &match{kind: OptAsyncCopy, est: estHiding, M: m, A: kv.A, hots: h.list(),
+		hint:   "global loads are waited for only to be stored to shared memory: copy with cp.async (LDGSTS) or the TMA so the copy overlaps other work.",
+		detail: "memory-dependency stalls of shared stores blamed on global loads"}
+}
+
+// codeReordering matches dependency stalls whose source and stalled
+// instruction are in the same function (eq. 6 over the function).
+func (kv *kernelView) codeReordering() *match {
+	h := newHotSet()
+	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool {
+		k := fv.c.Model.Insts[e.Src].Kind
+		return latencyReason(e.Reason) && (k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem ||
+			k == blame.KArithFixed || k == blame.KArithVar || k == blame.KSharedMem)
+	}, h)
+	return &match{kind: OptCodeReordering, est: estHiding, M: m, A: kv.A, hots: h.list(),
+		hint:   "instructions wait for results computed just before them: move independent work between producer and consumer (load earlier, interleave independent computations).",
+		detail: "memory and execution dependency stalls (latency samples) hidden behind the kernel's active samples"}
+}
+
+// loopUnrolling matches dependency stalls inside each loop, with the loop
+// (nested loops included) as the scope of eq. 6.
+func (kv *kernelView) loopUnrolling() []match {
+	var out []match
+	for _, fv := range kv.fns {
+		g := fv.c.F.CFG()
+		for li := range g.Loops {
+			h := newHotSet()
+			m := 0.0
+			for _, e := range fv.r.Edges {
+				if !latencyReason(e.Reason) || !fv.inLoop(e.Dst, li) || !fv.inLoop(e.Src, li) {
+					continue
+				}
+				k := fv.c.Model.Insts[e.Src].Kind
+				if k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem || k == blame.KArithFixed || k == blame.KArithVar {
+					m += e.Samples
+					h.add(fv, e.Src, e.Dst, e.Samples)
+				}
+			}
+			if m == 0 {
+				continue
+			}
+			out = append(out, match{kind: OptLoopUnrolling, est: estHiding, M: m, A: fv.loopActive(li), hots: h.list(),
+				hint:   fmt.Sprintf("the loop at %s waits on results of its own iterations: unroll it (#pragma unroll) so independent iterations overlap their latencies.", fv.c.loopLine(li)),
+				detail: fmt.Sprintf("memory and execution dependency stalls inside the loop at %s, hidden behind its active samples (eq. 6)", fv.c.loopLine(li))})
+		}
+	}
+	return out
+}
+
+// functionInlining matches the latency samples in non-inlined device
+// functions and at their call sites.
+func (kv *kernelView) functionInlining() *match {
+	h := newHotSet()
+	m := 0.0
+	for _, fv := range kv.fns {
+		callee := !fv.c.F.Entry
+		for i := range fv.s {
+			in := &fv.c.F.Insts[i]
+			if !callee && in.Flow != sass.FlowCall {
+				continue
+			}
+			for r, v := range fv.r.Self[i] {
+				if rs, _ := blame.LookupReason(r); rs.Latency {
+					m += v
+					h.add(fv, i, -1, v)
+				}
+			}
+		}
+		if callee {
+			for _, e := range fv.r.Edges {
+				m += e.Samples
+				h.add(fv, e.Src, e.Dst, e.Samples)
+			}
+		}
+	}
+	return &match{kind: OptFunctionInlining, est: estHiding, M: m, A: kv.A, hots: h.list(),
+		hint:   "calls to device functions and their prologues/epilogues stall the kernel: inline them (__forceinline__) so the compiler can schedule across the call.",
+		detail: "latency samples in called device functions and at call sites"}
+}

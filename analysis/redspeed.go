@@ -1,0 +1,332 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"gpuprof/profile"
+	"gpuprof/sass"
+)
+
+// mergeObjectInsights joins the spatial insights of one kind about one
+// data object in several kernel contexts (a value written by one kernel
+// and read by another) into one advice about the object.
+func mergeObjectInsights(as []Advice) []Advice {
+	type key struct {
+		kind string
+		obj  profile.ObjectID
+	}
+	idx := map[key]int{}
+	var out []Advice
+	for _, a := range as {
+		if len(a.Hotspots) == 0 || a.Hotspots[0].Object == nil {
+			out = append(out, a)
+			continue
+		}
+		k := key{a.Kind, *a.Hotspots[0].Object}
+		i, ok := idx[k]
+		if !ok {
+			idx[k] = len(out)
+			out = append(out, a)
+			continue
+		}
+		m := &out[i]
+		m.Hotspots = append(m.Hotspots, a.Hotspots...)
+		sort.SliceStable(m.Hotspots, func(x, y int) bool { return m.Hotspots[x].Amount > m.Hotspots[y].Amount })
+		m.Importance = max(m.Importance, a.Importance)
+		m.KernelShare += a.KernelShare
+		m.Evidence += " | " + a.Evidence
+		if m.Ranks != nil && a.Ranks != nil {
+			m.Ranks = unionRanks(m.Ranks, a.Ranks)
+		} else {
+			m.Ranks = nil
+		}
+		if a.red != nil && m.red != nil {
+			m.red.frac = max(m.red.frac, a.red.frac)
+		}
+	}
+	return out
+}
+
+func unionRanks(a, b []int32) []int32 {
+	set := map[int32]bool{}
+	for _, r := range append(append([]int32(nil), a...), b...) {
+		set[r] = true
+	}
+	out := make([]int32, 0, len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// estimateRedundancy estimates a redundancy insight's speedup with GPA's
+// stall-elimination estimator (eq. 3): the matched samples are what the
+// accesses the optimisation removes cost (their own samples and the stalls
+// blamed on them), per kernel context, and the kernels' times weigh the
+// per-kernel estimates together. Without PC samples it stays 0.
+func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advice) {
+	if a.red == nil || a.red.frac == 0 && a.Kind != KindConditional {
+		return
+	}
+	byKernel := map[profile.NodeID][]int{} // kernel -> hotspot indexes
+	var ks []profile.NodeID
+	for i, h := range a.Hotspots {
+		k := x.P.KernelOf(h.Context)
+		if _, ok := byKernel[k]; !ok {
+			ks = append(ks, k)
+		}
+		byKernel[k] = append(byKernel[k], i)
+	}
+	var before, after float64
+	var notes []string
+	estimated := false
+	for _, k := range ks {
+		t := float64(x.KernelTime[k])
+		kv := views[k]
+		if kv == nil {
+			before += t
+			after += t
+			continue
+		}
+		if t == 0 {
+			t = kv.T
+		}
+		var refs []instRef
+		var trs []float64
+		for _, hi := range byKernel[k] {
+			if r, ok := kv.ref(a.Hotspots[hi]); ok {
+				refs = append(refs, r)
+				if hi < len(a.red.tr) {
+					trs = append(trs, a.red.tr[hi])
+				} else {
+					trs = append(trs, 1)
+				}
+			}
+		}
+		m := kv.redundancyCost(a, refs, trs)
+		estimated = true
+		before += t
+		after += t * (1 - min(m, 0.99*kv.T)/kv.T)
+		notes = append(notes, fmt.Sprintf("%s: M = %.0f of T = %.0f samples", Demangle(x.P.Nodes[k].Frame.Function), m, kv.T))
+	}
+	if !estimated || after <= 0 {
+		return
+	}
+	a.Speedup = before / after
+	a.Evidence += fmt.Sprintf("; estimate (eq. 3 per kernel, weighted by kernel time): %s = %.3f", strings.Join(notes, ", "), a.Speedup)
+}
+
+// ref finds the SASS instruction of a hotspot.
+func (kv *kernelView) ref(w Where) (instRef, bool) {
+	if r, ok := kv.byNode[w.Context]; ok {
+		return r, true
+	}
+	if w.PC == nil {
+		return instRef{}, false
+	}
+	fn := kv.x.P.Funcs[w.PC.Func]
+	if fn == nil {
+		return instRef{}, false
+	}
+	for _, fv := range kv.fns {
+		if fv.c.F.Name == fn.Name {
+			if i := fv.c.F.InstAt(uint64(w.PC.Offset)); i >= 0 {
+				return instRef{fv, i}, true
+			}
+		}
+	}
+	return instRef{}, false
+}
+
+// redundancyCost is the samples the insight's optimisation removes in one
+// kernel context.
+func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) float64 {
+	switch a.Kind {
+	case KindConstant:
+		if kv.onlyStores(refs) {
+			return kv.T // the kernel only writes the constant: it goes away
+		}
+		return sumCost(refs, 1)
+	case KindConditional:
+		// Skipping the work on the dominant value saves the loads combined
+		// with the flagged value (or the flagged store itself).
+		var co []instRef
+		for _, r := range refs {
+			if r.fv.c.F.Insts[r.i].Mem.Op == sass.MemStore {
+				co = append(co, r)
+				continue
+			}
+			co = append(co, coLoads(r)...)
+		}
+		return sumCost(dedupRefs(co), a.red.frac)
+	case KindScalarRepl:
+		return kv.scalarReplacementCost(refs, trs)
+	}
+	return sumCost(refs, a.red.frac)
+}
+
+func sumCost(refs []instRef, frac float64) float64 {
+	t := 0.0
+	for _, r := range refs {
+		t += r.fv.cost(r.i)
+	}
+	return frac * t
+}
+
+func dedupRefs(rs []instRef) []instRef {
+	seen := map[instRef]bool{}
+	var out []instRef
+	for _, r := range rs {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// onlyStores reports whether every global store of the kernel is among refs
+// and the kernel loads nothing from global memory: a kernel that only
+// writes a constant.
+func (kv *kernelView) onlyStores(refs []instRef) bool {
+	in := map[instRef]bool{}
+	for _, r := range refs {
+		in[r] = true
+	}
+	stores := 0
+	for _, fv := range kv.fns {
+		for i := range fv.c.F.Insts {
+			ins := &fv.c.F.Insts[i]
+			if ins.Class != sass.ClassMemory || ins.Mem.Space == sass.SpaceConstant || ins.Mem.Space == sass.SpaceShared {
+				continue
+			}
+			if ins.Mem.Op == sass.MemLoad && ins.Mem.Space != sass.SpaceLocal {
+				return false
+			}
+			if ins.Mem.Op != sass.MemLoad {
+				stores++
+				if !in[instRef{fv, i}] {
+					return false
+				}
+			}
+		}
+	}
+	return stores > 0
+}
+
+// coLoads returns the global loads whose values meet load r's value in an
+// instruction (the other operands of its consumers).
+func coLoads(r instRef) []instRef {
+	f := r.fv.c.F
+	du := f.DefUse()
+	var out []instRef
+	for d, reg := range du.Defs[r.i] {
+		if reg.Kind() != sass.KindR {
+			continue
+		}
+		for _, u := range du.DU[r.i][d] {
+			for k, ur := range du.Uses[u] {
+				if ur.Kind() != sass.KindR {
+					continue
+				}
+				for _, src := range du.UD[u][k] {
+					if src < 0 || int(src) == r.i {
+						continue
+					}
+					s := &f.Insts[src]
+					if s.Class == sass.ClassMemory && s.Mem.Op == sass.MemLoad && (s.Mem.Space == sass.SpaceGlobal || s.Mem.Space == sass.SpaceGeneric) {
+						out = append(out, instRef{r.fv, int(src)})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// scalarReplacementCost: the flagged redundant loads (their eq. 1 share of
+// cost), and every access of the loop to a loop-invariant address that
+// scalar replacement keeps in a register: its loads, and its stores when
+// the same address is also loaded in the loop (then stored once after it).
+func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) float64 {
+	counted := map[instRef]bool{}
+	m := 0.0
+	for _, r := range refs {
+		li := r.fv.c.Loop[r.i]
+		if li < 0 {
+			continue
+		}
+		loads := map[string]bool{}
+		var stores []instRef
+		for i := range r.fv.c.F.Insts {
+			in := &r.fv.c.F.Insts[i]
+			if !r.fv.inLoop(i, li) || in.Class != sass.ClassMemory || in.Mem.Space == sass.SpaceConstant || in.Mem.Space == sass.SpaceShared {
+				continue
+			}
+			key, inv := invariantAddress(r.fv, i, li)
+			if !inv {
+				continue
+			}
+			if in.Mem.Op == sass.MemLoad {
+				loads[key] = true
+				if !counted[instRef{r.fv, i}] {
+					counted[instRef{r.fv, i}] = true
+					m += r.fv.cost(i)
+				}
+			} else if in.Mem.Op == sass.MemStore {
+				stores = append(stores, instRef{r.fv, i})
+			}
+		}
+		for _, s := range stores {
+			key, _ := invariantAddress(s.fv, s.i, li)
+			if loads[key] && !counted[s] {
+				counted[s] = true
+				m += s.fv.cost(s.i)
+			}
+		}
+	}
+	for k, r := range refs {
+		if !counted[r] {
+			counted[r] = true
+			m += trs[k] * r.fv.cost(r.i)
+		}
+	}
+	return m
+}
+
+// invariantAddress reports whether memory instruction i's address is the
+// same in every iteration of loop li (its address registers are defined
+// outside the loop) and returns a key naming the address.
+func invariantAddress(fv *fnView, i, li int) (string, bool) {
+	f := fv.c.F
+	du := f.DefUse()
+	in := &f.Insts[i]
+	var key strings.Builder
+	for _, o := range in.Operands {
+		if o.Kind != sass.OperandMem {
+			continue
+		}
+		regs := []sass.Reg{o.Base, o.UBase}
+		if o.Pair && o.Base.Tracked() {
+			regs = append(regs, o.Base+1)
+		}
+		fmt.Fprintf(&key, "%d+%d", o.UBase, o.Offset)
+		for _, r := range regs {
+			if !r.Tracked() {
+				continue
+			}
+			defs := du.Reaching(i, r)
+			fmt.Fprintf(&key, "|%d:%v", r, defs)
+			for _, d := range defs {
+				if d >= 0 && fv.inLoop(int(d), li) {
+					return "", false
+				}
+			}
+		}
+		return key.String(), true
+	}
+	return "", false
+}
