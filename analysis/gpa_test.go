@@ -1,0 +1,247 @@
+package analysis
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"gpuprof/profile"
+)
+
+func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+func findKind(t *testing.T, as []Advice, kind string) Advice {
+	t.Helper()
+	for _, a := range as {
+		if a.Kind == kind {
+			return a
+		}
+	}
+	var kinds []string
+	for _, a := range as {
+		kinds = append(kinds, a.Kind)
+	}
+	t.Fatalf("no %q advice among %v", kind, kinds)
+	return Advice{}
+}
+
+const mod1 = profile.ModuleHash(0x1234)
+
+// Two global loads feed one add: the scoreboards name both producers, eq. 1
+// splits the add's 100 stall samples 4/6 : 1/5, and code reordering hides
+// them behind the kernel's 5 active samples (eq. 5).
+func TestAdviseBlamesThroughSASS(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 5
+		LDG.E R2, desc[UR4][R10.64] {W0 S1}
+		LDG.E R3, desc[UR4][R12.64] {W1 S1}
+		IADD3 R5, R6, R7, RZ {S4}
+		#line 6
+		FADD R4, R2, R3 {B01 S4}
+		STG.E desc[UR4][R14.64], R4 {S1}
+		EXIT
+	`)
+	c := codeOf(m, m.Func("k"))
+	deps := 0
+	for _, d := range c.Model.Insts[3].Deps {
+		for _, x := range d.Defs {
+			if d.SB && x >= 0 {
+				deps++
+			}
+		}
+	}
+	if deps != 2 || c.Model.Insts[0].Cycles != 1 || c.Model.Insts[2].Cycles != 4 {
+		t.Fatalf("model of FADD: %+v (cycles %d %d)", c.Model.Insts[3].Deps, c.Model.Insts[0].Cycles, c.Model.Insts[2].Cycles)
+	}
+	s := sampledKernel(t, m, "k", mod1)
+	s.stall(0x00, "selected", 4)
+	s.stall(0x10, "selected", 1)
+	s.stall(0x30, "long_scoreboard", 100)
+	as, err := Advise(s.p, Modules{mod1: m}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := findKind(t, as, OptCodeReordering)
+	if want := 105.0 / 100; !approx(a.Speedup, want) || !approx(a.Importance, 100.0/105) {
+		t.Fatalf("speedup %v importance %v, want %v and %v", a.Speedup, a.Importance, want, 100.0/105)
+	}
+	h := a.Hotspots[0]
+	w0, w1 := 4.0/6, 1.0/5
+	if h.Line != 5 || !strings.Contains(h.SASS, "LDG.E R2") || !approx(h.Amount, 100*w0/(w0+w1)) || h.Pair == nil || h.Pair.Line != 6 {
+		t.Fatalf("hotspot %+v", h)
+	}
+	if !approx(a.Hotspots[1].Amount, 100*w1/(w0+w1)) {
+		t.Fatalf("second hotspot %+v", a.Hotspots[1])
+	}
+}
+
+// A load in a loop feeding the loop's add: loop unrolling's eq. 6 bounds
+// the hidden latency by the loop's active samples.
+func TestAdviseLoopUnrolling(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 3
+		MOV R4, RZ {S1}
+		.L_x_1:
+		#line 4
+		LDG.E R2, desc[UR4][R10.64] {W0 S2}
+		IADD3 R10, R10, 0x4, RZ {S1}
+		FADD R4, R4, R2 {B0 S4}
+		ISETP.NE.AND P1, PT, R10, R12, PT {S4}
+		@P1 BRA `+"`(.L_x_1)"+` {S1}
+		#line 6
+		STG.E desc[UR4][R14.64], R4 {S1}
+		EXIT
+	`)
+	s := sampledKernel(t, m, "k", mod1)
+	s.stall(0x10, "selected", 5)
+	s.stall(0x30, "selected", 5)
+	s.stall(0x30, "long_scoreboard", 80)
+	s.stall(0x60, "selected", 10) // outside the loop
+	as, err := Advise(s.p, Modules{mod1: m}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := findKind(t, as, OptLoopUnrolling)
+	T := 100.0
+	if want := T / (T - 10); !approx(a.Speedup, want) { // min(A_loop = 10, M = 80)
+		t.Fatalf("loop unrolling speedup %v, want %v (%s)", a.Speedup, want, a.Evidence)
+	}
+	if h := a.Hotspots[0]; h.Loop != "k.cu:4" || h.Line != 4 || h.Amount != 80 {
+		t.Fatalf("hotspot %+v", h)
+	}
+	// Code reordering's scope is the kernel: A = 20.
+	if cr := findKind(t, as, OptCodeReordering); !approx(cr.Speedup, T/(T-20)) {
+		t.Fatalf("code reordering %v", cr.Speedup)
+	}
+}
+
+// Stalls on spilled values: register increase eliminates them (eq. 3).
+func TestAdviseRegisterIncrease(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 7
+		LDL R2, [R1+0x10] {W0 S1}
+		FADD R4, R2, R3 {B0 S4}
+		STL [R1+0x14], R4 {R1 S1}
+		EXIT
+	`)
+	s := sampledKernel(t, m, "k", mod1)
+	s.stall(0x10, "long_scoreboard", 40)
+	s.stall(0x00, "lg_throttle", 10)
+	s.stall(0x20, "selected", 2)
+	s.stall(0x30, "selected", 8)
+	as, err := Advise(s.p, Modules{mod1: m}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := findKind(t, as, OptRegisterIncrease)
+	if want := 60.0 / (60 - 52); !approx(a.Speedup, want) || a.Hotspots[0].Line != 7 {
+		t.Fatalf("register increase %v (want %v), hotspot %+v", a.Speedup, want, a.Hotspots[0])
+	}
+}
+
+// GPUscout's checks on a hand-written kernel.
+func TestStaticCheck(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 2
+		LDC.64 R2, c[0x0][0x210]
+		LDC.64 R4, c[0x0][0x218]
+		#line 3
+		LDG.E R6, desc[UR4][R2.64]
+		LDG.E R7, desc[UR4][R2.64+0x4]
+		LDG.E R8, desc[UR4][R2.64+0x8]
+		LDG.E R9, desc[UR4][R2.64+0xc]
+		#line 4
+		I2F R10, R6
+		FADD R11, R10, R7
+		STG.E desc[UR4][R4.64], R11
+		#line 5
+		REDG.E.ADD.STRONG.GPU desc[UR4][R4.64], R8
+		STL [R1], R9
+		EXIT
+	`)
+	as := StaticCheck(m)
+	got := map[string]int{}
+	for _, a := range as {
+		got[a.Kind] = len(a.Hotspots)
+	}
+	want := map[string]int{StaticVectorize: 4, StaticRestrict: 4, StaticTexture: 4, StaticConversion: 1, StaticAtomics: 1, StaticSpill: 1}
+	for k, n := range want {
+		if got[k] != n {
+			t.Fatalf("%s: %d hotspots, want %d (all: %v)", k, got[k], n, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("unexpected findings: %v", got)
+	}
+	v := findKind(t, as, StaticVectorize)
+	if v.Hotspots[0].Line != 3 || !strings.Contains(v.Hotspots[0].SASS, "LDG.E R6") {
+		t.Fatalf("vectorize hotspot %+v", v.Hotspots[0])
+	}
+}
+
+// A kernel whose only loads go through a pointer it also writes is not
+// read-only; a .CONSTANT load is already on the read-only path.
+func TestStaticReadOnlyNegative(t *testing.T) {
+	m := parseSASS(t, "k", `
+		LDC.64 R2, c[0x0][0x210]
+		LDC.64 R4, c[0x0][0x218]
+		LDG.E R6, desc[UR4][R2.64]
+		LDG.E.CONSTANT R7, desc[UR4][R4.64]
+		FADD R8, R6, R7
+		STG.E desc[UR4][R2.64+0x100], R8
+		EXIT
+	`)
+	for _, a := range StaticCheck(m) {
+		if a.Kind == StaticRestrict || a.Kind == StaticTexture {
+			t.Fatalf("flagged %s: %+v", a.Kind, a.Hotspots)
+		}
+	}
+}
+
+// Scalar replacement: the loop reloads s[0] and y[i] and stores y[i] at
+// loop-invariant addresses; the estimate removes what those three cost.
+func TestScalarReplacementEstimate(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 7
+		LDC.64 R2, c[0x0][0x218]
+		LDC.64 R8, c[0x0][0x220]
+		MOV R12, RZ
+		.L_x_1:
+		#line 8
+		LDG.E R5, desc[UR4][R2.64] {W0 S1}
+		LDG.E R6, desc[UR4][R8.64] {W1 S1}
+		FFMA R6, R6, R5, 1 {B01 S4}
+		STG.E desc[UR4][R8.64], R6 {R2 S1}
+		IADD3 R12, R12, 0x1, RZ {S1}
+		ISETP.NE.AND P0, PT, R12, R13, PT {S4}
+		@P0 BRA `+"`(.L_x_1)"+` {S1}
+		#line 9
+		EXIT
+	`)
+	s := sampledKernel(t, m, "k", mod1)
+	s.stall(0x30, "selected", 2)
+	s.stall(0x40, "selected", 2)
+	s.stall(0x50, "long_scoreboard", 60)
+	s.stall(0x50, "selected", 4)
+	s.stall(0x60, "lg_throttle", 6)
+	s.stall(0x70, "selected", 6)
+	s.stall(0x90, "selected", 20)
+	fid := profile.FuncIDOf(mod1, "k")
+	pcS, pcY := profile.PC{Func: fid, Offset: 0x30}, profile.PC{Func: fid, Offset: 0x40}
+	for _, pc := range []profile.PC{pcS, pcY} {
+		s.p.PCStatOf(profile.PCKey{Context: s.k.ID, PC: pc, Access: profile.Load}).Accesses = 1000
+		s.p.Add(s.node[uint64(pc.Offset)], profile.MemLoads, 1000)
+	}
+	s.p.Temporal[profile.TemporalKey{Context: s.k.ID, Old: pcS, New: pcS, Access: profile.Load}] = 990
+	as, err := Advise(s.p, Modules{mod1: m}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := findKind(t, as, KindScalarRepl)
+	// T = 100. The loads cost their issue samples and the 60 stall samples
+	// blamed on them; the store its throttle samples; all three go.
+	T, M := 100.0, 2+2+60+6.0
+	if !approx(a.Speedup, T/(T-M)) || a.Hotspots[0].Line != 8 || a.Hotspots[0].Loop != "k.cu:8" {
+		t.Fatalf("speedup %v want %v; hotspot %+v; %s", a.Speedup, T/(T-M), a.Hotspots[0], a.Evidence)
+	}
+}
