@@ -29,6 +29,9 @@ type code struct {
 	// Loop[i] is the innermost loop of instruction i (index into
 	// F.CFG().Loops), -1 outside loops.
 	Loop []int
+
+	loopOnce sync.Once
+	loopPos  map[int]sass.Pos
 }
 
 var codeCache sync.Map // *sass.Function -> *code
@@ -172,20 +175,46 @@ func (c *code) lineOf(i int) (string, uint32) {
 	if l.File < 0 {
 		return "", 0
 	}
-	return c.M.File(l.File), uint32(l.Line)
+	pos := l.Pos
+	// Code inlined from the toolkit's headers is shown at the innermost
+	// call site in user code.
+	for k := len(l.Calls) - 1; k >= 0 && SystemFile(c.M.File(pos.File)); k-- {
+		pos = l.Calls[k]
+	}
+	return c.M.File(pos.File), uint32(pos.Line)
 }
 
-// loopLine names loop li by its header's source position.
+// loopLine names loop li as the structure tree (and so the profile's loop
+// nodes) does.
 func (c *code) loopLine(li int) string {
 	if li < 0 {
 		return ""
 	}
-	lp := c.F.CFG().Loops[li]
-	l := c.M.Location(lp.Loc)
-	if l.File < 0 {
+	c.loopOnce.Do(func() {
+		c.loopPos = map[int]sass.Pos{}
+		var walk func(sc *sass.Scope)
+		walk = func(sc *sass.Scope) {
+			if sc.Kind == sass.ScopeLoop && sc.Func == c.F {
+				c.loopPos[sc.Loop] = sc.Pos
+			}
+			for _, ch := range sc.Children {
+				walk(ch)
+			}
+		}
+		for _, fs := range c.M.Structure().Funcs {
+			if fs.Func == c.F {
+				walk(fs)
+			}
+		}
+	})
+	pos, ok := c.loopPos[li]
+	if !ok {
+		pos = c.M.Location(c.F.CFG().Loops[li].Loc).Pos
+	}
+	if pos.File < 0 {
 		return ""
 	}
-	return c.M.PosString(l.Pos)
+	return c.M.PosString(pos)
 }
 
 // inlinedFiles lists the files of the inlined frames of instruction i

@@ -159,6 +159,11 @@ func (x *Index) Where(id profile.NodeID) Where {
 			if w.Function == "" && n.Frame.Function != "" {
 				w.Function = Demangle(n.Frame.Function)
 			}
+			// Code inlined from the toolkit's headers is shown at the
+			// user's call site.
+			if SystemFile(w.File) && n.Frame.File != "" {
+				w.File, w.Line = n.Frame.File, n.Frame.Line
+			}
 		case profile.KindGPUFunction:
 			if w.Function == "" {
 				w.Function = Demangle(n.Frame.Function)
@@ -204,6 +209,13 @@ func (x *Index) AllocSite(o profile.ObjectID) string {
 		cur = n.Parent
 	}
 	return strings.Join(parts, " <- ")
+}
+
+// SystemFile reports whether a source file belongs to the CUDA toolkit or
+// the system (headers whose lines mean little to the user).
+func SystemFile(f string) bool {
+	return strings.HasPrefix(f, "/usr/") || strings.Contains(f, "/cuda/") || strings.Contains(f, "/targets/") ||
+		strings.Contains(f, "/crt/") || strings.HasSuffix(f, "_functions.hpp") || strings.HasSuffix(f, "_functions.h")
 }
 
 // Demangle returns the readable form of a C++ symbol, or name itself.
