@@ -28,6 +28,9 @@ type Index struct {
 	KernelTime map[profile.NodeID]uint64
 	JobTime    uint64
 	inc        map[profile.NodeID]profile.Values
+
+	pcAccesses map[profile.PCKey]uint64 // per (kernel, access kind), PC zero
+	localPCs   map[InstKey]bool         // PCs touching local-memory pseudo objects
 }
 
 // InstKey names an instruction within a kernel launch context.

@@ -67,7 +67,8 @@ func Redundancy(x *Index, th RedundancyThresholds, insts InstLookup) []Advice {
 	return out
 }
 
-// kernelAccesses is the kernel context's measured lane accesses of kind a.
+// kernelAccesses is the kernel context's measured lane accesses of kind a:
+// its inclusive mem.loads/mem.stores, else the sum of its PCs' accesses.
 func kernelAccesses(x *Index, k profile.NodeID, a profile.Access) uint64 {
 	m := profile.MemLoads
 	if a == profile.Store {
@@ -76,13 +77,13 @@ func kernelAccesses(x *Index, k profile.NodeID, a profile.Access) uint64 {
 	if v := x.Inclusive(k).Get(m); v > 0 {
 		return v
 	}
-	var n uint64
-	for key, st := range x.P.PCs {
-		if key.Context == k && key.Access == a {
-			n += st.Accesses
+	if x.pcAccesses == nil {
+		x.pcAccesses = map[profile.PCKey]uint64{}
+		for key, st := range x.P.PCs {
+			x.pcAccesses[profile.PCKey{Context: key.Context, Access: key.Access}] += st.Accesses
 		}
 	}
-	return n
+	return x.pcAccesses[profile.PCKey{Context: k, Access: a}]
 }
 
 func redMetric(temporal bool, a profile.Access) profile.MetricID {
@@ -476,14 +477,15 @@ func prologueAccess(x *Index, k profile.TemporalKey, insts InstLookup) bool {
 			return ni.Local && oi.Local && (ni.InPrologue || oi.InPrologue)
 		}
 	}
-	for sk := range x.P.Spatial {
-		if sk.Context == k.Context && sk.PC == k.New {
+	if x.localPCs == nil {
+		x.localPCs = map[InstKey]bool{}
+		for sk := range x.P.Spatial {
 			if o := x.P.Objects[sk.Object]; o != nil && o.Space == 3 {
-				return true
+				x.localPCs[InstKey{sk.Context, sk.PC}] = true
 			}
 		}
 	}
-	return false
+	return x.localPCs[InstKey{k.Context, k.New}]
 }
 
 // whereInst locates PC pc of kernel context k (its instruction node if the
