@@ -1,0 +1,339 @@
+package analysis_test
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gpuprof/analysis"
+	"gpuprof/collector/analyze"
+	"gpuprof/collector/rawstream"
+	"gpuprof/profile"
+	"gpuprof/sass"
+)
+
+// The validation of docs/validation.md: each CUDA test program's captures
+// (testdata/captures) go through the collector's analysis, with the
+// program's nvdisasm listing (testdata/sass/<prog>), into one profile; the
+// advice must name the program's intended optimisation at its line, and
+// its estimated speedup is set against the speedup the fixed twin achieved
+// natively on the GPU (the timings table).
+
+var validationTable = flag.Bool("validation.table", false, "print the validation table in docs/validation.md's format")
+
+// pairSpec is what a test program's advice must say.
+type pairSpec struct {
+	prog    string
+	kernels []string // the bad twin's kernels (demangled names start with one)
+	kinds   []string // acceptable advice kinds, preferred first
+	markers []string // the hotspot's source line contains one of these
+}
+
+var pairSpecs = []pairSpec{
+	{"single_value", []string{"fill_weights", "scale_by_weights"}, []string{analysis.KindConstant}, []string{"single-value store", "single-value load"}},
+	{"dominant_load", []string{"sparse_mul("}, []string{analysis.KindConditional}, []string{"a[i] is 0 for 95%"}},
+	{"loop_reload", []string{"accumulate_reload"}, []string{analysis.KindScalarRepl}, []string{"reloads s[0]"}},
+	{"wide_type", []string{"void classify<long", "void apply_class_weight<long", "classify<long", "apply_class_weight<long"}, []string{analysis.KindNarrowType, analysis.KindCompression}, []string{"4 distinct values", "table[label[i]]"}},
+	{"strided", []string{"push_aos"}, []string{analysis.OptGlobalAdjust}, []string{"stride of 32 bytes"}},
+	{"spill", []string{"accumulators_spilled"}, []string{analysis.OptRegisterIncrease, analysis.StaticSpill}, []string{"acc[j] = acc[j]", "acc[j] = v", "s += acc[j]", "register-limited"}},
+	{"divergent", []string{"transform_divergent"}, []string{analysis.OptBranchDivergence}, []string{"v * 0.9999f", "v * 1.0001f", "path_odd(x[i]", "path_even(x[i]"}},
+	{"bank_conflict", []string{"void transpose_tile<0>", "transpose_tile<0>"}, []string{analysis.OptSharedAdjust, analysis.OptSharedTransactions}, []string{"column read"}},
+	{"stall_memory", []string{"chase_sequential"}, []string{analysis.OptLoopUnrolling, analysis.OptCodeReordering}, []string{"dependent global load"}},
+	{"stall_exec", []string{"chains_sequential"}, []string{analysis.OptLoopUnrolling, analysis.OptCodeReordering}, []string{"depends on the previous v"}},
+	{"reload_compute", []string{"evolve_reload"}, []string{analysis.KindScalarRepl}, []string{"reloaded every iteration"}},
+}
+
+// validationDirs finds the captures, listings, sources and timings.
+type validationDirs struct{ captures, sass, src, timings string }
+
+func findValidationDirs() (validationDirs, bool) {
+	d := validationDirs{captures: "../testdata/captures", sass: "../testdata/sass", src: "../testdata/cuda"}
+	if v := os.Getenv("GPUPROF_VALIDATION_DIR"); v != "" { // an unpacked gpu-check result
+		d.captures, d.sass = filepath.Join(v, "captures"), filepath.Join(v, "sass")
+	}
+	for _, c := range []string{filepath.Join(d.captures, "timings.tsv"), filepath.Join(d.captures, "..", "timings.tsv")} {
+		if _, err := os.Stat(c); err == nil {
+			d.timings = c
+		}
+	}
+	m, _ := filepath.Glob(filepath.Join(d.captures, "*.pcsampling.gpr"))
+	return d, len(m) > 0 && d.timings != ""
+}
+
+// captureItem runs one capture through the collector's analysis and
+// returns it as item (0, seq).
+func captureItem(t *testing.T, path string, structs analyze.StructureSource, seq uint32) *profile.Profile {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a := analyze.New(analyze.Options{Job: "validation", Rank: 0, Structures: structs})
+	defer a.Close()
+	dec := rawstream.NewDecoder(bufio.NewReader(f))
+	for {
+		fr, err := dec.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if err := a.Add(fr, dec.Offset()); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	p, err := a.Flush(seq)
+	if err != nil || p == nil {
+		t.Fatalf("%s: flush: %v", path, err)
+	}
+	return p
+}
+
+// stripTimes drops kernel times of an instrumented pass (they measure the
+// instrumentation, not the kernel).
+func stripTimes(p *profile.Profile) {
+	clean := func(vs profile.Values) profile.Values {
+		out := vs[:0]
+		for _, v := range vs {
+			if v.ID != profile.GPUTime {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	for _, n := range p.Nodes {
+		n.Metrics = clean(n.Metrics)
+	}
+	for _, m := range []map[int32]map[profile.NodeID]profile.Values{p.Open, p.PerRank} {
+		for _, vals := range m {
+			for id, v := range vals {
+				vals[id] = clean(v)
+			}
+		}
+	}
+}
+
+// programProfile merges a program's sampling, hybrid and redundancy
+// captures into one profile of rank 0.
+func programProfile(t *testing.T, d validationDirs, prog string) (*profile.Profile, []string) {
+	t.Helper()
+	structs := &analyze.SASS{NVDisasm: "-", Files: []string{filepath.Join(d.sass, prog)}}
+	var items []*profile.Profile
+	var used []string
+	for _, mode := range []string{"pcsampling", "hybrid", "redundancy.p1", "redundancy.p50k10"} {
+		path := filepath.Join(d.captures, prog+"."+mode+".gpr")
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		if mode == "redundancy.p50k10" && contains(used, "redundancy.p1") {
+			continue
+		}
+		it := captureItem(t, path, structs, uint32(len(items)))
+		if mode != "pcsampling" {
+			stripTimes(it)
+		}
+		items = append(items, it)
+		used = append(used, mode)
+	}
+	done, err := analyze.DoneItem("validation", 0, uint32(len(items)), nil, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := profile.New("validation")
+	for _, it := range append(items, done) {
+		if err := p.Merge(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, used
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// programModules parses the program's nvdisasm listing (with encodings,
+// for the control bits) and serves it for every module of p whose
+// functions it has.
+func programModules(t *testing.T, d validationDirs, prog string, p *profile.Profile) analysis.Modules {
+	t.Helper()
+	var m *sass.Module
+	for _, name := range []string{prog + ".hex.txt", prog + ".sass.txt"} {
+		b, err := os.ReadFile(filepath.Join(d.sass, prog, name))
+		if err != nil {
+			continue
+		}
+		if m, err = sass.Parse(b); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		break
+	}
+	mods := analysis.Modules{}
+	if m == nil {
+		return mods
+	}
+	for _, f := range p.Funcs {
+		if m.Func(f.Name) != nil {
+			mods[f.Module] = m
+		}
+	}
+	return mods
+}
+
+// timings reads the native twins' median kernel times.
+func timings(t *testing.T, path string) map[string]map[string]float64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]float64{}
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Split(line, "\t")
+		if i == 0 || len(f) < 5 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[4], 64)
+		if err != nil {
+			continue
+		}
+		if out[f[0]] == nil {
+			out[f[0]] = map[string]float64{}
+		}
+		out[f[0]][f[1]] = v
+	}
+	return out
+}
+
+// sourceLine returns line n of a test program.
+func sourceLine(d validationDirs, prog string, file string, n uint32) string {
+	b, err := os.ReadFile(filepath.Join(d.src, prog+".cu"))
+	if err != nil || !strings.HasSuffix(file, prog+".cu") {
+		return ""
+	}
+	lines := strings.Split(string(b), "\n")
+	if n == 0 || int(n) > len(lines) {
+		return ""
+	}
+	return lines[n-1]
+}
+
+type validationRow struct {
+	prog, kind, where    string
+	est, achieved, error float64
+	badMs, fixedMs       float64
+	modes                []string
+}
+
+func TestValidationPairs(t *testing.T) {
+	d, ok := findValidationDirs()
+	if !ok {
+		t.Skip("no captures with a timings table (testdata/captures or GPUPROF_VALIDATION_DIR)")
+	}
+	tm := timings(t, d.timings)
+	var rows []validationRow
+	for _, ps := range pairSpecs {
+		ps := ps
+		t.Run(ps.prog, func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(d.captures, ps.prog+".pcsampling.gpr")); err != nil {
+				t.Skip("no pcsampling capture")
+			}
+			p, modes := programProfile(t, d, ps.prog)
+			mods := programModules(t, d, ps.prog, p)
+			as, err := analysis.Advise(p, mods, analysis.Options{Static: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, w := intended(d, ps, as)
+			if a == nil {
+				for _, x := range as {
+					h := x.Hotspots[0]
+					t.Logf("  %s [%s] %s:%d %s speedup %.3f importance %.3f", x.Kind, h.Kernel, h.File, h.Line, strings.TrimSpace(sourceLine(d, ps.prog, h.File, h.Line)), x.Speedup, x.Importance)
+				}
+				t.Fatalf("no %v advice on the bad twin at a line with %q", ps.kinds, ps.markers)
+			}
+			bad, fixed := tm[ps.prog]["bad"], tm[ps.prog]["fixed"]
+			r := validationRow{prog: ps.prog, kind: a.Kind, where: fmt.Sprintf("%s:%d", filepath.Base(w.File), w.Line), est: a.Speedup, badMs: bad, fixedMs: fixed, modes: modes}
+			if bad > 0 && fixed > 0 {
+				r.achieved = bad / fixed
+				r.error = math.Abs(r.est-r.achieved) / r.achieved
+			}
+			t.Logf("%s: %s at %s, estimated %.3f, achieved %.3f (%.3f / %.3f ms), error %.1f%%; %s", ps.prog, a.Kind, r.where, r.est, r.achieved, bad, fixed, 100*r.error, a.Evidence)
+			rows = append(rows, r)
+		})
+	}
+	if len(rows) == 0 {
+		return
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].prog < rows[j].prog })
+	logSum, n := 0.0, 0
+	var b strings.Builder
+	b.WriteString("| program | advice | where | bad ms | fixed ms | achieved | estimated | error |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %.4f | %.4f | %.3f× | %.3f× | %.1f%% |\n", r.prog, r.kind, r.where, r.badMs, r.fixedMs, r.achieved, r.est, 100*r.error)
+		if r.achieved > 0 {
+			logSum += math.Log(math.Max(r.error, 1e-4)) // GPA Table 4 counts zero errors as 0.01%
+			n++
+		}
+	}
+	if n > 0 {
+		fmt.Fprintf(&b, "\ngeometric-mean error over %d pairs: %.1f%%\n", n, 100*math.Exp(logSum/float64(n)))
+	}
+	if *validationTable {
+		fmt.Print(b.String())
+	}
+	t.Log("\n" + b.String())
+}
+
+// intended returns the highest-ranked advice of the spec's kinds on the bad
+// twin whose hotspot (any of the first three) is at a marked source line.
+func intended(d validationDirs, ps pairSpec, as []analysis.Advice) (*analysis.Advice, analysis.Where) {
+	for _, kind := range ps.kinds {
+		for i := range as {
+			a := &as[i]
+			if a.Kind != kind {
+				continue
+			}
+			for k, h := range a.Hotspots {
+				if k == 3 {
+					break
+				}
+				if !badKernel(ps, h.Kernel) {
+					continue
+				}
+				src := sourceLine(d, ps.prog, h.File, h.Line)
+				for _, m := range ps.markers {
+					if src != "" && strings.Contains(src, m) {
+						return a, h
+					}
+				}
+			}
+		}
+	}
+	return nil, analysis.Where{}
+}
+
+func badKernel(ps pairSpec, k string) bool {
+	for _, b := range ps.kernels {
+		if strings.HasPrefix(k, b) || strings.Contains(k, b) {
+			return true
+		}
+	}
+	return false
+}
