@@ -33,6 +33,7 @@
 namespace gp {
 
 Config g_cfg;
+static std::string driver_version();
 
 /* ------------------------------------------------------------------ */
 /* Logging, time, random                                              */
@@ -157,6 +158,7 @@ void load_config() {
     c.pc_buffer_pcs = (uint32_t)env_u64("GPUPROF_PC_BUFFER_PCS", 10000, 16, 1u << 22);
     c.exit_timeout_s = (uint32_t)env_u64("GPUPROF_EXIT_TIMEOUT_S", 60, 1, 86400);
     c.seed = env_u64("GPUPROF_SEED", 0, 0, UINT64_MAX);
+    (void)driver_version(); // read now, not inside a CUDA callback
     uint64_t seed = c.seed ? c.seed : (now_ns() ^ ((uint64_t)getpid() << 32));
     g_rng_state.store(seed);
 }
@@ -489,17 +491,8 @@ void out_finish(int exit_code) {
 /* HELLO                                                              */
 /* ------------------------------------------------------------------ */
 
-static std::string driver_version() {
-    // NVML first (no link dependency), then the kernel module's version file.
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (h) {
-        typedef int (*init_t)(void);
-        typedef int (*ver_t)(char *, unsigned int);
-        init_t init = (init_t)dlsym(h, "nvmlInit_v2");
-        ver_t ver = (ver_t)dlsym(h, "nvmlSystemGetDriverVersion");
-        char buf[96] = {0};
-        if (init && ver && init() == 0 && ver(buf, sizeof buf) == 0 && buf[0]) return buf;
-    }
+static std::string driver_version_uncached() {
+    // The kernel module's version file first (no library calls), then NVML.
     FILE *f = fopen("/proc/driver/nvidia/version", "r");
     if (f) {
         char line[512];
@@ -516,9 +509,23 @@ static std::string driver_version() {
             }
         }
         fclose(f);
-        return out;
+        if (!out.empty()) return out;
+    }
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        typedef int (*init_t)(void);
+        typedef int (*ver_t)(char *, unsigned int);
+        init_t init = (init_t)dlsym(h, "nvmlInit_v2");
+        ver_t ver = (ver_t)dlsym(h, "nvmlSystemGetDriverVersion");
+        char buf[96] = {0};
+        if (init && ver && init() == 0 && ver(buf, sizeof buf) == 0 && buf[0]) return buf;
     }
     return "";
+}
+
+static std::string driver_version() {
+    static std::string v = driver_version_uncached();
+    return v;
 }
 
 void hello_from_device(CUdevice dev) {
@@ -553,6 +560,7 @@ void hello_from_device(CUdevice dev) {
         snprintf(cuda, sizeof cuda, "%d.%d", tk / 1000, (tk % 1000) / 10);
     std::string driver = driver_version();
     char host[256] = {0};
+    vlog("device: %s, driver %s, CUDA %s, sm %d%d", name, driver.c_str(), cuda, major, minor);
     gethostname(host, sizeof host - 1);
     static uint64_t start = now_ns();
     gpw_hello_t h = {};

@@ -438,6 +438,7 @@ void on_context_created(CUcontext ctx) {
         pc->sass = setup_sass(pc);
         if (!pc->sass) log("SASS metrics could not be enabled on this context");
     }
+    vlog("context created on device %u: pcsampling=%d sass=%d", dev, pc->pcs ? 1 : 0, pc->sass ? 1 : 0);
     std::lock_guard<std::mutex> lk(g_mu);
     g_ctxs[ctx] = pc;
 }

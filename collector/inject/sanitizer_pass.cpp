@@ -169,6 +169,7 @@ bool drain_if_full(Buf *b) {
     uint32_t n = b->mbox->count;
     if (n > b->cap) n = b->cap;
     emit_records(b, n);
+    vlog("drained a full trace buffer: %u records of launch %llu", n, (unsigned long long)b->launch_id);
     std::atomic_thread_fence(std::memory_order_release);
     b->mbox->full = 0;
     return true;
@@ -322,6 +323,8 @@ void on_module_loaded(const Sanitizer_ResourceModuleData *md) {
     }
     if (eager)
         for (auto &kv : m.funcs) try_emit_function(m, md->module, kv.first, kv.second);
+    vlog("module %llu: %zu bytes, %zu functions, %s", (unsigned long long)mid, md->cubinSize, fns.size(),
+         m.instrumentable ? "patched" : "not patched");
 }
 
 void on_functions_lazy_loaded(const Sanitizer_ResourceFunctionsLazyLoadedData *d) {
@@ -365,6 +368,8 @@ void finish_launch(LaunchState &st, Sanitizer_StreamHandle hs) {
         std::lock_guard<std::mutex> lk(g_mu);
         g_ctxs[b->ctx].free_bufs.push_back(b);
     }
+    vlog("launch %llu end: %llu records, %llu dropped on the device", (unsigned long long)st.launch_id,
+         (unsigned long long)records, (unsigned long long)dropped);
     gpw_buf f;
     gpw_buf_init(&f);
     gpw_kernel_end(&f, st.launch_id, t1 ? st.t0 : 0, t1, st.blocks_total, st.buf ? st.blocks_sampled : 0, records,
@@ -472,6 +477,7 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
     gpw_launch(&f, &L, frames, nf);
     out_push(&f, false, 0);
     if (buf) activate(buf);
+    vlog("launch %llu %s grid %u traced=%d r=%u", (unsigned long long)lid, name.c_str(), blocks, buf ? 1 : 0, r);
 
     t_launch.valid = true;
     t_launch.launch_id = lid;
