@@ -147,7 +147,7 @@ type launchInfo struct {
 	ended        bool
 	// seen: per partition, the values of each (object, kind) seen before
 	// the last barrier; written only at barriers.
-	seen [numShards]map[seenKey]struct{}
+	seen []spTable
 }
 
 type kernAcc struct {
@@ -241,6 +241,7 @@ func New(o Options) *Analyzer {
 	}
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, 16), pcs: map[uint64]*pcInfo{}}
+		wk.cand = make([]spTable, o.Workers)
 		for s := w; s < numShards; s += o.Workers {
 			wk.own = append(wk.own, a.shards[s])
 		}
@@ -476,7 +477,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	}
 	a.nextSeq++
 	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.fsnap,
-		shared: c.shared, local: c.local, instrumented: f.Instrumented}
+		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]spTable, len(a.workers))}
 	a.launches[f.LaunchID] = l
 	a.bySeq[l.seq] = l
 	ka := a.kernAcc(ci)
@@ -655,12 +656,13 @@ func (a *Analyzer) barrier() error {
 	if err != nil {
 		return err
 	}
-	firsts := make([]map[objPCKey]uint64, numShards)
+	parts := len(a.workers)
+	firsts := make([]map[objPCKey]uint64, parts)
 	var wg sync.WaitGroup
 	var perr error
 	var mu sync.Mutex
-	next := make(chan int, numShards)
-	for p := 0; p < numShards; p++ {
+	next := make(chan int, parts)
+	for p := 0; p < parts; p++ {
 		next <- p
 	}
 	close(next)
@@ -684,39 +686,69 @@ func (a *Analyzer) barrier() error {
 	if perr != nil {
 		return perr
 	}
+	a.clearCandidates()
 	for _, f := range firsts {
 		for k, n := range f {
 			a.first[k] += n
 		}
 	}
 	for _, l := range a.ended {
-		l.seen = [numShards]map[seenKey]struct{}{}
+		l.seen = nil
 		delete(a.bySeq, l.seq)
 	}
 	a.ended = a.ended[:0]
 	return nil
 }
 
+// resolve finds, in partition p, the first access of every candidate
+// value: the earliest among the workers that saw it. Every other access of
+// the value is spatially redundant; resolve counts the first occurrences
+// per (object, PC), which the builder subtracts from the accesses.
 func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
-	comb := map[candKey]spFirst{}
-	for _, s := range a.shards {
-		for k, f := range s.cand[p] {
-			if old, ok := comb[k]; !ok || f.pos < old.pos {
-				comb[k] = f
-			}
+	firsts := map[objPCKey]uint64{}
+	var last objPCKey
+	var lastN uint64
+	flush := func() {
+		if lastN > 0 {
+			firsts[last] += lastN
+			lastN = 0
 		}
-		clear(s.cand[p])
 	}
-	out := map[objPCKey]uint64{}
-	for k, f := range comb {
-		l := a.bySeq[k.launch]
-		if !l.ended {
-			if l.seen[p] == nil {
-				l.seen[p] = map[seenKey]struct{}{}
+	for wi, w := range a.workers {
+		w.cand[p].each(func(e *spEntry) {
+			// The entry counts once, at the worker holding its earliest
+			// position (ties cannot happen: positions are unique).
+			for wj, o := range a.workers {
+				if wj == wi {
+					continue
+				}
+				if f := o.cand[p].get(e.a, e.v); f != nil && f.pos < e.pos {
+					return
+				}
 			}
-			l.seen[p][seenKey{k.obj, k.kind, k.v}] = struct{}{}
-		}
-		out[objPCKey{l.ctx, k.kind, k.obj, f.pc}]++
+			l := a.bySeq[uint32(e.a>>32)]
+			ok := e.a & 0xffffffff
+			if !l.ended {
+				l.seen[p].put(ok, e.v, 1, 0)
+			}
+			k := objPCKey{l.ctx, uint8(ok & 1), uint32(ok >> 1), e.pc}
+			if k != last {
+				flush()
+				last = k
+			}
+			lastN++
+		})
 	}
-	return out
+	flush()
+	return firsts
+}
+
+// clearCandidates empties every worker's candidates once all partitions
+// are resolved.
+func (a *Analyzer) clearCandidates() {
+	for _, w := range a.workers {
+		for p := range w.cand {
+			w.cand[p].reset()
+		}
+	}
 }

@@ -169,8 +169,8 @@ func (ref *reference) record(l *refLaunch, launch uint64, r *rawstream.Record, a
 	if r.Size == 0 || r.Flags&(rawstream.FlagRead|rawstream.FlagWrite) == 0 {
 		return
 	}
-	kind := profile.Load
-	if r.Flags&rawstream.FlagWrite != 0 {
+	kind := profile.Load // reads, and atomics (which carry the value they read)
+	if r.Flags&rawstream.FlagWrite != 0 && r.Flags&rawstream.FlagAtomic == 0 {
 		kind = profile.Store
 	}
 	// The function holding the PC, and the PC as nvdisasm numbers it.

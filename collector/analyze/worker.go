@@ -34,8 +34,10 @@ func shardOf(block uint32, warp uint16) int {
 	return int(mix64(uint64(block)<<16|uint64(warp)) % numShards)
 }
 
-func partOf(obj uint32, kind uint8, v uint64) int {
-	return int(mix64(v^uint64(obj)<<1^uint64(kind)<<40) % numShards)
+// partOf is the spatial partition of a value; there is one partition per
+// worker (resolution is exact whatever the partitioning).
+func partOf(obj uint32, kind uint8, v uint64, parts int) int {
+	return int(mix64(v^uint64(obj)<<1^uint64(kind)<<40) % uint64(parts))
 }
 
 // Accumulator keys. pc is packed as function index << 32 | offset from
@@ -95,79 +97,111 @@ func newAcc() *acc {
 
 func (a *acc) empty() bool { return len(a.pcs) == 0 }
 
-// Spatial state. seenKey is a value already seen for an (object, kind) in a
-// launch; candKey a value not seen before the last barrier, with its first
-// position and PC in this shard.
-type seenKey struct {
-	obj  uint32
-	kind uint8
-	v    uint64
-}
-
-type candKey struct {
-	launch uint32
-	obj    uint32
-	kind   uint8
-	v      uint64
-}
+// Spatial state: per launch and partition, the values of each (object,
+// kind) seen before the last barrier (launchInfo.seen), and per worker and
+// partition the candidates: values not seen before the last barrier, with
+// the position and PC of their first access in that worker (worker.cand).
+// Keys: objKind = object << 1 | kind.
 
 type spFirst struct{ pos, pc uint64 }
 
-// Temporal state: per warp of a launch, per lane and access kind, the last
-// value and PC at each address.
+// Temporal state: per warp of a launch, an open-addressing table from
+// (lane, access kind, address) to the last value and PC.
 type warpKey struct {
 	launch uint32
 	block  uint32
 	warp   uint16
 }
 
-type tEntry struct{ v, pc uint64 }
+type tslot struct {
+	addr, v, pc uint64
+	tag         uint8 // lane << 1 | kind
+	used        bool
+}
 
 type warpState struct {
-	live  uint32
-	lanes [32][2]map[uint64]tEntry
+	t    []tslot
+	n    int
+	live uint32 // lanes with entries
+}
+
+func tagOf(lane int, kind uint8) uint8 { return uint8(lane)<<1 | kind }
+
+// slot returns the entry of (addr, tag), inserting an unused one (used
+// false, fields to be filled) if it is absent.
+func (ws *warpState) slot(addr uint64, tag uint8) *tslot {
+	if 2*(ws.n+1) > len(ws.t) {
+		ws.grow()
+	}
+	mask := uint64(len(ws.t) - 1)
+	for i := mix64(addr^uint64(tag)<<57) & mask; ; i = (i + 1) & mask {
+		e := &ws.t[i]
+		if !e.used {
+			e.addr, e.tag = addr, tag
+			ws.n++
+			return e
+		}
+		if e.addr == addr && e.tag == tag {
+			return e
+		}
+	}
+}
+
+func (ws *warpState) grow() {
+	old := ws.t
+	n := 2 * len(old)
+	if n < 64 {
+		n = 64
+	}
+	ws.t = make([]tslot, n)
+	ws.n = 0
+	ws.reinsert(old, 0)
+}
+
+// reinsert puts the used entries of old back, except those of lanes in drop.
+func (ws *warpState) reinsert(old []tslot, drop uint32) {
+	mask := uint64(len(ws.t) - 1)
+	for _, e := range old {
+		if !e.used || drop&(1<<(e.tag>>1)) != 0 {
+			continue
+		}
+		for i := mix64(e.addr^uint64(e.tag)<<57) & mask; ; i = (i + 1) & mask {
+			if !ws.t[i].used {
+				ws.t[i] = e
+				ws.n++
+				break
+			}
+		}
+	}
+}
+
+// drop removes the entries of the lanes in mask.
+func (ws *warpState) drop(mask uint32) {
+	mask &= ws.live
+	if mask == 0 {
+		return
+	}
+	ws.live &^= mask
+	if ws.live == 0 {
+		clear(ws.t)
+		ws.n = 0
+		return
+	}
+	old := append([]tslot(nil), ws.t...)
+	clear(ws.t)
+	ws.n = 0
+	ws.reinsert(old, mask)
 }
 
 type shard struct {
 	id    int
 	acc   *acc
 	warps map[warpKey]*warpState
-	cand  [numShards]map[candKey]spFirst
-	pool  []map[uint64]tEntry
 	wpool []*warpState
 }
 
 func newShard(id int) *shard {
-	s := &shard{id: id, acc: newAcc(), warps: map[warpKey]*warpState{}}
-	for i := range s.cand {
-		s.cand[i] = map[candKey]spFirst{}
-	}
-	return s
-}
-
-func (s *shard) laneMap() map[uint64]tEntry {
-	if n := len(s.pool); n > 0 {
-		m := s.pool[n-1]
-		s.pool = s.pool[:n-1]
-		return m
-	}
-	return make(map[uint64]tEntry, 8)
-}
-
-func (s *shard) release(ws *warpState, mask uint32) {
-	for m := mask & ws.live; m != 0; m &= m - 1 {
-		l := bits.TrailingZeros32(m)
-		for k := range ws.lanes[l] {
-			if mm := ws.lanes[l][k]; mm != nil {
-				clear(mm)
-				if len(s.pool) < 4096 {
-					s.pool = append(s.pool, mm)
-				}
-				ws.lanes[l][k] = nil
-			}
-		}
-	}
-	ws.live &^= mask
+	return &shard{id: id, acc: newAcc(), warps: map[warpKey]*warpState{}}
 }
 
 // exit drops the temporal state of the lanes leaving (definitions III.1-2
@@ -178,20 +212,28 @@ func (s *shard) exit(launch, block uint32, warp uint16, active uint32) {
 	if ws == nil {
 		return
 	}
-	s.release(ws, active)
+	ws.drop(active)
 	if ws.live == 0 {
-		delete(s.warps, k)
-		if len(s.wpool) < 1024 {
-			s.wpool = append(s.wpool, ws)
-		}
+		s.free(k, ws)
+	}
+}
+
+func (s *shard) free(k warpKey, ws *warpState) {
+	delete(s.warps, k)
+	if ws.n != 0 {
+		clear(ws.t)
+		ws.n = 0
+	}
+	ws.live = 0
+	if len(s.wpool) < 1024 && len(ws.t) <= 4096 {
+		s.wpool = append(s.wpool, ws)
 	}
 }
 
 func (s *shard) endLaunch(launch uint32) {
 	for k, ws := range s.warps {
 		if k.launch == launch {
-			s.release(ws, ws.live)
-			delete(s.warps, k)
+			s.free(k, ws)
 		}
 	}
 }
@@ -212,6 +254,9 @@ type worker struct {
 	in    chan msg
 	own   []*shard
 	pcs   map[uint64]*pcInfo
+	// cand: per spatial partition, the values not seen before the last
+	// barrier, with the position and PC of their first access here.
+	cand []spTable
 	// scratch
 	sect []uint64
 }
@@ -313,6 +358,21 @@ func readUnit(b []byte, n int) uint64 {
 	}
 }
 
+// kindOf classifies a record as a load or a store. An atomic carries the
+// value it read (the old value: the injection library reads memory before
+// the instruction runs), so it counts as a load.
+func kindOf(f rawstream.Flags) (uint8, bool) {
+	switch {
+	case f&rawstream.FlagAtomic != 0:
+		return kLoad, true
+	case f&rawstream.FlagWrite != 0:
+		return kStore, true
+	case f&rawstream.FlagRead != 0:
+		return kLoad, true
+	}
+	return 0, false
+}
+
 // record analyses one warp record (definitions III.1-III.4 per lane unit).
 func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstream.Record) {
 	if r.Size == 0 {
@@ -321,13 +381,8 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 		}
 		return
 	}
-	var kind uint8
-	switch {
-	case r.Flags&rawstream.FlagWrite != 0:
-		kind = kStore
-	case r.Flags&rawstream.FlagRead != 0:
-		kind = kLoad
-	default:
+	kind, ok := kindOf(r.Flags)
+	if !ok {
 		return // a prefetch moves no value
 	}
 	pi := w.pcInfo(l, r.PC)
@@ -377,7 +432,9 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 			objN = 0
 		}
 	}
-	var seen *[numShards]map[seenKey]struct{} = &l.seen
+	// The last spatial lookup: lanes of a warp often carry one value.
+	lastObj, lastV, lastHave := noObj, uint64(0), false
+	parts := len(w.cand)
 	hint := 0
 	base := uint64(fseq)<<32 | uint64(idx)<<9
 	lanes := r.Lanes
@@ -409,46 +466,46 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 				}
 			}
 		}
-		lm := ws.lanes[lane][kind]
-		if lm == nil {
-			lm = s.laneMap()
-			ws.lanes[lane][kind] = lm
-			ws.live |= 1 << lane
-		}
+		tag := tagOf(lane, kind)
+		ws.live |= 1 << lane
 		for u := 0; u < nu; u++ {
 			v := readUnit(val[u*ub:], ub)
-			ua := addr + uint64(u*ub)
 			// Temporal (III.1-2): the same thread's last access of this kind
 			// to this address carried the same value.
-			if old, ok := lm[ua]; ok && old.v == v {
-				if old.pc != pairOld {
+			t := ws.slot(addr+uint64(u*ub), tag)
+			if t.used && t.v == v {
+				if t.pc != pairOld {
 					flushPair()
-					pairOld = old.pc
+					pairOld = t.pc
 				}
 				pairN++
 				pa.redT++
 			}
-			lm[ua] = tEntry{v, pi.packed}
+			t.v, t.pc, t.used = v, pi.packed, true
 			pa.vals.add(v, ak)
 			// Spatial (III.3-4): an earlier access of this kind to the same
 			// object in this launch carried the same value. Values seen before
 			// the last barrier are in seen; newer ones become candidates, and
 			// the earliest candidate of each value is resolved at the next
 			// barrier as the one non-redundant access.
-			if obj != noObj {
-				objN++
-				oa.vals.add(v, ak)
-				p := partOf(obj, kind, v)
-				if _, ok := seen[p][seenKey{obj, kind, v}]; !ok {
-					ck := candKey{l.seq, obj, kind, v}
-					cm := s.cand[p]
-					if _, ok := cm[ck]; !ok {
-						cm[ck] = spFirst{base | uint64(lane)<<4 | uint64(u), pi.packed}
-					}
+			if obj == noObj {
+				if r.Space == rawstream.SpaceGlobal {
+					pa.outside++
 				}
-			} else if r.Space == rawstream.SpaceGlobal {
-				pa.outside++
+				continue
 			}
+			objN++
+			oa.vals.add(v, ak)
+			if lastHave && obj == lastObj && v == lastV {
+				continue // this record already looked v up (and made it a candidate if new)
+			}
+			lastObj, lastV, lastHave = obj, v, true
+			ok := uint64(obj)<<1 | uint64(kind)
+			p := partOf(obj, kind, v, parts)
+			if l.seen[p].get(ok, v) != nil {
+				continue
+			}
+			w.cand[p].put(uint64(l.seq)<<32|ok, v, base|uint64(lane)<<4|uint64(u), pi.packed)
 		}
 		pa.accesses += uint64(nu)
 	}

@@ -1,0 +1,95 @@
+package analyze
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"gpuprof/collector/rawstream"
+	"gpuprof/collector/synth"
+)
+
+// benchFrames decodes a generated rank stream once: every block traced,
+// every launch instrumented, grids scaled up.
+func benchFrames(b *testing.B, pattern synth.Pattern) ([]rawstream.Frame, []int64, uint64) {
+	stream := synthStream(b, synth.Options{Seed: 7, BlockSampling: 1, KernelSampling: 1, Scale: 4, Iterations: 2, Pattern: pattern, FrameRecords: 4096}, 0)
+	d := rawstream.NewDecoder(bytes.NewReader(stream))
+	var fs []rawstream.Frame
+	var offs []int64
+	var recs uint64
+	for {
+		f, err := d.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if a, ok := f.(*rawstream.Access); ok {
+			recs += uint64(a.Count)
+		}
+		fs = append(fs, f)
+		offs = append(offs, d.Offset())
+	}
+	return fs, offs, recs
+}
+
+// BenchmarkAnalyze measures the online analysis in warp-level access
+// records per second (each record carries up to 32 lane accesses), in total
+// and per worker, for 1 worker up to GOMAXPROCS.
+func BenchmarkAnalyze(b *testing.B) {
+	probe := &SASS{NVDisasm: "-", Files: []string{"../../testdata/sass/probe/k.sass.txt"}}
+	for _, pat := range []synth.Pattern{synth.PatternDefault, synth.PatternRandom} {
+		fs, offs, recs := benchFrames(b, pat)
+		b.Logf("values=%v: %d access records in %d frames", pat, recs, len(fs))
+		var ws []int
+		for w := 1; w < runtime.GOMAXPROCS(0); w *= 2 {
+			ws = append(ws, w)
+		}
+		ws = append(ws, runtime.GOMAXPROCS(0))
+		for _, w := range ws {
+			b.Run(fmt.Sprintf("values=%v/workers=%d", pat, w), func(b *testing.B) {
+				b.ReportAllocs()
+				cpu0 := cpuTime()
+				for i := 0; i < b.N; i++ {
+					a := New(Options{Job: "bench", Workers: w, Structures: probe})
+					seq := uint32(0)
+					for j, f := range fs {
+						if err := a.Add(f, offs[j]); err != nil {
+							b.Fatal(err)
+						}
+						// Items every 64k records, as the collector's default batching.
+						if a.Pending() >= 1<<16 {
+							if _, err := a.Flush(seq); err != nil {
+								b.Fatal(err)
+							}
+							seq++
+						}
+					}
+					if _, err := a.Flush(seq); err != nil {
+						b.Fatal(err)
+					}
+					a.Close()
+				}
+				cpu := cpuTime() - cpu0
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(recs)/float64(b.N), "cpu-ns/record")
+				rps := float64(recs) * float64(b.N) / b.Elapsed().Seconds()
+				b.ReportMetric(rps, "records/s")
+				b.ReportMetric(rps/float64(w), "records/s/core")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
+// cpuTime is the process's user+system CPU time: on a shared machine it
+// measures the analysis's cost where wall time measures the neighbours.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

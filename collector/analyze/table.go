@@ -1,0 +1,100 @@
+package analyze
+
+// spTable is an open-addressing hash table (linear probing, load <= 1/2)
+// from (a, v) to the position and PC of a first access. It replaces Go maps
+// on the hot path of the spatial analysis, where every lane unit of a new
+// value costs a lookup and an insert: hashing two words with mix64 and one
+// probe is several times cheaper than a map with a struct key.
+type spTable struct {
+	e []spEntry
+	n int
+}
+
+type spEntry struct {
+	a, v    uint64 // a: (launch << 32 | object << 1 | kind) or (object << 1 | kind)
+	pos, pc uint64 // pos 0 marks an empty slot
+}
+
+func spHash(a, v uint64) uint64 { return mix64(v ^ a*0x9e3779b97f4a7c15) }
+
+// get returns the entry of (a, v) or nil.
+func (t *spTable) get(a, v uint64) *spEntry {
+	if t.n == 0 {
+		return nil
+	}
+	mask := uint64(len(t.e) - 1)
+	for i := spHash(a, v) & mask; ; i = (i + 1) & mask {
+		e := &t.e[i]
+		if e.pos == 0 {
+			return nil
+		}
+		if e.a == a && e.v == v {
+			return e
+		}
+	}
+}
+
+// put returns the entry of (a, v), inserting it with pos and pc if absent;
+// added says whether it was inserted.
+func (t *spTable) put(a, v, pos, pc uint64) (e *spEntry, added bool) {
+	if 2*(t.n+1) > len(t.e) {
+		t.grow()
+	}
+	mask := uint64(len(t.e) - 1)
+	for i := spHash(a, v) & mask; ; i = (i + 1) & mask {
+		e := &t.e[i]
+		if e.pos == 0 {
+			*e = spEntry{a, v, pos, pc}
+			t.n++
+			return e, true
+		}
+		if e.a == a && e.v == v {
+			return e, false
+		}
+	}
+}
+
+func (t *spTable) grow() {
+	old := t.e
+	n := max(2*len(old), 64)
+	t.e = make([]spEntry, n)
+	t.n = 0
+	mask := uint64(n - 1)
+	for _, e := range old {
+		if e.pos == 0 {
+			continue
+		}
+		i := spHash(e.a, e.v) & mask
+		for t.e[i].pos != 0 {
+			i = (i + 1) & mask
+		}
+		t.e[i] = e
+		t.n++
+	}
+}
+
+// reset empties the table, dropping a large backing array rather than
+// clearing it.
+func (t *spTable) reset() {
+	if t.n == 0 {
+		return
+	}
+	if len(t.e) > 1<<16 {
+		t.e = nil
+	} else {
+		clear(t.e)
+	}
+	t.n = 0
+}
+
+// each calls f on every entry.
+func (t *spTable) each(f func(e *spEntry)) {
+	if t.n == 0 {
+		return
+	}
+	for i := range t.e {
+		if t.e[i].pos != 0 {
+			f(&t.e[i])
+		}
+	}
+}

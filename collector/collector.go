@@ -1,0 +1,531 @@
+// Package collector is gpuprof's per-rank stage: it starts the application
+// with the injection library (or replays a recorded raw stream), decodes
+// the stream, analyses it online (package analyze) and publishes the
+// results as profile items, a batch every N access records or T seconds,
+// then the rank's done item. See docs/collector.md.
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gpuprof/collector/analyze"
+	"gpuprof/collector/rawstream"
+	"gpuprof/profile"
+)
+
+// Publisher sends items to the reduction tree. Publish blocks while the
+// publisher's bounded in-flight window is full: that is the collector's
+// backpressure. done marks the rank's last item.
+type Publisher interface {
+	Publish(ctx context.Context, item *profile.Profile, done bool) error
+}
+
+// Options configure one rank's collection.
+type Options struct {
+	Job string // default: $GPUPROF_JOB
+	// Rank: -1 finds it in the environment (OMPI_COMM_WORLD_RANK,
+	// PMIX_RANK, PMI_RANK, SLURM_PROCID, in that order; 0 if none).
+	Rank int
+
+	// Replay reads a recorded stream instead of running an application;
+	// "{rank}" or "{rank:N}" in the path is replaced (see ExpandRank).
+	Replay string
+	// Command is the application and its arguments.
+	Command []string
+	// InjectLib is the injection library; default $GPUPROF_INJECT, else
+	// lib/libgpuprof_inject.so next to the running executable.
+	InjectLib string
+	// Mode: redundancy, pcsampling or hybrid ("" leaves the library's
+	// default, redundancy).
+	Mode string
+	// BlockSampling (P) and KernelSampling (K); 0 leaves the library's
+	// defaults (P = 50, K = 1).
+	BlockSampling, KernelSampling int
+	// Record tees the raw stream to this file (the rank expanded as in
+	// Replay).
+	Record string
+
+	Publisher Publisher
+	// BatchRecords: publish an item every this many access records
+	// (default 1<<18). BatchInterval: and at least this often while data
+	// arrives (default 5s).
+	BatchRecords  uint64
+	BatchInterval time.Duration
+
+	// Workers analysing records (default GOMAXPROCS).
+	Workers int
+	// Structures gives GPU module structure; default: nvdisasm when on
+	// PATH, else the nvdisasm outputs in SASSFiles.
+	Structures analyze.StructureSource
+	SASSFiles  []string
+	// OnModule is called once per module content hash with its cubin.
+	OnModule func(hash profile.ModuleHash, cubin []byte)
+
+	// The application's standard streams (default: the collector's).
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// DrainTimeout bounds how long streams may stay open after the
+	// application exited (default 30s).
+	DrainTimeout time.Duration
+	// Logf receives progress and warnings (nil: silent).
+	Logf func(format string, args ...any)
+}
+
+// Progress counts what a collector has done so far.
+type Progress struct {
+	Bytes   uint64 // raw stream bytes read
+	Frames  uint64
+	Records uint64 // access records analysed
+	Items   uint64 // items published (the done item included)
+}
+
+// ExitError carries a non-zero exit status of the application.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("application exited with status %d", e.Code) }
+
+// ExitCode is the exit status gpuprof collect should end with: the
+// application's, or 1 for any other error, 0 for nil.
+func ExitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return 1
+}
+
+// StreamError is a raw stream the collector could not read to its end.
+// Everything decoded before Offset was analysed and published.
+type StreamError struct {
+	Rank   int32
+	Source string
+	Offset int64
+	Err    error
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("rank %d: %s: %v", e.Rank, e.Source, e.Err)
+}
+
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// RankEnv are the environment variables the rank is taken from, in order.
+var RankEnv = []string{"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}
+
+// ResolveRank returns explicit if it is >= 0, else the first of RankEnv
+// that is set (naming it), else 0.
+func ResolveRank(explicit int, getenv func(string) string) (int32, string, error) {
+	if explicit >= 0 {
+		if explicit > 1<<30 {
+			return 0, "", fmt.Errorf("rank %d out of range", explicit)
+		}
+		return int32(explicit), "--rank", nil
+	}
+	for _, v := range RankEnv {
+		s := getenv(v)
+		if s == "" {
+			continue
+		}
+		r, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || r < 0 || r > 1<<30 {
+			return 0, v, fmt.Errorf("environment %s=%q is not a rank", v, s)
+		}
+		return int32(r), v, nil
+	}
+	return 0, "default", nil
+}
+
+// Collector collects one rank.
+type Collector struct {
+	o    Options
+	rank int32
+
+	bytes, frames, records, items atomic.Uint64
+
+	mu     sync.Mutex // publishing: sequence numbers and the done item's inputs
+	seq    uint32
+	hello  *rawstream.Hello
+	end    int32
+	issues []string
+	exit   int
+}
+
+// New checks the options and finds the rank.
+func New(o Options) (*Collector, error) {
+	if o.Publisher == nil {
+		return nil, errors.New("collector: no publisher")
+	}
+	if (o.Replay == "") == (len(o.Command) == 0) {
+		return nil, errors.New("collector: give either a recorded stream to replay or a command to run")
+	}
+	if o.Job == "" {
+		o.Job = os.Getenv("GPUPROF_JOB")
+	}
+	if o.Job == "" {
+		return nil, errors.New("collector: no job id (--job or GPUPROF_JOB)")
+	}
+	if o.Mode != "" {
+		if _, err := rawstream.ParseMode(o.Mode); err != nil {
+			return nil, fmt.Errorf("collector: %w", err)
+		}
+	}
+	if o.BatchRecords == 0 {
+		o.BatchRecords = 1 << 18
+	}
+	if o.BatchInterval <= 0 {
+		o.BatchInterval = 5 * time.Second
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 30 * time.Second
+	}
+	if o.Stdin == nil {
+		o.Stdin = os.Stdin
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.Structures == nil {
+		o.Structures = &analyze.SASS{Files: o.SASSFiles}
+	}
+	r, _, err := ResolveRank(o.Rank, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("collector: %w", err)
+	}
+	o.Replay = ExpandRank(o.Replay, r)
+	o.Record = ExpandRank(o.Record, r)
+	return &Collector{o: o, rank: r, end: -1, exit: -1}, nil
+}
+
+var rankPattern = regexp.MustCompile(`\{rank(?::([0-9]))?\}`)
+
+// ExpandRank replaces "{rank}" in path by the rank and "{rank:N}" by the
+// rank zero-padded to N digits (synth.FileName uses "rank{rank:4}.gpraw").
+func ExpandRank(path string, rank int32) string {
+	return rankPattern.ReplaceAllStringFunc(path, func(m string) string {
+		w := 0
+		if sub := rankPattern.FindStringSubmatch(m); sub[1] != "" {
+			w, _ = strconv.Atoi(sub[1])
+		}
+		return fmt.Sprintf("%0*d", w, rank)
+	})
+}
+
+// Collect runs one rank's collection: New, then Run.
+func Collect(ctx context.Context, o Options) error {
+	c, err := New(o)
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx)
+}
+
+// Rank is the rank being collected.
+func (c *Collector) Rank() int32 { return c.rank }
+
+// Progress returns the counters so far; safe to call at any time.
+func (c *Collector) Progress() Progress {
+	return Progress{Bytes: c.bytes.Load(), Frames: c.frames.Load(), Records: c.records.Load(), Items: c.items.Load()}
+}
+
+// ExitCode is the application's exit status once Run returned (-1 if it
+// is not known).
+func (c *Collector) ExitCode() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.exit
+}
+
+func (c *Collector) logf(format string, args ...any) {
+	if c.o.Logf != nil {
+		c.o.Logf("rank %d: "+format, append([]any{c.rank}, args...)...)
+	}
+}
+
+func (c *Collector) issue(s string) {
+	c.mu.Lock()
+	c.issues = append(c.issues, s)
+	c.mu.Unlock()
+}
+
+// Run collects until the application and its streams are done (or the
+// replay ends), publishes the done item and returns: nil, an *ExitError
+// with the application's non-zero status, or what went wrong (joined with
+// the exit status).
+func (c *Collector) Run(ctx context.Context) error {
+	var err error
+	if c.o.Replay != "" {
+		err = c.replay(ctx)
+	} else {
+		err = c.run(ctx)
+	}
+	dctx := ctx
+	if ctx.Err() != nil {
+		// Interrupted: the done item still goes out, within a bound, so
+		// that the reducers know this rank's count of items.
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+	}
+	derr := c.publishDone(dctx)
+	c.mu.Lock()
+	code := c.exit
+	c.mu.Unlock()
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if derr != nil {
+		errs = append(errs, derr)
+	}
+	if code > 0 {
+		errs = append(errs, &ExitError{Code: code})
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Collector) replay(ctx context.Context) error {
+	f, err := os.Open(c.o.Replay)
+	if err != nil {
+		c.issue("replay: " + err.Error())
+		return fmt.Errorf("rank %d: %w", c.rank, err)
+	}
+	defer f.Close()
+	err = c.stream(ctx, f, "replay "+c.o.Replay, c.o.Record)
+	c.mu.Lock()
+	if c.end >= 0 {
+		c.exit = int(c.end) // the recorded application's status
+	}
+	c.mu.Unlock()
+	return err
+}
+
+// publish sends one item with the next sequence number.
+func (c *Collector) publish(ctx context.Context, a *analyze.Analyzer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, err := a.Flush(c.seq)
+	if err != nil || p == nil {
+		return err
+	}
+	if err := c.o.Publisher.Publish(ctx, p, false); err != nil {
+		return fmt.Errorf("rank %d: publishing item %d: %w", c.rank, c.seq, err)
+	}
+	c.seq++
+	c.items.Add(1)
+	return nil
+}
+
+func (c *Collector) publishDone(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exit := int32(c.exit)
+	if c.o.Replay != "" || c.exit < 0 {
+		exit = c.end
+	}
+	done, err := analyze.DoneItem(c.o.Job, c.rank, c.seq, c.hello, exit, strings.Join(c.issues, "; "))
+	if err != nil {
+		return err
+	}
+	if err := c.o.Publisher.Publish(ctx, done, true); err != nil {
+		return fmt.Errorf("rank %d: publishing the done item (%d items before it): %w", c.rank, c.seq, err)
+	}
+	c.items.Add(1)
+	return nil
+}
+
+// counter counts the bytes read through it.
+type counter struct {
+	r io.Reader
+	n *atomic.Uint64
+}
+
+func (c counter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(uint64(n))
+	return n, err
+}
+
+type decoded struct {
+	f   rawstream.Frame
+	off int64
+	err error
+}
+
+// stream decodes and analyses one raw stream, publishing items as it goes.
+// A stream that ends early or is corrupt is an error naming the rank and
+// the offset; everything before it is published. When the analysis fails,
+// the rest of the stream is still read (and recorded) so that the
+// application never blocks on a collector that stopped listening.
+func (c *Collector) stream(ctx context.Context, r io.Reader, source, record string) (err error) {
+	in := io.Reader(counter{r, &c.bytes})
+	var rec *os.File
+	if record != "" {
+		rec, err = os.Create(record)
+		if err != nil {
+			c.issue("record: " + err.Error())
+			c.logf("cannot record the stream: %v", err)
+		} else {
+			defer rec.Close()
+			in = io.TeeReader(in, rec)
+		}
+	}
+	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, Structures: c.o.Structures, OnModule: c.o.OnModule})
+	defer a.Close()
+
+	frames := make(chan decoded, 64)
+	stop := make(chan struct{})
+	go func() {
+		defer close(frames)
+		d := rawstream.NewDecoder(in)
+		for {
+			f, err := d.Next()
+			if err != nil {
+				if err == io.EOF {
+					err = nil
+				}
+				select {
+				case frames <- decoded{err: err, off: d.Bytes()}:
+				case <-stop:
+				}
+				// After an error keep reading, so that a writer on a socket
+				// never blocks; discard what comes.
+				io.Copy(io.Discard, in)
+				return
+			}
+			c.frames.Add(1)
+			select {
+			case frames <- decoded{f: f, off: d.Offset()}:
+			case <-stop:
+				io.Copy(io.Discard, in)
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		for range frames { // let the decoder goroutine finish
+		}
+	}()
+
+	tick := time.NewTicker(c.o.BatchInterval)
+	defer tick.Stop()
+	last := time.Now()
+	failed := false
+	var streamErr error
+	for {
+		select {
+		case <-ctx.Done():
+			c.issue("interrupted: " + ctx.Err().Error())
+			if !failed {
+				// What was analysed still goes out, within a bound.
+				pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				c.publish(pctx, a)
+				cancel()
+			}
+			return ctx.Err()
+		case <-tick.C:
+			if !failed && a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval {
+				if perr := c.publish(ctx, a); perr != nil {
+					return perr
+				}
+				last = time.Now()
+			}
+		case d, ok := <-frames:
+			if !ok {
+				return streamErr
+			}
+			if d.err != nil || d.f == nil {
+				if d.err != nil {
+					var re *rawstream.Error
+					off := d.off
+					if errors.As(d.err, &re) {
+						off = re.Offset
+					}
+					streamErr = &StreamError{Rank: c.rank, Source: source, Offset: off, Err: d.err}
+					c.issue(streamErr.Error())
+				}
+				if !failed {
+					if perr := c.publish(ctx, a); perr != nil {
+						return errors.Join(streamErr, perr)
+					}
+				}
+				if n, first := a.Anomalies(); n > 0 {
+					c.issue(fmt.Sprintf("%s: %d inconsistent frames skipped (first at %s)", source, n, first))
+				}
+				return streamErr
+			}
+			if failed {
+				continue
+			}
+			switch f := d.f.(type) {
+			case *rawstream.Hello:
+				c.mu.Lock()
+				if c.hello == nil {
+					c.hello = f
+				}
+				c.mu.Unlock()
+			case *rawstream.End:
+				c.mu.Lock()
+				c.end = f.ExitCode
+				c.mu.Unlock()
+			case *rawstream.Access:
+				c.records.Add(uint64(f.Count))
+			}
+			if aerr := a.Add(d.f, d.off); aerr != nil {
+				// Keep what was flushed; drain the rest.
+				failed = true
+				c.issue(fmt.Sprintf("%s: analysis stopped at offset %d: %v", source, d.off, firstLine(aerr)))
+				c.logf("analysis stopped at offset %d: %v", d.off, aerr)
+				continue
+			}
+			if a.Pending() >= c.o.BatchRecords {
+				if perr := c.publish(ctx, a); perr != nil {
+					return perr
+				}
+				last = time.Now()
+			}
+		}
+	}
+}
+
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// DefaultInjectLib is where the injection library is looked for: the
+// GPUPROF_INJECT environment variable, else lib/libgpuprof_inject.so in the
+// directory of the running executable.
+func DefaultInjectLib() string {
+	if p := os.Getenv("GPUPROF_INJECT"); p != "" {
+		return p
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	return filepath.Join(filepath.Dir(exe), "lib", "libgpuprof_inject.so")
+}
