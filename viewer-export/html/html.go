@@ -1,0 +1,562 @@
+// Package html renders the self-contained HTML report: one file with its
+// CSS, JavaScript and SVG inline and no network access. It shows the
+// provenance (with a banner for synthetic data), the ranked advice, a
+// flame graph of the whole job's calling contexts from host frames into
+// GPU functions, loops, lines and instructions (click to zoom), a per-rank
+// heatmap of kernel times with imbalance, GVProf's redundancy views (top
+// temporal pairs and data objects with histograms of their values), the
+// top kernels and, given a baseline, a before/after comparison.
+package html
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+
+	"gpuprof/analysis"
+	"gpuprof/profile"
+	"gpuprof/viewer-export/diff"
+	"gpuprof/viewer-export/internal/view"
+	"gpuprof/viewer-export/text"
+)
+
+// Options tune the report.
+type Options struct {
+	Top  int          // rows per table (default 15)
+	Diff *diff.Result // a comparison with a baseline run, shown if set
+	// MaxFlameNodes caps the contexts the flame graph embeds (default
+	// 20000); the smallest are left out first.
+	MaxFlameNodes int
+}
+
+// WriteFile writes the report to file.
+func WriteFile(file string, p *profile.Profile, advice []analysis.Advice, o Options) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := Write(f, p, advice, o); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Write renders the report of p and its advice to w.
+func Write(w io.Writer, p *profile.Profile, advice []analysis.Advice, o Options) error {
+	if o.Top <= 0 {
+		o.Top = 15
+	}
+	if o.MaxFlameNodes <= 0 {
+		o.MaxFlameNodes = 20000
+	}
+	d, err := build(p, advice, o)
+	if err != nil {
+		return err
+	}
+	return page.Execute(w, d)
+}
+
+type data struct {
+	Job        string
+	Synthetic  bool
+	Prov       view.Provenance
+	Summary    []kv
+	Ranks      []rankRow
+	Advice     []adviceRow
+	Flame      template.JS
+	Kernels    []kernelRow
+	Heat       heat
+	Pairs      []pairRow
+	Objects    []objectRow
+	Diff       *diffView
+	Metrics    []kv
+	CSS        template.CSS
+	Script     template.JS
+	TotalTime  string
+	NumKernels int
+}
+
+type kv struct{ K, V string }
+
+type rankRow struct {
+	Rank                                                 int32
+	Host, GPU, Mode, Source, Sampling, Launches, Records string
+	Dropped                                              uint64
+	Status                                               string
+	Bad                                                  bool
+}
+
+type adviceRow struct {
+	N                              int
+	Kind, Category, Hint, Evidence string
+	Speedup, Importance, Ranks     string
+	SpeedupBar, ImportanceBar      float64
+	Where                          []string
+}
+
+type kernelRow struct {
+	N                                                  int
+	Name, Full, Caller, Time, Share, Launches, Samples string
+	Loads, Stores, Temporal, Spatial                   string
+	ShareBar                                           float64
+}
+
+type heatCell struct {
+	Text, Title string
+	Color       template.CSS // rgb(...) built here, not user data
+}
+
+type heatRow struct {
+	Kernel, Caller, Mean, Ratio, Slowest string
+	Cells                                []heatCell
+	Hot                                  bool
+}
+
+type heat struct {
+	Ranks []int32
+	Rows  []heatRow
+	Small bool // many ranks: no numbers in cells
+}
+
+type pairRow struct {
+	N                                                       int
+	Kernel, Access, Old, New, Redundant, Accesses, Fraction string
+	Distinct, Range                                         string
+	Hist                                                    template.HTML
+}
+
+type objectRow struct {
+	N                                                     int
+	Kernel, Object, Access, Redundant, Accesses, Fraction string
+	Distinct, Range                                       string
+	Hist                                                  template.HTML
+}
+
+type diffRow struct {
+	Kernel, Caller, Status, Metric, Before, After, Change, Rel string
+	Better, Worse, First                                       bool
+}
+
+type diffView struct {
+	Before, After string
+	Totals        []diffRow
+	Rows          []diffRow
+	More          int
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+func rankList(rs []int32) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprint(r))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, error) {
+	pv := view.ProvenanceOf(p)
+	d := &data{Job: p.Job, Synthetic: p.Synthetic, Prov: pv, CSS: template.CSS(css), Script: template.JS(script)}
+	var incomplete []string
+	for r, why := range pv.Incomplete {
+		incomplete = append(incomplete, fmt.Sprintf("rank %d: %s", r, why))
+	}
+	sort.Strings(incomplete)
+	if len(incomplete) == 0 {
+		incomplete = []string{"none"}
+	}
+	var bp, kk []string
+	for _, v := range pv.BlockP {
+		bp = append(bp, fmt.Sprintf("1/%d", v))
+	}
+	for _, v := range pv.KernelK {
+		kk = append(kk, fmt.Sprintf("1/%d", v))
+	}
+	d.Summary = []kv{
+		{"Data", pv.Source},
+		{"Ranks", fmt.Sprintf("%d (%d sealed), %d items", pv.Ranks, pv.Sealed, pv.Items)},
+		{"Incomplete ranks", strings.Join(incomplete, "; ")},
+		{"Hosts", strings.Join(pv.Hosts, ", ")},
+		{"GPU", strings.Join(pv.GPUs, ", ")},
+		{"Mode", strings.Join(pv.Modes, ", ")},
+		{"Sampling", fmt.Sprintf("blocks %s, kernel launches %s; %d of %d launches traced", strings.Join(bp, ","), strings.Join(kk, ","), pv.LaunchesTraced, pv.Launches)},
+		{"Records", fmt.Sprintf("%d analysed, %d dropped on the device, %d in host queues", pv.Records, pv.Dropped, pv.HostDrp)},
+	}
+	for _, r := range p.SortedRanks() {
+		ri := p.Ranks[r]
+		row := rankRow{Rank: r, Host: ri.Host, GPU: ri.GPU, Mode: ri.Mode, Source: ri.Source,
+			Sampling: fmt.Sprintf("1/%d blocks, 1/%d launches", ri.BlockP, ri.KernelK),
+			Launches: fmt.Sprintf("%d / %d", ri.LaunchesTraced, ri.Launches), Records: view.Count(float64(ri.Records)),
+			Dropped: ri.Dropped + ri.HostDropped, Status: "complete"}
+		if why, bad := pv.Incomplete[r]; bad {
+			row.Status, row.Bad = "incomplete: "+why, true
+		}
+		d.Ranks = append(d.Ranks, row)
+	}
+	for i, a := range text.SortAdvice(advice) {
+		row := adviceRow{N: i + 1, Kind: a.Kind, Category: a.Category, Hint: a.Hint, Evidence: a.Evidence,
+			Importance: pct(a.Importance), ImportanceBar: clamp01(a.Importance), Ranks: "all ranks"}
+		if a.Speedup > 0 {
+			row.Speedup = fmt.Sprintf("%.2fx", a.Speedup)
+			row.SpeedupBar = clamp01((a.Speedup - 1) / 1.5)
+		} else {
+			row.Speedup = "n/a"
+		}
+		if len(a.Ranks) > 0 {
+			row.Ranks = "ranks " + rankList(a.Ranks)
+		}
+		for _, w := range a.Hotspots {
+			row.Where = append(row.Where, text.WhereLabel(p, w))
+		}
+		d.Advice = append(d.Advice, row)
+	}
+	fl, err := flame(p, o.MaxFlameNodes)
+	if err != nil {
+		return nil, err
+	}
+	d.Flame = fl
+	kernels := view.Kernels(p)
+	var total uint64
+	for _, k := range kernels {
+		total += k.Time
+	}
+	d.TotalTime, d.NumKernels = view.Duration(float64(total)), len(kernels)
+	for i, k := range kernels {
+		if i == o.Top {
+			break
+		}
+		share := 0.0
+		if total > 0 {
+			share = float64(k.Time) / float64(total)
+		}
+		d.Kernels = append(d.Kernels, kernelRow{N: i + 1, Name: k.Name, Full: k.Full, Caller: k.Caller, Time: view.Duration(float64(k.Time)),
+			Share: pct(share), ShareBar: share, Launches: fmt.Sprint(k.Inclusive.Get(profile.GPULaunches)), Samples: view.Count(float64(k.Samples)),
+			Loads: view.Count(float64(k.Loads)), Stores: view.Count(float64(k.Stores)), Temporal: pct(k.TemporalFraction), Spatial: pct(k.SpatialFraction)})
+	}
+	d.Heat = heatmap(p, kernels, o.Top)
+	for i, pr := range view.TopPairs(p, o.Top) {
+		row := pairRow{N: i + 1, Kernel: pr.Kernel, Access: pr.Key.Access.String(), Old: pr.Old, New: pr.New,
+			Redundant: view.Count(float64(pr.Redundant)), Accesses: view.Count(float64(pr.Accesses)), Fraction: "n/a"}
+		if pr.Accesses > 0 {
+			row.Fraction = pct(pr.Fraction)
+		}
+		row.Hist, row.Distinct, row.Range = histogram(pr.Values)
+		d.Pairs = append(d.Pairs, row)
+	}
+	for i, ob := range view.TopObjects(p, o.Top) {
+		row := objectRow{N: i + 1, Kernel: ob.Kernel, Object: ob.Label, Access: ob.Access.String(),
+			Redundant: view.Count(float64(ob.Redundant)), Accesses: view.Count(float64(ob.Accesses)), Fraction: "n/a"}
+		if ob.Accesses > 0 {
+			row.Fraction = pct(ob.Fraction)
+		}
+		row.Hist, row.Distinct, row.Range = histogram(ob.Values)
+		d.Objects = append(d.Objects, row)
+	}
+	if o.Diff != nil {
+		d.Diff = diffSection(o.Diff, o.Top)
+	}
+	for _, m := range view.Metrics(p) {
+		d.Metrics = append(d.Metrics, kv{m.Name(), view.MetricDescription(m.Name())})
+	}
+	return d, nil
+}
+
+func clamp01(f float64) float64 {
+	if f != f || f < 0 {
+		return 0
+	}
+	return math.Min(f, 1)
+}
+
+// heatColor colours a rank's value against its row's mean: white at the
+// mean, red above it (full at 1.5x), blue below (full at 0.5x), so
+// balanced rows stay pale and outliers stand out.
+func heatColor(v, mean float64) template.CSS {
+	if mean <= 0 {
+		return "rgb(248,249,251)"
+	}
+	q := v / mean
+	switch {
+	case q > 1:
+		f := clamp01((q - 1) / 0.5)
+		return template.CSS(fmt.Sprintf("rgb(%d,%d,%d)", 248+int(7*f), int(249-185*f), int(251-205*f)))
+	case q < 1:
+		f := clamp01((1 - q) / 0.5)
+		return template.CSS(fmt.Sprintf("rgb(%d,%d,255)", int(248-70*f), int(249-44*f)))
+	}
+	return "rgb(248,249,251)"
+}
+
+func heatmap(p *profile.Profile, kernels []view.Kernel, top int) heat {
+	h := heat{Ranks: p.SortedRanks()}
+	h.Small = len(h.Ranks) > 16
+	for i, k := range kernels {
+		if i == top || k.Imbalance.Max == 0 {
+			break
+		}
+		im := k.Imbalance
+		row := heatRow{Kernel: k.Name, Caller: k.Caller, Mean: view.Duration(im.Mean), Ratio: fmt.Sprintf("%.2f", im.Ratio()),
+			Slowest: fmt.Sprint(im.ArgMax), Hot: im.Ratio() >= 1.2}
+		for _, r := range h.Ranks {
+			v := im.PerRank[r]
+			c := heatCell{Color: heatColor(float64(v), im.Mean),
+				Title: fmt.Sprintf("rank %d: %s (%.2fx the mean)", r, view.Duration(float64(v)), float64(v)/math.Max(im.Mean, 1e-300))}
+			if !h.Small {
+				c.Text = view.Duration(float64(v))
+			}
+			row.Cells = append(row.Cells, c)
+		}
+		h.Rows = append(h.Rows, row)
+	}
+	return h
+}
+
+// histogram draws a sketch's heavy hitters as an inline SVG bar chart
+// (share of the values per value, the rest as "other").
+func histogram(s *profile.ValueSketch) (template.HTML, string, string) {
+	if s == nil || s.Total == 0 {
+		return template.HTML(`<span class="muted">no values kept</span>`), "", ""
+	}
+	top := s.Heaviest()
+	if len(top) > 8 {
+		top = top[:8]
+	}
+	var shown uint64
+	type bar struct {
+		label string
+		share float64
+		title string
+	}
+	var bars []bar
+	for _, t := range top {
+		shown += t.Count
+		v := view.Value(s, t.Value)
+		bars = append(bars, bar{v, float64(t.Count) / float64(s.Total), fmt.Sprintf("%s: %d of %d (%.1f%%, count error <= %d)", v, t.Count, s.Total, 100*float64(t.Count)/float64(s.Total), t.Err)})
+	}
+	if shown < s.Total {
+		rest := s.Total - shown
+		bars = append(bars, bar{"other", float64(rest) / float64(s.Total), fmt.Sprintf("other values: %d of %d", rest, s.Total)})
+	}
+	const bw, gap, hgt, lab = 44, 4, 60, 14
+	width := len(bars)*(bw+gap) + gap
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="hist" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, width, hgt+lab+12, width, hgt+lab+12)
+	for i, br := range bars {
+		x := gap + i*(bw+gap)
+		h := math.Max(1, br.share*hgt)
+		cls := "hb"
+		if br.label == "other" {
+			cls = "hb other"
+		}
+		label := br.label
+		if r := []rune(label); len(r) > 7 {
+			label = string(r[:6]) + "…"
+		}
+		fmt.Fprintf(&b, `<g><title>%s</title><rect class="%s" x="%d" y="%.1f" width="%d" height="%.1f"></rect>`,
+			template.HTMLEscapeString(br.title), cls, x, 10+hgt-h, bw, h)
+		fmt.Fprintf(&b, `<text class="pct" x="%d" y="%.1f">%.0f%%</text>`, x+bw/2, 8+hgt-h, 100*br.share)
+		fmt.Fprintf(&b, `<text class="lab" x="%d" y="%d">%s</text></g>`, x+bw/2, hgt+lab+8, template.HTMLEscapeString(label))
+	}
+	b.WriteString(`</svg>`)
+	rng := fmt.Sprintf("%s .. %s", view.Value(s, s.Min), view.Value(s, s.Max))
+	return template.HTML(b.String()), fmt.Sprintf("~%.0f", s.Distinct()), rng
+}
+
+func diffSection(r *diff.Result, top int) *diffView {
+	dv := &diffView{Before: r.BeforeJob, After: r.AfterJob}
+	row := func(c diff.Change) diffRow {
+		dr := diffRow{Metric: c.Metric, Before: diff.FormatValue(c.Metric, float64(c.Before)), After: diff.FormatValue(c.Metric, float64(c.After)),
+			Change: diff.FormatDelta(c.Metric, c.Delta()), Rel: diff.FormatRel(c)}
+		// Less of every metric gpuprof measures (time, stalls, redundancy) is better.
+		dr.Better, dr.Worse = c.After < c.Before, c.After > c.Before
+		return dr
+	}
+	for _, c := range r.Totals {
+		dv.Totals = append(dv.Totals, row(c))
+	}
+	for i, k := range r.Kernels {
+		if i == top {
+			dv.More = len(r.Kernels) - i
+			break
+		}
+		first := true
+		for _, c := range k.Changes {
+			if c.Before == c.After && c.Metric != profile.GPUTime.Name() {
+				continue
+			}
+			dr := row(c)
+			if first {
+				dr.Kernel, dr.Caller, dr.Status, dr.First = k.Kernel, k.Caller, string(k.Status), true
+				first = false
+			}
+			dv.Rows = append(dv.Rows, dr)
+		}
+	}
+	return dv
+}
+
+// flame builds the flame graph's data: nodes in depth-first order as
+// [parent, kind, label, detail, values...] with inclusive values of each
+// flame metric. "GPU time" spreads each kernel's time over its GPU
+// contexts in proportion to their PC samples, so time can be followed
+// into the kernel.
+func flame(p *profile.Profile, max int) (template.JS, error) {
+	inc := p.Inclusive()
+	type metric struct {
+		Name  string `json:"name"`
+		Label string `json:"label"`
+		Unit  string `json:"unit"`
+	}
+	var metrics []metric
+	var ids []profile.MetricID
+	var hasTime bool
+	for _, m := range view.Metrics(p) {
+		if m == profile.GPUTime {
+			hasTime = true
+		}
+	}
+	if hasTime {
+		metrics = append(metrics, metric{"time", "GPU time (kernel time spread over PC samples)", "ns"})
+	}
+	for _, m := range []profile.MetricID{profile.InstSamples, profile.MemLoads, profile.MemStores, profile.RedTempLoad, profile.RedTempStore, profile.RedSpatLoad, profile.RedSpatStore, profile.GPULaunches} {
+		if inc[profile.RootID].Get(m) > 0 {
+			metrics = append(metrics, metric{m.Name(), m.Name() + " — " + view.MetricDescription(m.Name()), "count"})
+			ids = append(ids, m)
+		}
+	}
+	ch := p.Children()
+	// Estimated time: a kernel's time on itself; inside it, by samples.
+	est := map[profile.NodeID]float64{}
+	var estWalk func(id profile.NodeID, kernelTime, kernelSamples float64) float64
+	estWalk = func(id profile.NodeID, kt, ks float64) float64 {
+		n := p.Nodes[id]
+		var v float64
+		switch {
+		case n.Frame.Kind == profile.KindKernel:
+			kt = float64(inc[id].Get(profile.GPUTime))
+			ks = float64(inc[id].Get(profile.InstSamples))
+			v = kt
+			for _, c := range ch[id] {
+				estWalk(c, kt, ks)
+			}
+			est[id] = v
+			return v
+		case kt > 0 && ks > 0:
+			v = kt * float64(inc[id].Get(profile.InstSamples)) / ks
+			for _, c := range ch[id] {
+				estWalk(c, kt, ks)
+			}
+		case kt > 0:
+			for _, c := range ch[id] {
+				estWalk(c, kt, ks)
+			}
+		default:
+			v = float64(n.Metrics.Get(profile.GPUTime))
+			for _, c := range ch[id] {
+				v += estWalk(c, 0, 0)
+			}
+		}
+		est[id] = v
+		return v
+	}
+	if hasTime {
+		estWalk(profile.RootID, 0, 0)
+	}
+	value := func(id profile.NodeID, i int) float64 {
+		if hasTime {
+			if i == 0 {
+				return est[id]
+			}
+			i--
+		}
+		return float64(inc[id].Get(ids[i]))
+	}
+	// Keep the largest contexts: a node stays if it is at least a
+	// threshold share of the root for some metric; raise the threshold
+	// until at most max nodes stay.
+	keep := func(thr float64) map[profile.NodeID]bool {
+		k := map[profile.NodeID]bool{}
+		var walk func(id profile.NodeID)
+		walk = func(id profile.NodeID) {
+			k[id] = true
+			for _, c := range ch[id] {
+				big := false
+				for i := range metrics {
+					if r := value(profile.RootID, i); r > 0 && value(c, i) >= thr*r && value(c, i) > 0 {
+						big = true
+						break
+					}
+				}
+				if big {
+					walk(c)
+				}
+			}
+		}
+		walk(profile.RootID)
+		return k
+	}
+	thr := 0.0
+	kept := keep(thr)
+	for len(kept) > max && thr < 1 {
+		if thr == 0 {
+			thr = 1e-5
+		} else {
+			thr *= 4
+		}
+		kept = keep(thr)
+	}
+	type out struct {
+		Metrics []metric `json:"metrics"`
+		Nodes   [][]any  `json:"nodes"`
+		Pruned  int      `json:"pruned"`
+	}
+	o := out{Metrics: metrics, Nodes: [][]any{}, Pruned: len(p.Nodes) - len(kept)}
+	var walk func(id profile.NodeID, parent int)
+	walk = func(id profile.NodeID, parent int) {
+		n := p.Nodes[id]
+		label := view.FrameLabel(n.Frame)
+		if id == profile.RootID {
+			label = "all (" + p.Job + ")"
+		}
+		detail := n.Frame.String()
+		if n.Frame.Function != "" {
+			detail = view.Demangle(n.Frame.Function) + " — " + detail
+		}
+		row := []any{parent, n.Frame.Kind.String(), label, detail}
+		for i := range metrics {
+			v := value(id, i)
+			if v == math.Trunc(v) {
+				row = append(row, int64(v))
+			} else {
+				row = append(row, math.Round(v*10)/10)
+			}
+		}
+		me := len(o.Nodes)
+		o.Nodes = append(o.Nodes, row)
+		kids := append([]profile.NodeID(nil), ch[id]...)
+		sort.Slice(kids, func(i, j int) bool {
+			a, b := view.FrameLabel(p.Nodes[kids[i]].Frame), view.FrameLabel(p.Nodes[kids[j]].Frame)
+			if a != b {
+				return a < b
+			}
+			return kids[i] < kids[j]
+		})
+		for _, c := range kids {
+			if kept[c] {
+				walk(c, me)
+			}
+		}
+	}
+	walk(profile.RootID, -1)
+	b, err := json.Marshal(o) // escapes <, > and & so the data cannot end the script element
+	if err != nil {
+		return "", err
+	}
+	return template.JS(b), nil
+}
