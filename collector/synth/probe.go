@@ -42,7 +42,7 @@ type kernelDef struct {
 const (
 	ld  = rawstream.FlagRead
 	st  = rawstream.FlagWrite
-	red = rawstream.FlagWrite | rawstream.FlagAtomic
+	red = rawstream.FlagRead | rawstream.FlagWrite | rawstream.FlagAtomic
 )
 
 var probeKernels = []kernelDef{

@@ -521,9 +521,8 @@ func (g *gen) record(k int, u warpUnit, inst, iter int, grid, block uint32, it i
 		case 2<<8 | 0x180: // s[i] = (short)i
 			ob, addr = s, s.addr+uint64(i%4096)*2
 			binary.LittleEndian.PutUint16(val[:], uint16(i))
-		case 2<<8 | 0x190: // atomicAdd((int*)&b[0], popc(active))
+		case 2<<8 | 0x190: // atomicAdd((int*)&b[0], popc(active)); the record carries the old value
 			ob, addr = b, b.addr
-			binary.LittleEndian.PutUint32(val[:], 32)
 		case 3<<8 | 0xa0: // t[tid*2 % 256] = tid
 			shOff = tid * 2 % 256 * 4
 			binary.LittleEndian.PutUint32(val[:], tid)
@@ -546,7 +545,8 @@ func (g *gen) record(k int, u warpUnit, inst, iter int, grid, block uint32, it i
 			switch {
 			case mi.flags&rawstream.FlagAtomic != 0:
 				old := binary.LittleEndian.Uint32(ob.mem[off:])
-				binary.LittleEndian.PutUint32(ob.mem[off:], old+binary.LittleEndian.Uint32(val[:]))
+				binary.LittleEndian.PutUint32(val[:], old)
+				binary.LittleEndian.PutUint32(ob.mem[off:], old+32)
 			case mi.flags&rawstream.FlagWrite != 0:
 				copy(ob.mem[off:], val[:size])
 			default:
