@@ -69,6 +69,13 @@ func ParseCubin(data []byte) (c *Cubin, err error) {
 			c, err = nil, &FormatError{Offset: -1, Msg: fmt.Sprintf("malformed ELF: %v", r)}
 		}
 	}()
+	// Older cubins store the CUDA version in e_version (0x76 for 11.8,
+	// say), which debug/elf rejects; it means nothing to us.
+	if len(data) >= 24 && data[5] == 1 && binary.LittleEndian.Uint32(data[20:24]) != 1 {
+		patched := append([]byte(nil), data...)
+		binary.LittleEndian.PutUint32(patched[20:24], 1)
+		data = patched
+	}
 	f, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
 		return nil, &FormatError{Offset: -1, Msg: "not an ELF file: " + err.Error()}

@@ -167,6 +167,17 @@ func sortedRegs(m map[Reg]bool) []Reg {
 }
 
 func dedupRegs(rs []Reg) []Reg {
+	if len(rs) > 32 {
+		seen := make(map[Reg]bool, len(rs))
+		out := rs[:0]
+		for _, r := range rs {
+			if !seen[r] {
+				seen[r] = true
+				out = append(out, r)
+			}
+		}
+		return out
+	}
 	out := rs[:0]
 	for i, r := range rs {
 		dup := false
@@ -186,13 +197,12 @@ func dedupRegs(rs []Reg) []Reg {
 func dedupDefs(rs []Reg, ks []bool) ([]Reg, []bool) {
 	var or []Reg
 	var ok []bool
+	pos := map[Reg]int{}
 	for i, r := range rs {
-		j := -1
-		for k, q := range or {
-			if q == r {
-				j = k
-				break
-			}
+		j, found := pos[r]
+		if !found {
+			j = -1
+			pos[r] = len(or)
 		}
 		if j >= 0 {
 			ok[j] = ok[j] || ks[i]

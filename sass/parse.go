@@ -219,7 +219,11 @@ func (p *parser) directive(raw, s string) error {
 	}
 	switch name {
 	case ".target":
-		p.m.Arch = p.str(strings.Fields(args + " ")[0])
+		fs := strings.Fields(args)
+		if len(fs) == 0 {
+			return p.errf(raw, "expected .target sm_NN")
+		}
+		p.m.Arch = p.str(fs[0])
 		if n := archNumber(p.m.Arch); n > 0 && n < 70 {
 			p.size = 8
 		}
@@ -321,10 +325,11 @@ func (p *parser) implicitSection() {
 }
 
 func (p *parser) instLine(raw, s string) error {
-	end := strings.Index(s, "*/")
+	end := strings.Index(s[2:], "*/")
 	if end < 0 {
 		return p.errf(raw, "expected */ after the instruction offset")
 	}
+	end += 2
 	inner := s[2:end]
 	if strings.HasPrefix(inner, " ") {
 		if isHexWordLine(s) {
@@ -460,13 +465,13 @@ func (p *parser) parseInst(s string) (Instruction, []labelRef, error) {
 		if i < 0 {
 			break
 		}
-		j := strings.Index(ops[i:], "*)")
+		j := strings.Index(ops[i+2:], "*)")
 		if j < 0 {
 			return in, nil, fmt.Errorf("unterminated (* annotation")
 		}
-		note := strings.Trim(ops[i+2:i+j], "\" ")
+		note := strings.Trim(ops[i+2:i+2+j], "\" ")
 		in.Notes = append(in.Notes, p.str(note))
-		ops = ops[:i] + ops[i+j+2:]
+		ops = ops[:i] + ops[i+2+j+2:]
 	}
 	toks, err := splitOperands(strings.TrimSpace(ops))
 	if err != nil {
