@@ -33,7 +33,7 @@ type Instruction struct {
 	GuardNot bool     // the guard is negated (@!P0)
 	Opcode   string   // opcode with modifiers, e.g. "LDG.E.128"
 	Op       string   // base opcode, e.g. "LDG"
-	Mods     []string // modifiers, e.g. ["E", "128"]
+	Mods     []string // modifiers, e.g. ["E", "128"]; shared between instructions, do not modify
 	Operands []Operand
 	Notes    []string // nvdisasm's (*"..."*) annotations
 

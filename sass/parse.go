@@ -38,13 +38,18 @@ func ParseReader(r io.Reader) (*Module, error) {
 // without -g/-gi line information and with or without -hex encodings.
 func Parse(text []byte) (*Module, error) {
 	p := &parser{
-		m:      &Module{},
-		intern: make(map[string]string),
-		files:  make(map[string]int32),
-		locs:   make(map[string]int32),
-		curLoc: -1,
-		size:   16,
+		m:       &Module{},
+		intern:  make(map[string]string),
+		files:   make(map[string]int32),
+		locs:    make(map[string]int32),
+		curLoc:  -1,
+		size:    16,
+		opcodes: make(map[string]opcodeParts),
+		opCache: make(map[string]Operand),
 	}
+	est := countInsts(text)
+	p.insts = make([]Instruction, 0, est)
+	p.opPool = make([]Operand, 0, 4*est+16) // four operands per instruction on average
 	src := string(text)
 	for len(src) > 0 {
 		p.lineNo++
@@ -120,8 +125,69 @@ type parser struct {
 	size   uint64 // instruction size in bytes
 
 	wantHi bool
-	lastFn *Function
-	lastIn int
+	lastIn int // index into insts of the instruction awaiting its second encoding word
+
+	// Instructions of all functions share one backing array (sized by a
+	// first pass over the text) and operands come from chunks, to keep
+	// allocation and GC work per instruction low.
+	insts   []Instruction
+	first   int // index in insts of the open function's first instruction
+	open    *Function
+	opPool  []Operand
+	opcodes map[string]opcodeParts
+	opCache map[string]Operand
+}
+
+type opcodeParts struct {
+	op   string
+	mods []string
+}
+
+// closeFunc hands the open function its instructions.
+func (p *parser) closeFunc() {
+	if p.open != nil {
+		p.open.Insts = p.insts[p.first:len(p.insts):len(p.insts)]
+		if len(p.open.Insts) == 0 {
+			p.open.Insts = nil
+		}
+		p.open = nil
+	}
+	p.first = len(p.insts)
+}
+
+func (p *parser) operands(n int) []Operand {
+	if cap(p.opPool)-len(p.opPool) < n {
+		c := 1024
+		if n > c {
+			c = n
+		}
+		p.opPool = make([]Operand, 0, c)
+	}
+	l := len(p.opPool)
+	p.opPool = p.opPool[:l+n]
+	return p.opPool[l : l+n : l+n]
+}
+
+// countInsts estimates the number of instruction lines: lines whose first
+// non-blank characters are "/*" followed by a hex digit.
+func countInsts(text []byte) int {
+	n := 0
+	for i := 0; i+3 < len(text); i++ {
+		if text[i] != '/' || text[i+1] != '*' {
+			continue
+		}
+		c := text[i+2]
+		if c >= '0' && c <= '9' || c >= 'a' && c <= 'f' {
+			j := i - 1
+			for j >= 0 && (text[j] == ' ' || text[j] == '\t') {
+				j--
+			}
+			if j < 0 || text[j] == '\n' {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (p *parser) errf(text, format string, args ...any) error {
@@ -162,7 +228,7 @@ func (p *parser) line(raw string) error {
 		if err != nil {
 			return p.errf(raw, "%v", err)
 		}
-		in := &p.lastFn.Insts[p.lastIn]
+		in := &p.insts[p.lastIn]
 		in.Enc[1] = v
 		in.HasEnc = true
 		p.wantHi = false
@@ -397,6 +463,8 @@ func (p *parser) instLine(raw, s string) error {
 		if si := p.syms[name]; si != nil {
 			f.Entry, f.Global = si.entry, si.global
 		}
+		p.closeFunc()
+		p.open = f
 		sec.funcs = append(sec.funcs, f)
 		sec.cur = f
 		sec.newFunc = ""
@@ -407,13 +475,13 @@ func (p *parser) instLine(raw, s string) error {
 	sec.pending = sec.pending[:0]
 
 	f := sec.cur
-	f.Insts = append(f.Insts, in)
-	idx := len(f.Insts) - 1
+	p.insts = append(p.insts, in)
+	idx := len(p.insts) - 1 - p.first
 	for _, r := range refs {
 		r.fn, r.inst, r.line = f, idx, p.lineNo
 		sec.refs = append(sec.refs, r)
 	}
-	p.lastFn, p.lastIn = f, idx
+	p.lastIn = len(p.insts) - 1
 	p.wantHi = hasLo
 	return nil
 }
@@ -451,14 +519,20 @@ func (p *parser) parseInst(s string) (Instruction, []labelRef, error) {
 		}
 	}
 	in.Opcode = p.str(op)
-	parts := strings.Split(op, ".")
-	in.Op = p.str(parts[0])
-	if len(parts) > 1 {
-		in.Mods = make([]string, len(parts)-1)
-		for i, m := range parts[1:] {
-			in.Mods[i] = p.str(m)
+	parts, ok := p.opcodes[in.Opcode]
+	if !ok {
+		ss := strings.Split(in.Opcode, ".")
+		parts.op = p.str(ss[0])
+		if len(ss) > 1 {
+			parts.mods = make([]string, len(ss)-1)
+			for i, m := range ss[1:] {
+				parts.mods[i] = p.str(m)
+			}
 		}
+		p.opcodes[in.Opcode] = parts
 	}
+	// Mods is shared by all instructions with this opcode.
+	in.Op, in.Mods = parts.op, parts.mods
 	// (*"..."*) annotations
 	for {
 		i := strings.Index(ops, "(*")
@@ -479,16 +553,26 @@ func (p *parser) parseInst(s string) (Instruction, []labelRef, error) {
 	}
 	var refs []labelRef
 	if len(toks) > 0 {
-		in.Operands = make([]Operand, len(toks))
+		in.Operands = p.operands(len(toks))
 	}
 	for i, t := range toks {
-		o, err := ParseOperand(t)
-		if err != nil {
-			return in, nil, err
+		// Operand texts repeat a lot (RZ, PT, c[0x0][0x28]): parse each once.
+		o, ok := p.opCache[t]
+		if !ok {
+			var err error
+			o, err = ParseOperand(t)
+			if err != nil {
+				return in, nil, err
+			}
+			o.Text = strings.Clone(o.Text)
+			if o.Name != "" {
+				o.Name = p.str(o.Name)
+			}
+			if o.Mods != "" {
+				o.Mods = p.str(o.Mods)
+			}
+			p.opCache[o.Text] = o
 		}
-		o.Text = p.str(o.Text)
-		o.Name = p.str(o.Name)
-		o.Mods = p.str(o.Mods)
 		in.Operands[i] = o
 	}
 	in.Class, in.Flow, in.Mem = classify(in.Op, in.Mods, in.Operands)
@@ -643,6 +727,7 @@ func (p *parser) endSection() error {
 	if sec == nil || !sec.text {
 		return nil
 	}
+	p.closeFunc()
 	end := uint64(0)
 	if sec.haveOff {
 		end = sec.lastOff + p.size
