@@ -1,14 +1,21 @@
 package analyze
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 
 	"gpuprof/profile"
 )
 
 // valCap is how many distinct values a counter counts exactly before it
-// spills them into its sketch (heaviest first).
-const valCap = 256
+// spills them into its sketch, unless its shard's budget of exact entries
+// (shardValBudget, shared by all the keys of a shard until the next item)
+// lets it grow: values that recur are then counted once per item rather
+// than once per spill.
+const (
+	valCap         = 256
+	shardValBudget = 1 << 14
+)
 
 // valCounter counts the values of one key (instruction or data object) in
 // one shard: runs of one value cost a comparison, distinct values go to a
@@ -17,6 +24,7 @@ const valCap = 256
 // feeding the sketch directly: counting such values exactly first buys
 // nothing.
 type valCounter struct {
+	budget *int // the shard's exact entries left
 	keys   []uint64
 	counts []uint64 // 0 marks an empty slot
 	n      int
@@ -68,9 +76,38 @@ func (c *valCounter) settle(kind AccessKind) {
 			return
 		}
 	}
-	if c.n >= valCap {
-		ones := c.spill(kind)
-		c.direct = ones*4 >= valCap*3
+	if c.n < valCap {
+		return
+	}
+	if c.n&(c.n-1) == 0 && c.singletons()*4 >= c.n*3 {
+		// Mostly values seen once: counting them exactly buys nothing.
+		c.release(c.n)
+		c.spill(kind)
+		c.direct = true
+		return
+	}
+	if c.budget != nil && *c.budget > 0 && c.n < shardValBudget/4 {
+		*c.budget--
+		return
+	}
+	c.release(c.n)
+	c.spill(kind)
+}
+
+func (c *valCounter) singletons() int {
+	k := 0
+	for _, n := range c.counts {
+		if n == 1 {
+			k++
+		}
+	}
+	return k
+}
+
+// release returns the entries beyond valCap to the shard's budget.
+func (c *valCounter) release(n int) {
+	if c.budget != nil && n > valCap {
+		*c.budget += n - valCap
 	}
 }
 
@@ -93,37 +130,49 @@ func (c *valCounter) grow() {
 	}
 }
 
-// spill feeds the table into the sketch and empties it; it returns how many
-// values had been seen once.
-func (c *valCounter) spill(kind AccessKind) int {
+// spill feeds the table into the sketch and empties it.
+func (c *valCounter) spill(kind AccessKind) {
 	all := make([]vc, 0, c.n)
-	ones := 0
 	for i, n := range c.counts {
 		if n != 0 {
 			all = append(all, vc{c.keys[i], n})
-			if n == 1 {
-				ones++
-			}
 			c.counts[i] = 0
 		}
 	}
 	c.n = 0
+	if len(c.keys) > 4*valCap { // give a table grown on the budget back
+		c.keys, c.counts = nil, nil
+	}
 	feed(c.sketch(kind), all)
-	return ones
 }
 
 type vc struct{ v, n uint64 }
 
-// feed adds exact counts to a sketch, heaviest first (so SpaceSaving keeps
-// the true heavy hitters exactly) and in a fixed order (so the result does
-// not depend on table layout).
+// feed adds exact counts to a sketch: the profile.SketchK heaviest first,
+// heaviest first (so SpaceSaving keeps the true heavy hitters exactly),
+// then the rest in the order given (deterministic for a given input; a
+// full sort of every spill would cost more than the sketch updates).
 func feed(sk *profile.ValueSketch, all []vc) {
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].n != all[j].n {
-			return all[i].n > all[j].n
+	if len(all) > 2*profile.SketchK {
+		// Move the SketchK heaviest to the front.
+		heavier := func(a, b vc) bool { return a.n > b.n || a.n == b.n && a.v < b.v }
+		for i := 0; i < profile.SketchK; i++ {
+			m := i
+			for j := i + 1; j < len(all); j++ {
+				if heavier(all[j], all[m]) {
+					m = j
+				}
+			}
+			all[i], all[m] = all[m], all[i]
 		}
-		return all[i].v < all[j].v
-	})
+	} else {
+		slices.SortFunc(all, func(a, b vc) int {
+			if a.n != b.n {
+				return cmp.Compare(b.n, a.n)
+			}
+			return cmp.Compare(a.v, b.v)
+		})
+	}
 	for _, x := range all {
 		sk.AddN(x.v, x.n)
 	}
@@ -154,6 +203,8 @@ func mergeCounters(cs []*valCounter, kind AccessKind) *profile.ValueSketch {
 	for v, n := range exact {
 		all = append(all, vc{v, n})
 	}
+	// Map order is random: sort, so the item is a function of the input.
+	slices.SortFunc(all, func(a, b vc) int { return cmp.Compare(a.v, b.v) })
 	feed(sk, all)
 	for _, o := range sks {
 		sk.Merge(o)

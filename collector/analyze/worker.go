@@ -85,6 +85,7 @@ type objAcc struct {
 
 // acc is what one shard accumulated since the last batch.
 type acc struct {
+	budget int // exact value entries left to the counters (see valCap)
 	pcs   map[pcKey]*pcAcc
 	pairs map[pairKey]uint64
 	objPC map[objPCKey]uint64
@@ -92,7 +93,7 @@ type acc struct {
 }
 
 func newAcc() *acc {
-	return &acc{pcs: map[pcKey]*pcAcc{}, pairs: map[pairKey]uint64{}, objPC: map[objPCKey]uint64{}, objs: map[objKey]*objAcc{}}
+	return &acc{budget: shardValBudget, pcs: map[pcKey]*pcAcc{}, pairs: map[pairKey]uint64{}, objPC: map[objPCKey]uint64{}, objs: map[objKey]*objAcc{}}
 }
 
 func (a *acc) empty() bool { return len(a.pcs) == 0 }
@@ -397,6 +398,7 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	pa := s.acc.pcs[pk]
 	if pa == nil {
 		pa = &pcAcc{ak: ak}
+		pa.vals.budget = &s.acc.budget
 		s.acc.pcs[pk] = pa
 	}
 	if r.Space == rawstream.SpaceGlobal {
@@ -462,6 +464,7 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 				oa = s.acc.objs[ok]
 				if oa == nil {
 					oa = &objAcc{ak: ak}
+					oa.vals.budget = &s.acc.budget
 					s.acc.objs[ok] = oa
 				}
 			}
