@@ -86,10 +86,10 @@ type objAcc struct {
 // acc is what one shard accumulated since the last batch.
 type acc struct {
 	budget int // exact value entries left to the counters (see valCap)
-	pcs   map[pcKey]*pcAcc
-	pairs map[pairKey]uint64
-	objPC map[objPCKey]uint64
-	objs  map[objKey]*objAcc
+	pcs    map[pcKey]*pcAcc
+	pairs  map[pairKey]uint64
+	objPC  map[objPCKey]uint64
+	objs   map[objKey]*objAcc
 }
 
 func newAcc() *acc {
