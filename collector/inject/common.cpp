@@ -498,14 +498,13 @@ static std::string driver_version_uncached() {
         char line[512];
         std::string out;
         if (fgets(line, sizeof line, f)) {
-            // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..."
-            const char *k = strstr(line, "Kernel Module");
-            if (k) {
-                k += strlen("Kernel Module");
-                while (*k == ' ') k++;
-                const char *e = k;
-                while (*e && *e != ' ' && *e != '\n') e++;
-                out.assign(k, e);
+            // "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  580.159.04  Release Build ..."
+            // The version is the first token that starts with a digit and has a dot.
+            for (char *tok = strtok(line, " \t\n"); tok; tok = strtok(nullptr, " \t\n")) {
+                if (tok[0] >= '0' && tok[0] <= '9' && strchr(tok, '.')) {
+                    out = tok;
+                    break;
+                }
             }
         }
         fclose(f);

@@ -345,23 +345,28 @@ bool setup_sass(PCtx *pc) {
         const char *metrics[2] = {"smsp__sass_inst_executed", "smsp__sass_thread_inst_executed"};
         CUpti_SassMetrics_Config mc[2];
         memset(mc, 0, sizeof mc);
+        size_t nm = 0;
         for (int i = 0; i < 2; i++) {
             CUpti_SassMetrics_GetProperties_Params gp;
             memset(&gp, 0, sizeof gp);
             gp.structSize = CUpti_SassMetrics_GetProperties_Params_STRUCT_SIZE;
             gp.pChipName = cn.pChipName;
             gp.pMetricName = metrics[i];
-            if (!CUPTI(cuptiSassMetricsGetProperties(&gp))) return false;
-            mc[i].metricId = gp.metric.metricId;
-            mc[i].outputGranularity = CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_GPU;
+            if (!CUPTI(cuptiSassMetricsGetProperties(&gp))) {
+                if (i == 0) return false;
+                continue; // the thread-level count is optional
+            }
+            mc[nm].metricId = gp.metric.metricId;
+            mc[nm].outputGranularity = CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_GPU;
+            nm++;
         }
         g_metric_inst = mc[0].metricId;
-        g_metric_thread = mc[1].metricId;
+        g_metric_thread = nm > 1 ? mc[1].metricId : ~0ull;
         CUpti_SassMetricsSetConfig_Params sc;
         memset(&sc, 0, sizeof sc);
         sc.structSize = CUpti_SassMetricsSetConfig_Params_STRUCT_SIZE;
         sc.pConfigs = mc;
-        sc.numOfMetricConfig = 2;
+        sc.numOfMetricConfig = nm;
         sc.deviceIndex = pc->device;
         if (!CUPTI(cuptiSassMetricsSetConfig(&sc))) return false;
         g_sass_devices.insert(pc->device);
@@ -383,6 +388,7 @@ void sass_flush(PCtx *pc, uint64_t launch_id) {
     dp.ctx = pc->ctx;
     if (!CUPTI(cuptiSassMetricsGetDataProperties(&dp))) return;
     size_t nrec = dp.numOfPatchedInstructionRecords, ninst = dp.numOfInstances;
+    vlog("SASS metrics after launch %llu: %zu records, %zu instances", (unsigned long long)launch_id, nrec, ninst);
     if (nrec == 0 || ninst == 0) return;
     std::vector<CUpti_SassMetrics_Data> data(nrec);
     std::vector<CUpti_SassMetrics_InstanceValue> values(nrec * ninst);

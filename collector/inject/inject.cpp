@@ -7,6 +7,7 @@
  * GPUPROF_MODE subscribes one measurement pass: the Sanitizer API for
  * redundancy, CUPTI for pcsampling and hybrid.
  */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,12 +52,17 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     return 1;
 }
 
-// LD_PRELOAD use: initialize before main, and ask the driver for eager module
-// loading so that function addresses are known at module load (the variable
-// is read at cuInit; an explicit setting in the environment wins).
+// LD_PRELOAD use: the library is loaded before main. Subscribing to the
+// Sanitizer or CUPTI from a constructor (before the driver is loaded, under the
+// loader's lock) can deadlock, so the constructor only points the driver's own
+// injection hook at this library (unless the user set one) and asks for eager
+// module loading; the driver then calls InitializeInjection at cuInit, exactly
+// as with CUDA_INJECTION64_PATH. An explicit setting in the environment wins.
 __attribute__((constructor)) static void gpuprof_preload_ctor(void) {
     const char *pre = getenv("LD_PRELOAD");
     if (!pre || !strstr(pre, "libgpuprof_inject")) return;
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-    InitializeInjection();
+    Dl_info info;
+    if (!getenv("CUDA_INJECTION64_PATH") && dladdr((void *)&InitializeInjection, &info) && info.dli_fname)
+        setenv("CUDA_INJECTION64_PATH", info.dli_fname, 0);
 }
