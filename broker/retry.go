@@ -1,0 +1,129 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// RetryPolicy is exponential backoff with jitter, bounded by a horizon.
+type RetryPolicy struct {
+	Min, Max time.Duration
+	// Horizon: give up once this long has passed since the first try. It
+	// must stay below the stream's duplicate window, so that a publish
+	// retried up to the horizon is still stored once.
+	Horizon time.Duration
+}
+
+// DefaultRetry rides out a broker restart or a leader election.
+var DefaultRetry = RetryPolicy{Min: 50 * time.Millisecond, Max: 2 * time.Second, Horizon: 2 * time.Minute}
+
+// Delay is the wait before retry number n (0 for the first retry).
+func (p RetryPolicy) Delay(n int) time.Duration {
+	d := p.Min
+	for i := 0; i < n && d < p.Max; i++ {
+		d *= 2
+	}
+	d = min(d, p.Max)
+	// ±25% jitter keeps many ranks from retrying in lockstep.
+	return d*3/4 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// Retryable reports whether err is transient: the broker is away, slow,
+// electing a leader, or full (discard-new pushback), so trying again later
+// may succeed. Other errors (too large, no such stream, bad request,
+// closed connection) are not.
+func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch {
+	case errors.Is(err, context.Canceled),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConnectionClosed),
+		errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject),
+		errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound),
+		errors.Is(err, jetstream.ErrJetStreamPublisherClosed):
+		return false
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrConnectionReconnecting),
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs), errors.Is(err, jetstream.ErrJetStreamNotEnabled),
+		errors.Is(err, jetstream.ErrServerShutdown), errors.Is(err, nats.ErrStaleConnection),
+		errors.Is(err, jetstream.ErrConsumerLeadershipChanged), errors.Is(err, jetstream.ErrNoHeartbeat):
+		return true
+	}
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) {
+		// 503: store failed (stream full under discard-new), insufficient
+		// resources, no leader; 408: request timeout; 10158: the same
+		// message id is being stored right now.
+		return ae.Code == 503 || ae.Code == 408 || ae.ErrorCode == 10158
+	}
+	return false
+}
+
+// Full reports whether err is the stream refusing a message because it is
+// at its limits (discard-new pushback).
+func Full(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && (ae.ErrorCode == 10077 || ae.ErrorCode == 10023)
+}
+
+// Retry calls f until it succeeds, fails with an error that is not
+// Retryable, the policy's horizon passes, or ctx ends. The error returned
+// is f's last, wrapped with the number of tries when there were several.
+func Retry(ctx context.Context, p RetryPolicy, f func() error) error {
+	start := time.Now()
+	for n := 0; ; n++ {
+		err := f()
+		if err == nil || !Retryable(err) || ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+				return fmt.Errorf("%w (%v)", ctx.Err(), err)
+			}
+			return err
+		}
+		d := p.Delay(n)
+		if p.Horizon > 0 && time.Since(start)+d > p.Horizon {
+			return fmt.Errorf("%w (gave up after %d tries in %v)", err, n+1, time.Since(start).Round(time.Millisecond))
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (while retrying: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// PublishRetry publishes m to stream under msgID and waits for the
+// stream's acknowledgement, retrying transient failures under p. The
+// message id makes retries safe: a copy the stream already stored is
+// acknowledged as a duplicate, not stored twice. js should time out
+// acknowledgements (Conn.NewJetStream); tries reports how many publishes
+// it took.
+func PublishRetry(ctx context.Context, js jetstream.JetStream, m *nats.Msg, msgID, stream string, p RetryPolicy) (ack *jetstream.PubAck, tries int, err error) {
+	err = Retry(ctx, p, func() error {
+		tries++
+		paf, err := js.PublishMsgAsync(m, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream))
+		if err != nil {
+			return err
+		}
+		select {
+		case a := <-paf.Ok():
+			ack = a
+			return nil
+		case err := <-paf.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	return ack, tries, err
+}

@@ -1,0 +1,161 @@
+package reducer_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"gpuprof/broker"
+	"gpuprof/collector/publish"
+	"gpuprof/profile"
+	"gpuprof/profile/proftest"
+	"gpuprof/reducer"
+)
+
+// testLogger keeps reducer log lines in a buffer the test can search, and
+// shows them with -v.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func newLogger(t *testing.T) (*slog.Logger, *logBuf) {
+	lb := &logBuf{}
+	var w io.Writer = lb
+	if testing.Verbose() && os.Getenv("REDUCER_TEST_LOG") != "" {
+		w = io.MultiWriter(lb, os.Stderr)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
+}
+
+func startBroker(t testing.TB) *broker.Embedded {
+	t.Helper()
+	e, err := broker.StartEmbedded(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e
+}
+
+func connect(t testing.TB, e *broker.Embedded, name string) *broker.Conn {
+	t.Helper()
+	c, err := broker.Connect(e.Options(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func ensureStream(t testing.TB, c *broker.Conn, job string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.EnsureStream(ctx, job, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jobItems builds every rank's items (data items then the done item).
+func jobItems(job string, seed uint64, shape proftest.Shape, ranks, batches int) [][]*profile.Profile {
+	out := make([][]*profile.Profile, ranks)
+	for r := range out {
+		out[r] = proftest.Rank(job, seed, shape, int32(r), batches)
+	}
+	return out
+}
+
+// flatMerge is the reference: every item merged in one process.
+func flatMerge(t testing.TB, job string, items [][]*profile.Profile) *profile.Profile {
+	t.Helper()
+	p := profile.New(job)
+	for _, rank := range items {
+		for _, it := range rank {
+			if err := p.Merge(it); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return p
+}
+
+// publishRanks publishes each rank's items through its own Publisher,
+// ranks concurrently, as the collectors do.
+func publishRanks(t testing.TB, e *broker.Embedded, job string, items [][]*profile.Profile, window int) []publish.Stats {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stats := make([]publish.Stats, len(items))
+	errs := make(chan error, len(items))
+	var wg sync.WaitGroup
+	for r := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := broker.Connect(e.Options(fmt.Sprintf("rank %d", r)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			p, err := publish.New(c, publish.Config{Job: job, Window: window})
+			if err != nil {
+				errs <- err
+				return
+			}
+			for i, it := range items[r] {
+				if err := p.Publish(ctx, it, i == len(items[r])-1); err != nil {
+					errs <- err
+					return
+				}
+			}
+			if err := p.Close(ctx); err != nil {
+				errs <- err
+			}
+			stats[r] = p.Stats()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return stats
+}
+
+func sameProfile(t testing.TB, got, want *profile.Profile) {
+	t.Helper()
+	g, w := got.Encode(), want.Encode()
+	if !bytes.Equal(g, w) {
+		t.Fatalf("final profile differs from the in-process merge: %d vs %d bytes, %d vs %d items, ranks sealed %d vs %d, incomplete %v",
+			len(g), len(w), got.MergedItems(), want.MergedItems(), got.SealedRanks(), want.SealedRanks(), got.IncompleteRanks())
+	}
+}
+
+func treeConfig(t testing.TB, c *broker.Conn, job string, ranks, k int, log *slog.Logger) reducer.Config {
+	t.Helper()
+	tree, err := reducer.PlanN(ranks, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reducer.Config{Job: job, Conn: c, Tree: tree, Logger: log, PartialInterval: 200 * time.Millisecond, RankTimeout: 20 * time.Second, ChildGrace: 2 * time.Second}
+}

@@ -1,0 +1,203 @@
+package reducer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gpuprof/broker"
+	"gpuprof/profile"
+)
+
+// TreeStats is what a whole tree did.
+type TreeStats struct {
+	Plan        string
+	Nodes       []NodeStats // leaves first, as Tree.Nodes lists them
+	ItemsMerged uint64      // batch items merged by the leaves
+	BytesIn     uint64      // batch bytes the leaves consumed
+	Partials    uint64      // partials published (final included)
+	PartialMB   float64     // their size
+	Elapsed     time.Duration
+	// LastDone is the broker time of the last done item; Final when the
+	// final profile was stored; Tail = Final - LastDone, the latency the
+	// tree adds after the last rank finished.
+	LastDone time.Time
+	Final    time.Time
+	Tail     time.Duration
+	// Incomplete ranks, as named in the final profile.
+	Incomplete []int32
+}
+
+// RunTree runs every node of cfg.Tree as goroutines of this process and
+// returns the final profile with the tree's stats. When a node fails the
+// others are stopped and its error returned.
+func RunTree(ctx context.Context, cfg Config) (*profile.Profile, *TreeStats, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := &counters{}
+	nodes := cfg.Tree.Nodes()
+	results := make([]*NodeResult, len(nodes))
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for i, nd := range nodes {
+		nc := cfg
+		nc.Node = nd.Name
+		nc.counters = c
+		nc.OnProgress = nil
+		if !nd.Root {
+			nc.Output = ""
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := RunNode(ctx, nc)
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				cancel()
+				return
+			}
+			results[i] = res
+		}()
+	}
+	progress := func() Progress {
+		return Progress{RanksTotal: len(cfg.Tree.Ranks), RanksDone: int(c.ranksDone.Load()), RanksIncomplete: int(c.incomplete.Load()),
+			BatchesMerged: c.batches.Load(), BytesIn: c.bytesIn.Load(), Elapsed: time.Since(start)}
+	}
+	stopProgress := make(chan struct{})
+	var pwg sync.WaitGroup
+	if cfg.OnProgress != nil {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			t := time.NewTicker(cfg.ProgressInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-stopProgress:
+					return
+				case <-t.C:
+					cfg.OnProgress(progress())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stopProgress)
+	pwg.Wait()
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if cfg.OnProgress != nil {
+		cfg.OnProgress(progress())
+	}
+	root := results[len(results)-1]
+	st := &TreeStats{Plan: cfg.Tree.String(), Elapsed: time.Since(start)}
+	for i, r := range results {
+		s := r.Stats
+		st.Nodes = append(st.Nodes, s)
+		if nodes[i].Leaf() {
+			st.ItemsMerged += s.ItemsMerged
+			st.BytesIn += s.BytesIn
+		}
+		st.Partials += s.PartialsOut
+		st.PartialMB += float64(s.BytesOut) / (1 << 20)
+		if s.LastDone.After(st.LastDone) {
+			st.LastDone = s.LastDone
+		}
+	}
+	st.Final = root.Stats.Finish
+	if !st.LastDone.IsZero() {
+		st.Tail = st.Final.Sub(st.LastDone)
+	}
+	st.Incomplete = root.Profile.IncompleteRanks()
+	return root.Profile, st, nil
+}
+
+// SignalEnd tells job's reducers that the application has ended, which
+// starts their rank-timeout clocks (the launcher calls it when mpirun
+// exits). It is stored in the stream, so reducers started or restarted
+// later see it too; signalling twice keeps the first.
+func SignalEnd(ctx context.Context, conn *broker.Conn, job string, exitCode int) error {
+	if err := broker.ValidateJob(job); err != nil {
+		return err
+	}
+	js, err := conn.NewJetStream(10 * time.Second)
+	if err != nil {
+		return err
+	}
+	m := &nats.Msg{Subject: broker.EndSubject(job), Data: []byte("exit " + strconv.Itoa(exitCode)), Header: nats.Header{}}
+	_, _, err = broker.PublishRetry(ctx, js, m, job+"/end", broker.StreamName(job), broker.DefaultRetry)
+	if err != nil {
+		return fmt.Errorf("reducer: end signal of job %s: %w", job, err)
+	}
+	return nil
+}
+
+// WaitFinal waits until job's final profile is in the stream (published by
+// a root running anywhere) and returns it.
+func WaitFinal(ctx context.Context, conn *broker.Conn, job string) (*profile.Profile, error) {
+	stream, err := conn.Stream(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	subj := broker.FinalSubject(job)
+	var oc jetstream.Consumer
+	err = broker.Retry(ctx, broker.DefaultRetry, func() error {
+		oc, err = stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverAllPolicy})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reducer: waiting for the final profile of job %s: %w", job, err)
+	}
+	var asm *partialAsm
+	for {
+		m, err := oc.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("reducer: waiting for the final profile of job %s: %w", job, ctx.Err())
+			}
+			if errors.Is(err, nats.ErrTimeout) || broker.Retryable(err) {
+				continue
+			}
+			return nil, fmt.Errorf("reducer: waiting for the final profile of job %s: %w", job, err)
+		}
+		h, err := parsePartialHeader(m.Data())
+		if err != nil || h.Job != job || h.Flags&flagFinal == 0 {
+			continue
+		}
+		if asm == nil || asm.h.Sum != h.Sum || asm.h.PVer != h.PVer {
+			asm = newPartialAsm(h)
+		}
+		complete, err := asm.add(h, m.Data(), 0)
+		if err != nil || !complete {
+			continue
+		}
+		body, err := asm.body()
+		if err != nil {
+			asm = nil
+			continue
+		}
+		return decodePartial(asm.h, body)
+	}
+}
