@@ -235,8 +235,55 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 			s.warpAcc += v.warpAcc
 			s.sectors += v.sectors
 			s.outside += v.outside
+		}
+	}
+	// Per (instruction, object): accesses, and the value counters from
+	// which both the instruction's and the object's sketches are made.
+	type opSum struct {
+		ak       AccessKind
+		accesses uint64
+		counters []*valCounter
+	}
+	ops := map[objPCKey]*opSum{}
+	for _, ac := range accs {
+		for k, v := range ac.objPC {
+			s := ops[k]
+			if s == nil {
+				s = &opSum{ak: v.ak}
+				ops[k] = s
+			}
+			s.accesses += v.accesses
 			s.counters = append(s.counters, &v.vals)
 		}
+	}
+	opKeys := make([]objPCKey, 0, len(ops))
+	for k := range ops {
+		opKeys = append(opKeys, k)
+	}
+	sort.Slice(opKeys, func(i, j int) bool { return lessOP(opKeys[i], opKeys[j]) })
+	type objSum struct {
+		ak       AccessKind
+		accesses uint64
+		counters []*valCounter
+	}
+	objs := map[objKey]*objSum{}
+	var objKeys []objKey
+	for _, k := range opKeys {
+		s := ops[k]
+		pc := pcs[pcKey{k.ctx, k.kind, k.pc}]
+		pc.counters = append(pc.counters, s.counters...)
+		if k.obj == noObj {
+			continue
+		}
+		ok := objKey{k.ctx, k.kind, k.obj}
+		os := objs[ok]
+		if os == nil {
+			os = &objSum{ak: s.ak}
+			objs[ok] = os
+			objKeys = append(objKeys, ok)
+		}
+		os.accesses += s.accesses
+		os.counters = append(os.counters, s.counters...)
 	}
 	pcKeys := make([]pcKey, 0, len(pcs))
 	for k := range pcs {
@@ -260,6 +307,12 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		st.Accesses += s.accesses
 		st.Values = mergeCounters(s.counters, s.ak)
 	}
+	for _, k := range objKeys {
+		s := objs[k]
+		st := p.ObjStatOf(profile.ObjectKey{Context: b.kernel(k.ctx), Object: b.object(k.obj), Access: access(k.kind)})
+		st.Accesses += s.accesses
+		st.Values = mergeCounters(s.counters, s.ak)
+	}
 
 	// Temporal pairs <PC_old, PC_new>.
 	for _, ac := range accs {
@@ -270,14 +323,11 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	}
 
 	// Spatial pairs <data object, PC>: accesses minus first occurrences.
-	objPC := map[objPCKey]uint64{}
-	for _, ac := range accs {
-		for k, n := range ac.objPC {
-			objPC[k] += n
+	for _, k := range opKeys {
+		if k.obj == noObj {
+			continue
 		}
-	}
-	for k, n := range objPC {
-		red := n - a.first[k]
+		red := ops[k].accesses - a.first[k]
 		if red == 0 {
 			continue
 		}
@@ -292,29 +342,6 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	}
 	clear(a.first)
 
-	// Per-object statistics.
-	type objSum struct {
-		ak       AccessKind
-		accesses uint64
-		counters []*valCounter
-	}
-	objs := map[objKey]*objSum{}
-	for _, ac := range accs {
-		for k, v := range ac.objs {
-			s := objs[k]
-			if s == nil {
-				s = &objSum{ak: v.ak}
-				objs[k] = s
-			}
-			s.accesses += v.accesses
-			s.counters = append(s.counters, &v.vals)
-		}
-	}
-	for k, s := range objs {
-		st := p.ObjStatOf(profile.ObjectKey{Context: b.kernel(k.ctx), Object: b.object(k.obj), Access: access(k.kind)})
-		st.Accesses += s.accesses
-		st.Values = mergeCounters(s.counters, s.ak)
-	}
 	// Allocations made since the last item.
 	for i, o := range a.objs {
 		if o.allocs > 0 {
@@ -334,6 +361,19 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	}
 	clear(a.insts)
 	return p
+}
+
+func lessOP(a, b objPCKey) bool {
+	if a.ctx != b.ctx {
+		return a.ctx < b.ctx
+	}
+	if a.pc != b.pc {
+		return a.pc < b.pc
+	}
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	return a.obj < b.obj
 }
 
 func lessPC(a, b pcKey) bool {

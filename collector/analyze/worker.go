@@ -55,7 +55,6 @@ type pcAcc struct {
 	warpAcc  uint64
 	sectors  uint64
 	outside  uint64 // global units outside every known allocation
-	vals     valCounter
 }
 
 type pairKey struct {
@@ -77,7 +76,11 @@ type objKey struct {
 	obj  uint32
 }
 
-type objAcc struct {
+// opAcc holds the accesses of one instruction to one data object (obj
+// noObj: to no object) and their values. The instruction's and the object's
+// value sketches are both merged from these at build time, so each lane
+// unit feeds one counter.
+type opAcc struct {
 	ak       AccessKind
 	accesses uint64
 	vals     valCounter
@@ -88,12 +91,11 @@ type acc struct {
 	budget int // exact value entries left to the counters (see valCap)
 	pcs    map[pcKey]*pcAcc
 	pairs  map[pairKey]uint64
-	objPC  map[objPCKey]uint64
-	objs   map[objKey]*objAcc
+	objPC  map[objPCKey]*opAcc
 }
 
 func newAcc() *acc {
-	return &acc{budget: shardValBudget, pcs: map[pcKey]*pcAcc{}, pairs: map[pairKey]uint64{}, objPC: map[objPCKey]uint64{}, objs: map[objKey]*objAcc{}}
+	return &acc{budget: shardValBudget, pcs: map[pcKey]*pcAcc{}, pairs: map[pairKey]uint64{}, objPC: map[objPCKey]*opAcc{}}
 }
 
 func (a *acc) empty() bool { return len(a.pcs) == 0 }
@@ -398,7 +400,6 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	pa := s.acc.pcs[pk]
 	if pa == nil {
 		pa = &pcAcc{ak: ak}
-		pa.vals.budget = &s.acc.budget
 		s.acc.pcs[pk] = pa
 	}
 	if r.Space == rawstream.SpaceGlobal {
@@ -425,11 +426,10 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 			pairN = 0
 		}
 	}
-	curObj, objN := noObj, uint64(0)
-	var oa *objAcc
+	curObj, objN := noObj-1, uint64(0) // no lane yet
+	var oa *opAcc
 	flushObj := func() {
 		if objN > 0 {
-			s.acc.objPC[objPCKey{l.ctx, kind, curObj, pi.packed}] += objN
 			oa.accesses += objN
 			objN = 0
 		}
@@ -459,14 +459,12 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 		if obj != curObj {
 			flushObj()
 			curObj = obj
-			if obj != noObj {
-				ok := objKey{l.ctx, kind, obj}
-				oa = s.acc.objs[ok]
-				if oa == nil {
-					oa = &objAcc{ak: ak}
-					oa.vals.budget = &s.acc.budget
-					s.acc.objs[ok] = oa
-				}
+			k := objPCKey{l.ctx, kind, obj, pi.packed}
+			oa = s.acc.objPC[k]
+			if oa == nil {
+				oa = &opAcc{ak: ak}
+				oa.vals.budget = &s.acc.budget
+				s.acc.objPC[k] = oa
 			}
 		}
 		tag := tagOf(lane, kind)
@@ -485,7 +483,8 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 				pa.redT++
 			}
 			t.v, t.pc, t.used = v, pi.packed, true
-			pa.vals.add(v, ak)
+			oa.vals.add(v, ak)
+			objN++
 			// Spatial (III.3-4): an earlier access of this kind to the same
 			// object in this launch carried the same value. Values seen before
 			// the last barrier are in seen; newer ones become candidates, and
@@ -497,8 +496,6 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 				}
 				continue
 			}
-			objN++
-			oa.vals.add(v, ak)
 			if lastHave && obj == lastObj && v == lastV {
 				continue // this record already looked v up (and made it a candidate if new)
 			}
