@@ -92,3 +92,25 @@ func logLevel() slog.Level {
 	}
 	return slog.LevelInfo
 }
+
+// parseAll parses flags that may come before or after the positional
+// arguments (gpuprof report DIR --sass X), up to a "--".
+func parseAll(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, pos...))
+}

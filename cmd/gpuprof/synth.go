@@ -31,7 +31,7 @@ its header, and so does every report made from it. Replay a stream with
 	k := fs.Uint("kernel-sampling", 2, "kernel sampling period K")
 	fs.IntVar(&o.Scale, "scale", 1, "multiplies every grid")
 	pattern := fs.String("pattern", "", "force one value pattern: single, dominant, few, close, random")
-	if err := fs.Parse(args); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	var err error

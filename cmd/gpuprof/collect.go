@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gpuprof/broker"
+	"gpuprof/collector"
+	"gpuprof/collector/publish"
+	"gpuprof/profile"
+)
+
+func init() {
+	register("collect", "measure one rank (wraps the application, or replays a recorded stream)", cmdCollect)
+}
+
+// natsFlags adds the broker connection flags shared by collect, reduce and
+// run, and returns a function that builds the options after parsing.
+func natsFlags(fs *flag.FlagSet) func(name string) broker.Options {
+	url := fs.String("nats", os.Getenv("GPUPROF_NATS"), "NATS server URL(s), comma-separated (default $GPUPROF_NATS)")
+	creds := fs.String("creds", os.Getenv("GPUPROF_CREDS"), "NATS credentials file")
+	nkey := fs.String("nkey", "", "NATS nkey seed file")
+	user := fs.String("user", "", "NATS user")
+	pass := fs.String("password", os.Getenv("GPUPROF_NATS_PASSWORD"), "NATS password (default $GPUPROF_NATS_PASSWORD)")
+	ca := fs.String("tls-ca", "", "CA certificate that signed the servers' certificates")
+	cert := fs.String("tls-cert", "", "client certificate")
+	key := fs.String("tls-key", "", "client key")
+	return func(name string) broker.Options {
+		o := broker.Options{CredsFile: *creds, NKeySeedFile: *nkey, User: *user, Password: *pass, CAFile: *ca, CertFile: *cert, KeyFile: *key, Name: name}
+		if *url != "" {
+			o.URLs = []string{*url}
+		}
+		return o
+	}
+}
+
+func cmdCollect(args []string) error {
+	fs := newFlags("collect", "[flags] [-- APP ARGS...]", `
+Measures one rank. With an application, it starts it with the injection
+library (CUDA_INJECTION64_PATH) and reads the library's raw record stream
+over a Unix socket; with --replay it reads a recorded stream instead. It
+analyses the stream online (value redundancy, stalls, launches, allocations)
+and publishes profile batches to the job's NATS stream (--nats), or merges
+them into one local profile (--local FILE). The rank comes from --rank or
+OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID. The exit status is
+the application's.
+
+'gpuprof run' inserts this command after mpirun's own options; written by
+hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
+	var o collector.Options
+	fs.StringVar(&o.Job, "job", os.Getenv("GPUPROF_JOB"), "job id (default $GPUPROF_JOB)")
+	fs.IntVar(&o.Rank, "rank", -1, "rank (default: from the launcher's environment)")
+	fs.StringVar(&o.Replay, "replay", "", "replay a recorded raw stream ({rank} or {rank:N} in the path is replaced)")
+	fs.StringVar(&o.Record, "record", "", "also record the raw stream to this file ({rank} replaced)")
+	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid")
+	fs.IntVar(&o.BlockSampling, "block-sampling", 0, "block sampling period P (default 50)")
+	fs.IntVar(&o.KernelSampling, "kernel-sampling", 0, "kernel sampling period K (default 1)")
+	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
+	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
+	fs.Uint64Var(&o.BatchRecords, "batch-records", 0, "publish a batch every this many access records (default 262144)")
+	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "and at least this often (default 5s)")
+	window := fs.Int("window", 64, "batches published and not yet acknowledged at most (backpressure)")
+	local := fs.String("local", "", "no broker: merge this rank's batches into a profile file")
+	nats := natsFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.Command = fs.Args()
+	if o.Replay == "" && len(o.Command) == 0 {
+		return errors.New("nothing to measure: give an application after -- or --replay FILE")
+	}
+	if *sassFiles != "" {
+		o.SASSFiles = strings.Split(*sassFiles, ",")
+	}
+	o.Logf = func(format string, a ...any) { slog.Debug(fmt.Sprintf(format, a...)) }
+	if o.Job == "" {
+		o.Job = "local"
+	}
+	if err := broker.ValidateJob(o.Job); err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var closePub func(context.Context) error
+	switch {
+	case *local != "":
+		lp := &localPublisher{p: profile.New(o.Job)}
+		o.Publisher = lp
+		closePub = func(context.Context) error { return profile.WriteFile(*local, lp.p) }
+	default:
+		bo := nats("gpuprof collect")
+		if len(bo.URLs) == 0 {
+			return errors.New("no broker: give --nats URL (gpuprof run sets it) or --local FILE")
+		}
+		conn, err := broker.Connect(bo)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		pub, err := publish.New(conn, publish.Config{Job: o.Job, Window: *window})
+		if err != nil {
+			return err
+		}
+		o.Publisher = pub
+		o.OnModule = func(h profile.ModuleHash, cubin []byte) {
+			// The first rank that sees a module uploads it; the others skip.
+			if _, err := conn.PutModule(ctx, o.Job, h, broker.ModuleCubin, cubin); err != nil {
+				slog.Warn("module upload", "module", h, "err", err)
+			}
+		}
+		closePub = pub.Close
+	}
+	c, err := collector.New(o)
+	if err != nil {
+		return err
+	}
+	runErr := c.Run(ctx)
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := closePub(cctx); err != nil {
+		// The application's result stands; the lost batches are named.
+		slog.Error("publishing", "rank", c.Rank(), "err", err)
+		if runErr == nil {
+			runErr = err
+		}
+	}
+	var ee *collector.ExitError
+	if errors.As(runErr, &ee) {
+		return exitError{ee.Code}
+	}
+	if runErr != nil {
+		return fmt.Errorf("rank %d: %w", c.Rank(), runErr)
+	}
+	return nil
+}
+
+// localPublisher merges a rank's items into one profile in memory, for runs
+// without a broker (a single process measured on its own).
+type localPublisher struct {
+	mu sync.Mutex
+	p  *profile.Profile
+}
+
+func (l *localPublisher) Publish(_ context.Context, item *profile.Profile, _ bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.Merge(item)
+}
