@@ -1,6 +1,9 @@
 package sass
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // Entry stands for the function's entry in def-use chains: a use reached by
 // Entry reads a value that was live on entry (a parameter, a value set by
@@ -227,26 +230,40 @@ func (d *DefUse) reach(g *CFG) {
 	if n == 0 || len(g.Blocks) == 0 {
 		return
 	}
-	usedBy := map[Reg][]int32{}  // instructions reading r, ascending
-	touches := map[Reg][]int32{} // instructions writing or fully waiting on r, ascending
+	// Group uses and "touches" (definitions and full waits) by register with
+	// one sort of (register, instruction) keys instead of maps.
+	var useKeys, touchKeys []uint64
 	for i := 0; i < n; i++ {
 		for _, r := range d.Uses[i] {
-			usedBy[r] = append(usedBy[r], int32(i))
+			useKeys = append(useKeys, uint64(r)<<32|uint64(i))
 		}
 		for _, r := range d.Defs[i] {
-			touches[r] = append(touches[r], int32(i))
+			touchKeys = append(touchKeys, uint64(r)<<32|uint64(i))
 		}
 		for _, r := range d.clear[i] {
 			if d.defIndex(i, r) < 0 {
-				touches[r] = append(touches[r], int32(i))
+				touchKeys = append(touchKeys, uint64(r)<<32|uint64(i))
 			}
 		}
 	}
-	regs := make([]Reg, 0, len(usedBy))
-	for r := range usedBy {
-		regs = append(regs, r)
+	slices.Sort(useKeys)
+	slices.Sort(touchKeys)
+	group := func(keys []uint64, k int) (Reg, []int32, int) {
+		r := Reg(keys[k] >> 32)
+		var out []int32
+		for ; k < len(keys) && Reg(keys[k]>>32) == r; k++ {
+			out = append(out, int32(uint32(keys[k])))
+		}
+		return r, out, k
 	}
-	sort.Slice(regs, func(i, j int) bool { return regs[i] < regs[j] })
+	touchesOf := func(r Reg) []int32 {
+		k := sort.Search(len(touchKeys), func(k int) bool { return touchKeys[k] >= uint64(r)<<32 })
+		if k >= len(touchKeys) || Reg(touchKeys[k]>>32) != r {
+			return nil
+		}
+		_, ts, _ := group(touchKeys, k)
+		return ts
+	}
 
 	nb := len(g.Blocks)
 	outLocal := make([][]int32, nb)
@@ -255,13 +272,16 @@ func (d *DefUse) reach(g *CFG) {
 	out := make([][]int32, nb)
 	inWork := make([]bool, nb)
 	work := make([]int, 0, nb)
-	for _, r := range regs {
+	for k := 0; k < len(useKeys); {
+		var r Reg
+		var uses []int32
+		r, uses, k = group(useKeys, k)
 		for b := 0; b < nb; b++ {
 			outLocal[b], in[b], out[b] = nil, nil, nil
 			transparent[b] = true
 		}
 		// local effect of each block that touches r, walking backwards
-		ts := touches[r]
+		ts := touchesOf(r)
 		for x := len(ts) - 1; x >= 0; x-- {
 			i := int(ts[x])
 			b := g.BlockOf(i)
@@ -310,7 +330,7 @@ func (d *DefUse) reach(g *CFG) {
 			}
 		}
 		// chains for each use of r
-		for _, ui := range usedBy[r] {
+		for _, ui := range uses {
 			i := int(ui)
 			b := g.BlockOf(i)
 			var reach []int32
