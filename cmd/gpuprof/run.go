@@ -1,0 +1,467 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"gpuprof/analysis"
+	"gpuprof/broker"
+	"gpuprof/profile"
+	"gpuprof/reducer"
+	export "gpuprof/viewer-export"
+)
+
+func init() {
+	register("run", "profile a job: broker, reduction tree, and a collector around every rank", cmdRun)
+	register("reduce", "run reduction-tree nodes of a job as a separate process", cmdReduce)
+}
+
+// jobConfig is what run and demo share.
+type jobConfig struct {
+	Out        string
+	Job        string
+	Broker     broker.Options // URLs empty: start an embedded broker in Out
+	Replicas   int
+	FanIn      int
+	Ranks      int
+	RankWait   time.Duration
+	ExtReduce  bool     // the tree runs elsewhere (gpuprof reduce); only wait for the final profile
+	SASS       string   // nvdisasm outputs for the analysis
+	Collect    []string // flags every collector gets (mode, sampling, replay, sass)
+	Launcher   []string // user's launcher command (run), or nil
+	Spawn      []string // demo: per-rank replay files, run as local processes
+	RankLabels map[int32]string
+	Stdout     io.Writer
+}
+
+func newJobID() string {
+	var b [3]byte
+	rand.Read(b[:])
+	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+func cmdRun(args []string) error {
+	fs := newFlags("run", "[flags] -- LAUNCHER ARGS... APP ARGS...", `
+Profiles a job: starts an embedded NATS server with JetStream in the output
+directory (or joins --nats URL), starts the reduction tree, inserts
+'gpuprof collect' after the launcher's own options so every rank is wrapped
+(mpirun, mpiexec, srun; a plain command is one rank), shows progress, and
+when the job ends writes the merged profile, the report and every export to
+the output directory and prints the top advice. The exit status is the
+application's.
+
+  gpuprof run -o lj -- mpirun -np 64 ./lmp -in in.lj`)
+	cfg := jobConfig{Stdout: os.Stdout}
+	fs.StringVar(&cfg.Out, "o", "gpuprof-out", "output directory")
+	fs.StringVar(&cfg.Job, "job", "", "job id (default: generated)")
+	fs.IntVar(&cfg.FanIn, "fan-in", 8, "reduction tree fan-in")
+	fs.IntVar(&cfg.Ranks, "ranks", 0, "rank count (default: the launcher's -np)")
+	fs.IntVar(&cfg.Replicas, "replicas", 0, "stream replicas (default 1 embedded, 3 with --nats)")
+	fs.DurationVar(&cfg.RankWait, "rank-timeout", 60*time.Second, "how long after the application ends missing ranks may still report")
+	fs.BoolVar(&cfg.ExtReduce, "external-reducers", false, "do not run the tree here: 'gpuprof reduce' processes run its nodes")
+	mode := fs.String("mode", "", "redundancy | pcsampling | hybrid (default redundancy)")
+	p := fs.Int("block-sampling", 0, "block sampling period P (default 50)")
+	k := fs.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
+	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
+	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
+	nats := natsFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.Launcher = fs.Args()
+	if len(cfg.Launcher) == 0 {
+		fs.Usage()
+		return errors.New("no command after --")
+	}
+	cfg.Broker = nats("gpuprof run")
+	cfg.SASS = *sassFiles
+	if *mode != "" {
+		cfg.Collect = append(cfg.Collect, "--mode", *mode)
+	}
+	if *p != 0 {
+		cfg.Collect = append(cfg.Collect, "--block-sampling", fmt.Sprint(*p))
+	}
+	if *k != 0 {
+		cfg.Collect = append(cfg.Collect, "--kernel-sampling", fmt.Sprint(*k))
+	}
+	if *replay != "" {
+		abs, _ := filepath.Abs(*replay)
+		cfg.Collect = append(cfg.Collect, "--replay", abs)
+	}
+	if cfg.SASS != "" {
+		cfg.Collect = append(cfg.Collect, "--sass", absList(cfg.SASS))
+	}
+	return runJob(cfg)
+}
+
+func absList(list string) string {
+	var out []string
+	for _, f := range strings.Split(list, ",") {
+		if a, err := filepath.Abs(f); err == nil {
+			f = a
+		}
+		out = append(out, f)
+	}
+	return strings.Join(out, ",")
+}
+
+// runJob runs one profiled job end to end and writes its output directory.
+func runJob(cfg jobConfig) error {
+	start := time.Now()
+	if cfg.Job == "" {
+		cfg.Job = newJobID()
+	}
+	if err := broker.ValidateJob(cfg.Job); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.Out, 0o700); err != nil {
+		return err
+	}
+	os.Chmod(cfg.Out, 0o700)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// The broker.
+	bo := cfg.Broker
+	var emb *broker.Embedded
+	if len(bo.URLs) == 0 {
+		os.RemoveAll(filepath.Join(cfg.Out, "broker"))
+		emb, err = broker.StartEmbedded(filepath.Join(cfg.Out, "broker"))
+		if err != nil {
+			return fmt.Errorf("embedded broker: %w", err)
+		}
+		defer emb.Shutdown()
+		bo = emb.Options("gpuprof run")
+		if cfg.Replicas == 0 {
+			cfg.Replicas = 1
+		}
+	} else if cfg.Replicas == 0 {
+		cfg.Replicas = 3
+	}
+	conn, err := broker.Connect(bo)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.EnsureStream(ctx, cfg.Job, cfg.Replicas); err != nil {
+		return err
+	}
+
+	// The ranks' command line.
+	wrap := []string{self, "collect", "--job", cfg.Job, "--nats", strings.Join(bo.URLs, ",")}
+	wrap = append(wrap, brokerArgs(bo)...)
+	wrap = append(wrap, cfg.Collect...)
+	var procs [][]string
+	switch {
+	case cfg.Spawn != nil:
+		for r, f := range cfg.Spawn {
+			procs = append(procs, append(append([]string{}, wrap...), "--rank", fmt.Sprint(r), "--replay", f))
+		}
+		cfg.Ranks = len(cfg.Spawn)
+	default:
+		replaying := false
+		for _, a := range cfg.Collect {
+			replaying = replaying || a == "--replay"
+		}
+		var cmd []string
+		var n int
+		if replaying {
+			// Collectors replay: whatever follows the launcher's options is not run.
+			cmd, n, err = wrapLauncher(append(append([]string{}, cfg.Launcher...), "replay"), wrap)
+			if err == nil {
+				cmd = cmd[:len(cmd)-1]
+			}
+		} else {
+			cmd, n, err = wrapLauncher(cfg.Launcher, append(wrap, "--"))
+		}
+		if err != nil {
+			return err
+		}
+		if cfg.Ranks == 0 {
+			cfg.Ranks = n
+		}
+		if cfg.Ranks == 0 {
+			return errors.New("the launcher does not say how many ranks: give --ranks N")
+		}
+		procs = [][]string{cmd}
+	}
+
+	// The reduction tree, merging while the ranks run.
+	tree, err := reducer.PlanN(cfg.Ranks, cfg.FanIn)
+	if err != nil {
+		return err
+	}
+	slog.Info("job", "id", cfg.Job, "ranks", cfg.Ranks, "tree", tree.String(), "broker", strings.Join(bo.URLs, ","), "out", cfg.Out)
+	prog := newProgress(cfg.Ranks)
+	rcfg := reducer.Config{Job: cfg.Job, Conn: conn, Tree: tree, RankTimeout: cfg.RankWait, Output: cfg.Out, OnProgress: prog.update}
+	type treeResult struct {
+		p     *profile.Profile
+		stats *reducer.TreeStats
+		err   error
+	}
+	done := make(chan treeResult, 1)
+	go func() {
+		var r treeResult
+		if cfg.ExtReduce {
+			r.p, r.err = reducer.WaitFinal(ctx, conn, cfg.Job)
+		} else {
+			r.p, r.stats, r.err = reducer.RunTree(ctx, rcfg)
+		}
+		done <- r
+	}()
+
+	// The application (or the replaying collectors).
+	appStart := time.Now()
+	exit := runProcs(ctx, procs)
+	appTime := time.Since(appStart)
+	if err := reducer.SignalEnd(ctx, conn, cfg.Job, exit); err != nil {
+		slog.Warn("signalling the end of the application", "err", err)
+	}
+	res := <-done
+	prog.finish()
+	if res.err != nil {
+		return fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit)
+	}
+	p := res.p
+	if cfg.ExtReduce {
+		if err := profile.WriteFile(filepath.Join(cfg.Out, profile.FileName), p); err != nil {
+			return err
+		}
+	}
+	for r, label := range cfg.RankLabels {
+		if ri := p.Ranks[r]; ri != nil {
+			ri.Source = label
+		}
+	}
+	saveModules(ctx, conn, cfg.Job, cfg.Out, p)
+	if err := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks, cfg.Stdout); err != nil {
+		return err
+	}
+	if res.stats != nil {
+		fmt.Fprintf(cfg.Stdout, "\nmerged %d batches (%.1f MB) from %d ranks through tree %s; application %.2fs, last done to final profile %.3fs, total %.2fs\n",
+			res.stats.ItemsMerged, float64(res.stats.BytesIn)/1e6, len(p.Items), tree.String(), appTime.Seconds(), res.stats.Tail.Seconds(), time.Since(start).Seconds())
+	}
+	fmt.Fprintf(cfg.Stdout, "output: %s (report.txt, report.html, profile.pb.gz, profile.json, database/)\n", cfg.Out)
+	if exit != 0 {
+		return exitError{exit}
+	}
+	return nil
+}
+
+// brokerArgs passes the run's broker credentials to the collectors.
+func brokerArgs(o broker.Options) []string {
+	var a []string
+	for _, kv := range [][2]string{{"--creds", o.CredsFile}, {"--nkey", o.NKeySeedFile}, {"--user", o.User}, {"--tls-ca", o.CAFile}, {"--tls-cert", o.CertFile}, {"--tls-key", o.KeyFile}} {
+		if kv[1] != "" {
+			a = append(a, kv[0], kv[1])
+		}
+	}
+	if o.Password != "" {
+		os.Setenv("GPUPROF_NATS_PASSWORD", o.Password) // not on the command line, where ps shows it
+	}
+	return a
+}
+
+// runProcs runs the commands concurrently and returns the exit status of
+// the first that failed (0 if none).
+func runProcs(ctx context.Context, procs [][]string) int {
+	var wg sync.WaitGroup
+	codes := make([]int, len(procs))
+	for i, argv := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+			if len(procs) == 1 {
+				cmd.Stdin = os.Stdin
+			}
+			err := cmd.Run()
+			var ee *exec.ExitError
+			switch {
+			case err == nil:
+			case errors.As(err, &ee):
+				codes[i] = ee.ExitCode()
+			default:
+				slog.Error("starting", "command", argv[0], "err", err)
+				codes[i] = 127
+			}
+		}()
+	}
+	wg.Wait()
+	for _, c := range codes {
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// saveModules copies the job's cubins from the broker into the output
+// directory, so the analysis can run again offline.
+func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *profile.Profile) {
+	dir := filepath.Join(out, ModulesDir)
+	for h := range p.Modules {
+		b, err := conn.GetModule(ctx, job, h, broker.ModuleCubin)
+		if err != nil {
+			continue
+		}
+		os.MkdirAll(dir, 0o700)
+		os.WriteFile(filepath.Join(dir, h.String()+".cubin"), b, 0o600)
+	}
+}
+
+// writeOutputs runs the analysis and writes every export and the report,
+// then prints the report's first screen.
+func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int, stdout io.Writer) error {
+	if err := profile.WriteFile(filepath.Join(out, profile.FileName), p); err != nil {
+		return err
+	}
+	mods, err := moduleSource(out, sassFiles, p)
+	if err != nil {
+		return err
+	}
+	adv, err := analysis.Advise(p, mods, analysis.Options{Static: true})
+	if err != nil {
+		slog.Warn("analysis", "err", err)
+	}
+	if err := export.WriteAllOptions(out, p, adv, export.Options{ExpectedRanks: ranks}); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.txt"))
+	if err != nil {
+		return err
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if len(lines) > 45 {
+		lines = append(lines[:45], fmt.Sprintf("... (%s has the rest)\n", filepath.Join(out, "report.txt")))
+	}
+	fmt.Fprint(stdout, strings.Join(lines, ""))
+	return nil
+}
+
+// progress shows ranks done, batches merged and MB in: a bar on a
+// terminal, a log line every few seconds otherwise.
+type progress struct {
+	mu   sync.Mutex
+	bar  *progressbar.ProgressBar
+	last time.Time
+	n    int
+}
+
+func newProgress(ranks int) *progress {
+	pr := &progress{n: ranks}
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		pr.bar = progressbar.NewOptions(ranks, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("ranks done"),
+			progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish())
+	}
+	return pr
+}
+
+func (pr *progress) update(p reducer.Progress) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	desc := fmt.Sprintf("ranks done %d/%d, %d batches merged, %.1f MB in", p.RanksDone, p.RanksTotal, p.BatchesMerged, float64(p.BytesIn)/1e6)
+	if pr.bar != nil {
+		pr.bar.Describe(desc)
+		pr.bar.Set(p.RanksDone)
+		return
+	}
+	if time.Since(pr.last) > 3*time.Second || p.RanksDone == p.RanksTotal {
+		pr.last = time.Now()
+		slog.Info(desc)
+	}
+}
+
+func (pr *progress) finish() {
+	if pr.bar != nil {
+		pr.bar.Finish()
+	}
+}
+
+func cmdReduce(args []string) error {
+	fs := newFlags("reduce", "--job J --ranks N --node L.I [flags]", `
+Runs reduction-tree nodes of a job in this process, for trees spread over
+machines: every process must use the same --ranks and --fan-in. A node
+consumes its inputs from the job's stream (batches of its ranks, or its
+children's partials), merges them, and publishes its partial upward; the
+root writes the final profile (-o). A restarted node replays its inputs
+from the stream; merging is idempotent, so the result is the same.`)
+	job := fs.String("job", os.Getenv("GPUPROF_JOB"), "job id")
+	ranks := fs.Int("ranks", 0, "rank count of the job")
+	fanIn := fs.Int("fan-in", 8, "tree fan-in")
+	nodes := fs.String("node", "", "nodes to run, comma-separated (level.index; 'all' runs the whole tree)")
+	out := fs.String("o", "", "where the root writes the final profile (file or directory)")
+	wait := fs.Duration("rank-timeout", 60*time.Second, "how long missing ranks may still report")
+	nats := natsFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *job == "" || *ranks <= 0 || *nodes == "" {
+		fs.Usage()
+		return errors.New("--job, --ranks and --node are required")
+	}
+	bo := nats(fmt.Sprintf("gpuprof reduce %s", *nodes))
+	if len(bo.URLs) == 0 {
+		return errors.New("--nats is required")
+	}
+	conn, err := broker.Connect(bo)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	tree, err := reducer.PlanN(*ranks, *fanIn)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := reducer.Config{Job: *job, Conn: conn, Tree: tree, RankTimeout: *wait, Output: *out}
+	if *nodes == "all" {
+		_, st, err := reducer.RunTree(ctx, cfg)
+		if err == nil {
+			slog.Info("tree done", "items", st.ItemsMerged, "tail", st.Tail)
+		}
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for _, s := range strings.Split(*nodes, ",") {
+		name, err := reducer.ParseNodeName(s)
+		if err != nil {
+			return err
+		}
+		c := cfg
+		c.Node = name
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := reducer.RunNode(ctx, c); err != nil {
+				errs <- fmt.Errorf("node %s: %w", name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
