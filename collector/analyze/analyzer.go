@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -209,6 +210,10 @@ type Analyzer struct {
 	pending uint64 // access records since the last flush
 
 	places map[uint64]*Placement
+
+	// time spent waiting for workers, resolving candidates and building
+	// items (benchmarks report them)
+	tWait, tResolve, tBuild time.Duration
 
 	anomalies uint64
 	firstAnom string
@@ -643,6 +648,7 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 // earliest access of each new value is its first occurrence, the others
 // are redundant.
 func (a *Analyzer) barrier() error {
+	t0 := time.Now()
 	done := make(chan error, len(a.workers))
 	for _, w := range a.workers {
 		w.in <- msg{kind: msgBarrier, done: done}
@@ -653,6 +659,9 @@ func (a *Analyzer) barrier() error {
 			err = e
 		}
 	}
+	t1 := time.Now()
+	a.tWait += t1.Sub(t0)
+	defer func() { a.tResolve += time.Since(t1) }()
 	if err != nil {
 		return err
 	}

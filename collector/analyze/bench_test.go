@@ -55,6 +55,12 @@ func BenchmarkAnalyze(b *testing.B) {
 			b.Run(fmt.Sprintf("values=%v/workers=%d", pat, w), func(b *testing.B) {
 				b.ReportAllocs()
 				cpu0 := cpuTime()
+				var resolve, build time.Duration
+				flush := func(a *Analyzer, seq uint32) {
+					if _, err := a.Flush(seq); err != nil {
+						b.Fatal(err)
+					}
+				}
 				for i := 0; i < b.N; i++ {
 					a := New(Options{Job: "bench", Workers: w, Structures: probe})
 					seq := uint32(0)
@@ -64,22 +70,24 @@ func BenchmarkAnalyze(b *testing.B) {
 						}
 						// Items every 64k records, as the collector's default batching.
 						if a.Pending() >= 1<<16 {
-							if _, err := a.Flush(seq); err != nil {
-								b.Fatal(err)
-							}
+							flush(a, seq)
 							seq++
 						}
 					}
-					if _, err := a.Flush(seq); err != nil {
-						b.Fatal(err)
-					}
+					flush(a, seq)
 					a.Close()
+					resolve += a.tResolve
+					build += a.tBuild
 				}
 				cpu := cpuTime() - cpu0
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(recs)/float64(b.N), "cpu-ns/record")
 				rps := float64(recs) * float64(b.N) / b.Elapsed().Seconds()
 				b.ReportMetric(rps, "records/s")
 				b.ReportMetric(rps/float64(w), "records/s/core")
+				// The serial parts: resolving spatial candidates (parallel over
+				// partitions, but workers wait) and building items.
+				b.ReportMetric(100*resolve.Seconds()/b.Elapsed().Seconds(), "%resolve")
+				b.ReportMetric(100*build.Seconds()/b.Elapsed().Seconds(), "%build")
 				b.ReportMetric(0, "ns/op")
 			})
 		}

@@ -2,6 +2,9 @@ package analyze
 
 import (
 	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"gpuprof/collector/rawstream"
 	"gpuprof/profile"
@@ -42,6 +45,8 @@ func (a *Analyzer) Flush(seq uint32) (*profile.Profile, error) {
 				err = panicError(r)
 			}
 		}()
+		t0 := time.Now()
+		defer func() { a.tBuild += time.Since(t0) }()
 		p = a.build(seq, accs)
 		return p.AsItem(a.o.Rank, seq)
 	}()
@@ -290,7 +295,22 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		pcKeys = append(pcKeys, k)
 	}
 	sort.Slice(pcKeys, func(i, j int) bool { return lessPC(pcKeys[i], pcKeys[j]) })
+	// The sketches, in parallel (the workers are idle while an item is
+	// built); everything else is assembled serially below.
+	var jobs []sketchJob
 	for _, k := range pcKeys {
+		jobs = append(jobs, sketchJob{cs: pcs[k].counters, ak: pcs[k].ak})
+	}
+	for _, k := range objKeys {
+		jobs = append(jobs, sketchJob{cs: objs[k].counters, ak: objs[k].ak})
+	}
+	for _, s := range ops {
+		for _, c := range s.counters {
+			c.settle(s.ak)
+		}
+	}
+	a.sketches(jobs)
+	for i, k := range pcKeys {
 		s := pcs[k]
 		id := b.inst(k.ctx, k.kind, k.pc)
 		if k.kind == kLoad {
@@ -305,13 +325,13 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		p.Add(id, MemOutside, s.outside)
 		st := p.PCStatOf(profile.PCKey{Context: b.kernel(k.ctx), PC: b.pc(k.pc), Access: access(k.kind)})
 		st.Accesses += s.accesses
-		st.Values = mergeCounters(s.counters, s.ak)
+		st.Values = jobs[i].out
 	}
-	for _, k := range objKeys {
+	for i, k := range objKeys {
 		s := objs[k]
 		st := p.ObjStatOf(profile.ObjectKey{Context: b.kernel(k.ctx), Object: b.object(k.obj), Access: access(k.kind)})
 		st.Accesses += s.accesses
-		st.Values = mergeCounters(s.counters, s.ak)
+		st.Values = jobs[len(pcKeys)+i].out
 	}
 
 	// Temporal pairs <PC_old, PC_new>.
@@ -361,6 +381,45 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	}
 	clear(a.insts)
 	return p
+}
+
+type sketchJob struct {
+	cs  []*valCounter
+	ak  AccessKind
+	out *profile.ValueSketch
+}
+
+// sketches runs mergeCounters for every job on as many goroutines as the
+// analyzer has workers.
+func (a *Analyzer) sketches(jobs []sketchJob) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var perr any
+	for w := 0; w < min(len(a.workers), len(jobs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					perr = r
+					mu.Unlock()
+				}
+			}()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(jobs) {
+					return
+				}
+				jobs[i].out = mergeCounters(jobs[i].cs, jobs[i].ak)
+			}
+		}()
+	}
+	wg.Wait()
+	if perr != nil {
+		panic(perr) // Flush turns it into an error
+	}
 }
 
 func lessOP(a, b objPCKey) bool {

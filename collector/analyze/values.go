@@ -178,14 +178,13 @@ func feed(sk *profile.ValueSketch, all []vc) {
 	}
 }
 
-// mergeCounters combines the counters of one key from every shard (in
-// shard order) into one sketch: exact counts are summed first, then the
-// spilled sketches merged.
+// mergeCounters combines counters (settled, in a fixed order) into one
+// sketch: exact counts are summed first, then the spilled sketches merged.
+// It only reads the counters.
 func mergeCounters(cs []*valCounter, kind AccessKind) *profile.ValueSketch {
 	exact := map[uint64]uint64{}
 	var sks []*profile.ValueSketch
 	for _, c := range cs {
-		c.settle(kind)
 		for i, n := range c.counts {
 			if n != 0 {
 				exact[c.keys[i]] += n
