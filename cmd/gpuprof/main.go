@@ -13,6 +13,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 type command struct {
@@ -56,6 +57,9 @@ func newFlags(name, usageLine, desc string) *flag.FlagSet {
 }
 
 func main() {
+	// Profiles, reports and broker storage name the user's code and hosts:
+	// everything gpuprof writes is readable by the user only.
+	syscall.Umask(0o077)
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})))
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		usage()

@@ -78,6 +78,8 @@ application's.
 	mode := fs.String("mode", "", "redundancy | pcsampling | hybrid (default redundancy)")
 	p := fs.Int("block-sampling", 0, "block sampling period P (default 50)")
 	k := fs.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
+	batchRecords := fs.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 262144)")
+	batchInterval := fs.Duration("batch-interval", 0, "and at least this often (default 5s)")
 	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
 	nats := natsFlags(fs)
@@ -99,6 +101,12 @@ application's.
 	}
 	if *k != 0 {
 		cfg.Collect = append(cfg.Collect, "--kernel-sampling", fmt.Sprint(*k))
+	}
+	if *batchRecords != 0 {
+		cfg.Collect = append(cfg.Collect, "--batch-records", fmt.Sprint(*batchRecords))
+	}
+	if *batchInterval != 0 {
+		cfg.Collect = append(cfg.Collect, "--batch-interval", batchInterval.String())
 	}
 	if *replay != "" {
 		abs, _ := filepath.Abs(*replay)
