@@ -316,13 +316,27 @@ func (c *Collector) replay(ctx context.Context) error {
 	return err
 }
 
-// publish sends one item with the next sequence number.
-func (c *Collector) publish(ctx context.Context, a *analyze.Analyzer) error {
+// publish sends one item with the next sequence number. An analysis that
+// fails while building the item sets *failed (the stream is then only
+// drained) and is recorded for the done item; only a publishing error is
+// returned.
+func (c *Collector) publish(ctx context.Context, a *analyze.Analyzer, source string, failed *bool) error {
+	if *failed {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, err := a.Flush(c.seq)
-	if err != nil || p == nil {
-		return err
+	if err != nil {
+		*failed = true
+		c.issues = append(c.issues, fmt.Sprintf("%s: analysis stopped: %s", source, firstLine(err)))
+		if c.o.Logf != nil {
+			c.o.Logf("rank %d: %s: analysis stopped: %v", c.rank, source, err)
+		}
+		return nil
+	}
+	if p == nil {
+		return nil
 	}
 	if err := c.o.Publisher.Publish(ctx, p, false); err != nil {
 		return fmt.Errorf("rank %d: publishing item %d: %w", c.rank, c.seq, err)
@@ -433,16 +447,14 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 		select {
 		case <-ctx.Done():
 			c.issue("interrupted: " + ctx.Err().Error())
-			if !failed {
-				// What was analysed still goes out, within a bound.
-				pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				c.publish(pctx, a)
-				cancel()
-			}
+			// What was analysed still goes out, within a bound.
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			c.publish(pctx, a, source, &failed)
+			cancel()
 			return ctx.Err()
 		case <-tick.C:
-			if !failed && a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval {
-				if perr := c.publish(ctx, a); perr != nil {
+			if a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval {
+				if perr := c.publish(ctx, a, source, &failed); perr != nil {
 					return perr
 				}
 				last = time.Now()
@@ -461,10 +473,8 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 					streamErr = &StreamError{Rank: c.rank, Source: source, Offset: off, Err: d.err}
 					c.issue(streamErr.Error())
 				}
-				if !failed {
-					if perr := c.publish(ctx, a); perr != nil {
-						return errors.Join(streamErr, perr)
-					}
+				if perr := c.publish(ctx, a, source, &failed); perr != nil {
+					return errors.Join(streamErr, perr)
 				}
 				if n, first := a.Anomalies(); n > 0 {
 					c.issue(fmt.Sprintf("%s: %d inconsistent frames skipped (first at %s)", source, n, first))
@@ -496,7 +506,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 				continue
 			}
 			if a.Pending() >= c.o.BatchRecords {
-				if perr := c.publish(ctx, a); perr != nil {
+				if perr := c.publish(ctx, a, source, &failed); perr != nil {
 					return perr
 				}
 				last = time.Now()
