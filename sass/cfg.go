@@ -197,7 +197,7 @@ func (g *CFG) dominators() {
 	nb := len(g.Blocks)
 	succ := func(b int) []int { return g.Blocks[b].Succs }
 	pred := func(b int) []int { return g.Blocks[b].Preds }
-	g.IDom = chk(nb, []int{0}, succ, pred)
+	g.IDom = chkFrom(nb, 0, succ, pred)
 	g.domIn, g.domOut = domIntervals(g.IDom)
 
 	// Post-dominators: the reverse graph from a virtual exit joined to all
@@ -240,12 +240,8 @@ func (g *CFG) dominators() {
 	}
 }
 
-// chk computes immediate dominators of a graph of n nodes rooted at
-// roots[0]; unreachable nodes get -1, and so does the root.
-func chk(n int, roots []int, succ, pred func(int) []int) []int {
-	return chkFrom(n, roots[0], succ, pred)
-}
-
+// chkFrom computes immediate dominators of a graph of n nodes rooted at
+// root; unreachable nodes get -1, and so does the root.
 func chkFrom(n, root int, succ, pred func(int) []int) []int {
 	// reverse postorder by iterative DFS
 	order := make([]int, 0, n)

@@ -66,9 +66,9 @@ type Operand struct {
 
 func (o Operand) String() string { return o.Text }
 
-// Regs appends to dst the tracked registers that o reads or names: the
-// register of a register operand (with its pair partner when Pair) and the
-// address registers of memory and constant operands.
+// addrRegs appends to dst the tracked registers that a memory or constant
+// operand reads to form its address (both halves of a .64 base and of a
+// desc[URx] descriptor).
 func (o *Operand) addrRegs(dst []Reg) []Reg {
 	add := func(r Reg, pair bool) {
 		if r.Tracked() {

@@ -816,15 +816,3 @@ func (p *parser) evalSize(expr string, f *Function, sec *section) (uint64, bool)
 	}
 	return la - lb, true
 }
-
-// sortedFuncs returns the functions of m ordered by section and start.
-func sortedFuncs(m *Module) []*Function {
-	fs := append([]*Function(nil), m.Functions...)
-	sort.SliceStable(fs, func(i, j int) bool {
-		if fs[i].Section != fs[j].Section {
-			return false
-		}
-		return fs[i].Start < fs[j].Start
-	})
-	return fs
-}

@@ -377,7 +377,7 @@ func (m *Module) summaries() map[*Function]*regSummary {
 	return m.summ
 }
 
-// regName is a debugging helper that renders a register list.
+// regNames renders a register list (tests and debugging).
 func regNames(rs []Reg) string {
 	var sb strings.Builder
 	for i, r := range rs {
