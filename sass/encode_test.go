@@ -202,3 +202,30 @@ func TestCache(t *testing.T) {
 		t.Error("ContentHash is not SHA-256")
 	}
 }
+
+// TestConcurrentUse: a module is shared by the collector's goroutines;
+// lazily built analyses must be safe to request concurrently (run with
+// -race).
+func TestConcurrentUse(t *testing.T) {
+	m := mustParse(t, "cflow/c.sm90.hex.txt")
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i, f := range m.Functions {
+				if (i+g)%2 == 0 {
+					f.AccessKinds()
+				}
+				for k := range f.Insts {
+					if _, ok := m.Structure().Lookup(f.Name, f.Insts[k].Offset-f.Start); !ok {
+						t.Errorf("%s+%#x not found", f.Name, f.Insts[k].Offset)
+						return
+					}
+				}
+				f.DefUse().Producers(0)
+			}
+		}(g)
+	}
+	wg.Wait()
+}
