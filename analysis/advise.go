@@ -47,7 +47,8 @@ func (o *Options) defaults() {
 
 // Advise analyses a merged profile and returns its advice, ordered across
 // the job by the share of GPU time each would save (SortAdvice); ByKernel
-// regroups it per kernel. mods may be nil: the SASS-based analyses (stall
+// regroups it per kernel. mods may be nil, and a module it cannot give (an
+// error) counts as unknown: the SASS-based analyses (stall
 // blaming, GPA's optimizers, static checks, the speedup of redundancy
 // insights) are then skipped.
 func Advise(p *profile.Profile, mods ModuleSource, opts Options) ([]Advice, error) {
@@ -88,11 +89,7 @@ func Advise(p *profile.Profile, mods ModuleSource, opts Options) ([]Advice, erro
 				continue
 			}
 			seen[f.Module] = true
-			m, err := mods.Module(f.Module)
-			if err != nil {
-				return nil, fmt.Errorf("analysis: module %v: %w", f.Module, err)
-			}
-			if m != nil {
+			if m, err := mods.Module(f.Module); err == nil && m != nil {
 				out = append(out, joinStatic(x, views, m, StaticCheck(m))...)
 			}
 		}

@@ -98,11 +98,9 @@ func newKernelView(x *Index, k profile.NodeID, mods ModuleSource, opts Options) 
 		var sf *sass.Function
 		idx := -1
 		if fn != nil && mods != nil {
-			m, err := mods.Module(fn.Module)
-			if err != nil {
-				return nil, fmt.Errorf("analysis: module %v: %w", fn.Module, err)
-			}
-			if m != nil {
+			// A module without SASS (an error from the source) leaves its
+			// instructions without code; the rest of the analysis goes on.
+			if m, err := mods.Module(fn.Module); err == nil && m != nil {
 				sf, idx = instIndex(m, fn.Name, uint64(pc.Offset))
 				if sf != nil && fns[sf] == nil {
 					c := codeOf(m, sf)
