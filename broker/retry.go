@@ -107,23 +107,30 @@ func Retry(ctx context.Context, p RetryPolicy, f func() error) error {
 // message id makes retries safe: a copy the stream already stored is
 // acknowledged as a duplicate, not stored twice. js should time out
 // acknowledgements (Conn.NewJetStream); tries reports how many publishes
-// it took.
-func PublishRetry(ctx context.Context, js jetstream.JetStream, m *nats.Msg, msgID, stream string, p RetryPolicy) (ack *jetstream.PubAck, tries int, err error) {
+// it took, and retrying, if not nil, is told of each failure retried.
+func PublishRetry(ctx context.Context, js jetstream.JetStream, m *nats.Msg, msgID, stream string, p RetryPolicy, retrying func(error)) (ack *jetstream.PubAck, tries int, err error) {
+	var last error
 	err = Retry(ctx, p, func() error {
-		tries++
-		paf, err := js.PublishMsgAsync(m, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream))
-		if err != nil {
-			return err
+		if tries++; tries > 1 && retrying != nil {
+			retrying(last)
 		}
-		select {
-		case a := <-paf.Ok():
-			ack = a
-			return nil
-		case err := <-paf.Err():
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		ack, last = publishOnce(ctx, js, m, msgID, stream)
+		return last
 	})
 	return ack, tries, err
+}
+
+func publishOnce(ctx context.Context, js jetstream.JetStream, m *nats.Msg, msgID, stream string) (*jetstream.PubAck, error) {
+	paf, err := js.PublishMsgAsync(m, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(stream))
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case a := <-paf.Ok():
+		return a, nil
+	case err := <-paf.Err():
+		return nil, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

@@ -71,6 +71,9 @@ type Config struct {
 	// the end. RunNode reports the node's view, RunTree the whole tree's.
 	OnProgress       func(Progress)
 	ProgressInterval time.Duration
+	// OnReady, if set, is called once a node is consuming its inputs (tests
+	// and benchmarks wait for the whole tree before starting the ranks).
+	OnReady func(NodeName)
 
 	counters *counters // shared by a RunTree's nodes
 }
@@ -629,6 +632,9 @@ func (n *node) loop(ctx context.Context, cons jetstream.Consumer) (*NodeResult, 
 	if err := broker.Retry(ctx, n.cfg.Retry, startIter); err != nil {
 		return nil, fmt.Errorf("reducer: node %v: pulling inputs: %w", n.spec.Name, err)
 	}
+	if n.cfg.OnReady != nil {
+		n.cfg.OnReady(n.spec.Name)
+	}
 	tick := time.NewTicker(min(max(n.cfg.PartialInterval/4, 20*time.Millisecond), 250*time.Millisecond))
 	defer tick.Stop()
 	var lastProgress time.Time
@@ -1018,7 +1024,9 @@ func (n *node) expire() {
 		for k := range n.asm {
 			keys = append(keys, k)
 		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i].rank < keys[j].rank || keys[i].rank == keys[j].rank && keys[i].seq < keys[j].seq })
+		sort.Slice(keys, func(i, j int) bool {
+			return keys[i].rank < keys[j].rank || keys[i].rank == keys[j].rank && keys[i].seq < keys[j].seq
+		})
 		for _, k := range keys {
 			pi := n.asm[k]
 			n.log.Warn("reducer: batch incomplete at the rank timeout; not merged", "rank", k.rank, "seq", k.seq, "chunks", len(pi.chunks), "of", pi.h0.Chunks)
@@ -1198,7 +1206,7 @@ func (n *node) publishProfile(ctx context.Context, p *profile.Profile, finished,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ack, _, err := broker.PublishRetry(ctx, n.js, &nats.Msg{Subject: subj, Data: c, Header: nats.Header{}}, id, broker.StreamName(n.cfg.Job), n.cfg.Retry)
+			ack, _, err := broker.PublishRetry(ctx, n.js, &nats.Msg{Subject: subj, Data: c, Header: nats.Header{}}, id, broker.StreamName(n.cfg.Job), n.cfg.Retry, nil)
 			if err == nil {
 				seqs[i] = ack.Sequence
 			}

@@ -147,7 +147,7 @@ func SignalEnd(ctx context.Context, conn *broker.Conn, job string, exitCode int)
 		return err
 	}
 	m := &nats.Msg{Subject: broker.EndSubject(job), Data: []byte("exit " + strconv.Itoa(exitCode)), Header: nats.Header{}}
-	_, _, err = broker.PublishRetry(ctx, js, m, job+"/end", broker.StreamName(job), broker.DefaultRetry)
+	_, _, err = broker.PublishRetry(ctx, js, m, job+"/end", broker.StreamName(job), broker.DefaultRetry, nil)
 	if err != nil {
 		return fmt.Errorf("reducer: end signal of job %s: %w", job, err)
 	}

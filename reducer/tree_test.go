@@ -43,7 +43,12 @@ func TestTreeMatchesFlatMerge(t *testing.T) {
 			want := flatMerge(t, job, items)
 			log, _ := newLogger(t)
 			cfg := treeConfig(t, c, job, tc.ranks, tc.k, log)
+			ready := make(chan reducer.NodeName, 100)
+			cfg.OnReady = func(n reducer.NodeName) { ready <- n }
 			pc, sc, ec := runTree(t, cfg)
+			for range cfg.Tree.Nodes() {
+				<-ready
+			}
 			pst := publishRanks(t, e, job, items, 16)
 			if err := <-ec; err != nil {
 				t.Fatal(err)
@@ -59,6 +64,9 @@ func TestTreeMatchesFlatMerge(t *testing.T) {
 			}
 			t.Logf("%s: %d chunks published, %d items merged, %.1f MB in, %d partials (%.1f MB), tail %v, elapsed %v",
 				st.Plan, chunks, st.ItemsMerged, float64(st.BytesIn)/(1<<20), st.Partials, st.PartialMB, st.Tail, st.Elapsed)
+			for _, ns := range st.Nodes {
+				t.Logf("node %v: start %v finish %v merge %v encode %v publish %v lastDone %v", ns.Node, ns.Start.Format("05.000"), ns.Finish.Format("05.000"), ns.MergeTime, ns.EncodeTime, ns.PublishTime, ns.LastDone.Format("05.000"))
+			}
 		})
 	}
 }

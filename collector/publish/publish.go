@@ -52,6 +52,7 @@ type Stats struct {
 	Acked      uint64        // chunks the stream acknowledged
 	Duplicates uint64        // acknowledgements saying the stream had the chunk already
 	Retries    uint64        // publishes repeated after a transient failure
+	Full       uint64        // of them, refused by a full stream (pushback)
 	Failed     uint64        // chunks given up on
 	InFlight   int           // chunks awaiting acknowledgement now
 	Blocked    time.Duration // time Publish spent waiting for the window
@@ -73,8 +74,8 @@ type Publisher struct {
 	err      error         // first unrecoverable error
 	closed   bool
 
-	items, chunks, bytes, acked, dups, retries, failed atomic.Uint64
-	blocked                                            atomic.Int64
+	items, chunks, bytes, acked, dups, retries, full, failed atomic.Uint64
+	blocked                                                  atomic.Int64
 }
 
 // New returns a publisher of cfg.Job's items on conn.
@@ -203,12 +204,14 @@ func (p *Publisher) send(h *profile.Header, subj string, data []byte) {
 		}
 	}()
 	m := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
-	ack, tries, err := broker.PublishRetry(ctx, p.js, m, h.ID(), p.stream, p.cfg.Retry)
-	if tries > 1 {
-		p.retries.Add(uint64(tries - 1))
-		if err == nil {
-			p.log.Debug("publish: stored after retries", "rank", h.Rank, "seq", h.Seq, "chunk", h.Chunk, "subject", subj, "tries", tries)
+	ack, tries, err := broker.PublishRetry(ctx, p.js, m, h.ID(), p.stream, p.cfg.Retry, func(err error) {
+		p.retries.Add(1)
+		if broker.Full(err) {
+			p.full.Add(1)
 		}
+	})
+	if tries > 1 && err == nil {
+		p.log.Debug("publish: stored after retries", "rank", h.Rank, "seq", h.Seq, "chunk", h.Chunk, "subject", subj, "tries", tries)
 	}
 	if err == nil {
 		p.acked.Add(1)
@@ -267,6 +270,6 @@ func (p *Publisher) Stats() Stats {
 	inflight := p.inflight
 	p.mu.Unlock()
 	return Stats{Items: p.items.Load(), Chunks: p.chunks.Load(), Bytes: p.bytes.Load(), Acked: p.acked.Load(),
-		Duplicates: p.dups.Load(), Retries: p.retries.Load(), Failed: p.failed.Load(), InFlight: inflight,
+		Duplicates: p.dups.Load(), Retries: p.retries.Load(), Full: p.full.Load(), Failed: p.failed.Load(), InFlight: inflight,
 		Blocked: time.Duration(p.blocked.Load())}
 }
