@@ -32,7 +32,7 @@ struct Config {
     uint32_t device_records = 16384;     // GPUPROF_DEVICE_RECORDS (record slots per trace buffer)
     uint64_t device_timeout_ns = 5000000000ull; // GPUPROF_DEVICE_TIMEOUT_MS
     bool sync_all = true;                // GPUPROF_SYNC (1: wait for every launch, gives host-timed durations)
-    bool skip_unpatch = false;           // GPUPROF_SKIP=unpatch|data (how launches left out by kernel sampling run)
+    bool skip_unpatch = true;            // GPUPROF_SKIP=unpatch|data (how launches left out by kernel sampling run)
     uint32_t spaces = 0xf;               // GPUPROF_SPACES (letters g s l b)
     int pc_period = 0;                   // GPUPROF_PC_PERIOD (log2 cycles, 5..31; 0 = CUPTI default)
     bool pc_serialized = true;           // GPUPROF_PC_COLLECTION=serialized|continuous

@@ -346,7 +346,11 @@ bool setup_sass(PCtx *pc) {
         CUpti_SassMetrics_Config mc[2];
         memset(mc, 0, sizeof mc);
         size_t nm = 0;
-        for (int i = 0; i < 2; i++) {
+        // smsp__sass_inst_executed only (the configuration NVIDIA's sample
+        // verifies); GPUPROF_HYBRID_THREAD=1 adds the thread-level count.
+        const char *want_thread = getenv("GPUPROF_HYBRID_THREAD");
+        const int nwant = (want_thread && want_thread[0] == '1') ? 2 : 1;
+        for (int i = 0; i < nwant; i++) {
             CUpti_SassMetrics_GetProperties_Params gp;
             memset(&gp, 0, sizeof gp);
             gp.structSize = CUpti_SassMetrics_GetProperties_Params_STRUCT_SIZE;
@@ -390,12 +394,15 @@ void sass_flush(PCtx *pc, uint64_t launch_id) {
     size_t nrec = dp.numOfPatchedInstructionRecords, ninst = dp.numOfInstances;
     vlog("SASS metrics after launch %llu: %zu records, %zu instances", (unsigned long long)launch_id, nrec, ninst);
     if (nrec == 0 || ninst == 0) return;
+    // Room for one value per instance and configured metric, whichever way
+    // CUPTI counts instances.
+    const size_t per = ninst * (g_metric_thread != ~0ull ? 2 : 1);
     std::vector<CUpti_SassMetrics_Data> data(nrec);
-    std::vector<CUpti_SassMetrics_InstanceValue> values(nrec * ninst);
+    std::vector<CUpti_SassMetrics_InstanceValue> values(nrec * per);
     for (size_t i = 0; i < nrec; i++) {
         memset(&data[i], 0, sizeof data[i]);
         data[i].structSize = sizeof(CUpti_SassMetrics_Data);
-        data[i].pInstanceValues = &values[i * ninst];
+        data[i].pInstanceValues = &values[i * per];
     }
     CUpti_SassMetricsFlushData_Params fp;
     memset(&fp, 0, sizeof fp);
@@ -409,12 +416,22 @@ void sass_flush(PCtx *pc, uint64_t launch_id) {
     gpw_buf_init(&f);
     size_t off = gpw_instr_counts_begin(&f, launch_id);
     uint32_t count = 0;
+    static bool logged = false;
     for (size_t i = 0; i < nrec; i++) {
         uint64_t inst = 0, thr = 0;
-        for (size_t k = 0; k < ninst; k++) {
+        bool matched = false;
+        for (size_t k = 0; k < per; k++) {
             const CUpti_SassMetrics_InstanceValue &v = data[i].pInstanceValues[k];
-            if (v.metricId == g_metric_inst) inst += v.value;
-            if (v.metricId == g_metric_thread) thr += v.value;
+            if (v.metricId == g_metric_inst) inst += v.value, matched = true;
+            if (v.metricId == g_metric_thread) thr += v.value, matched = true;
+        }
+        if (!matched && ninst > 0) inst = data[i].pInstanceValues[0].value; // metric ids not echoed back
+        if (!logged && (inst || i + 1 == nrec)) {
+            logged = true;
+            vlog("SASS metrics record: pcOffset %u metricId %llu value %llu (configured %llu, %llu)", data[i].pcOffset,
+                 (unsigned long long)data[i].pInstanceValues[0].metricId,
+                 (unsigned long long)data[i].pInstanceValues[0].value, (unsigned long long)g_metric_inst,
+                 (unsigned long long)g_metric_thread);
         }
         uint32_t fid = function_for(data[i].cubinCrc, data[i].functionName);
         gpw_instr_count(&f, fid, data[i].pcOffset, inst, thr);

@@ -16,7 +16,7 @@ __global__ void transpose_tile(const float *in, float *out, int w) {
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 8192, 10); // n = matrix width
+    Args a = parse_args(argc, argv, 8192, 50); // n = matrix width
     int w = (int)(a.n / 32 * 32);
     if (w == 0) w = 32;
     size_t nn = (size_t)w * w;

@@ -34,7 +34,7 @@ __global__ void transform_uniform(const float *x, float *y, int n, int iters) {
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 1L << 22, 10);
+    Args a = parse_args(argc, argv, 1L << 22, 100);
     int iters = argc > 4 ? atoi(argv[4]) : 256;
     int n = (int)(a.n / 64 * 64);
     if (n == 0) n = 64;

@@ -17,7 +17,7 @@ __global__ void sparse_mul_conditional(const float *a, const float *b, float *y,
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 1L << 26, 10);
+    Args a = parse_args(argc, argv, 1L << 26, 50);
     std::vector<float> ha(a.n), hb(a.n), hy(a.n);
     for (long i = 0; i < a.n; i++) {
         bool nonzero = ((i >> 10) % 20) == 3; // 1 chunk of 1024 elements in 20 (5%)

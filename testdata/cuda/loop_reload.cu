@@ -20,7 +20,7 @@ __global__ void accumulate_registers(const float *x, const float *s, float *y, i
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 1L << 22, 10);
+    Args a = parse_args(argc, argv, 1L << 22, 50);
     int iters = argc > 4 ? atoi(argv[4]) : 64;
     int n = (int)a.n;
     std::vector<float> hx(n), hy(n);

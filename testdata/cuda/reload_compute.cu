@@ -32,7 +32,7 @@ __global__ void evolve_registers(const float *x, const float *coef, float *y, in
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 1L << 20, 10);
+    Args a = parse_args(argc, argv, 1L << 20, 100);
     int iters = argc > 4 ? atoi(argv[4]) / 8 * 8 : 64;
     if (iters <= 0) iters = 8;
     int n = (int)a.n;

@@ -19,7 +19,7 @@ __global__ void scale_by_constant(const float *x, float v, float *y, long n) {
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 1L << 26, 10);
+    Args a = parse_args(argc, argv, 1L << 26, 50);
     const float v = 0.5f;
     std::vector<float> hx(a.n), hy(a.n);
     for (long i = 0; i < a.n; i++) hx[i] = (float)(hash32((uint32_t)i) % 1000) * 0.25f;

@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(256, 2) accumulators_in_registers(const float 
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 1L << 20, 10);
+    Args a = parse_args(argc, argv, 1L << 20, 20);
     int iters = argc > 4 ? atoi(argv[4]) : 64;
     int n = (int)a.n;
     std::vector<float> hx(n), hy(n), ref(n);

@@ -30,7 +30,7 @@ __global__ void chains_interleaved(const float *x, float *y, int iters) {
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 132 * 128, 10); // n = threads (one warp per scheduler on an H100)
+    Args a = parse_args(argc, argv, 132 * 128, 100); // n = threads (one warp per scheduler on an H100)
     int iters = argc > 4 ? atoi(argv[4]) : 16384;
     int n = (int)(a.n / 128 * 128);
     if (n == 0) n = 128;

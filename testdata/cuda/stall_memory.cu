@@ -30,7 +30,7 @@ __global__ void chase_interleaved(const int *next, const int *start, int *out, i
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 1L << 24, 5); // n = table entries
+    Args a = parse_args(argc, argv, 1L << 24, 20); // n = table entries
     int steps = argc > 4 ? atoi(argv[4]) : 256;
     int n = (int)a.n;
     // threads: 2 blocks of 128 per SM on an H100 (132 SMs), fewer for small tables

@@ -18,7 +18,7 @@ __global__ void push_soa(float *px, const float *pvx, long n, float dt) {
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 1L << 24, 10);
+    Args a = parse_args(argc, argv, 1L << 24, 50);
     const float dt = 0.5f;
     std::vector<Particle> hp(a.n);
     std::vector<float> hx(a.n), hvx(a.n), out(a.n);

@@ -19,7 +19,7 @@ __global__ void apply_class_weight(const L *label, const float *x, const float *
 }
 
 int main(int argc, char **argv) {
-    Args a = parse_args(argc, argv, 1L << 26, 10);
+    Args a = parse_args(argc, argv, 1L << 26, 30);
     std::vector<float> hx(a.n), hy(a.n);
     const float ht[4] = {0.5f, 1.5f, 2.5f, 3.5f};
     for (long i = 0; i < a.n; i++) hx[i] = (float)(hash32((uint32_t)i) % 1024) / 1024.0f;
