@@ -247,14 +247,32 @@ func (r *rd) header(format, footer string, nSections int) [][2]uint64 {
 
 // count bounds an element count by what the file can hold.
 func (r *rd) count(n, stride, at uint64, what string) uint64 {
-	if stride == 0 && n > 0 {
+	if n == 0 {
+		return 0
+	}
+	if stride == 0 {
 		r.fail("%s: zero stride", what)
 		return 0
 	}
-	if n > 0 && !r.ok(at, n*stride) {
+	if min := minStride[what]; stride < min {
+		r.fail("%s: element size %d, below the format's %d", what, stride, min)
+		return 0
+	}
+	if n > uint64(len(r.b))/stride { // also keeps n*stride from overflowing
+		r.fail("%s: %d elements of %d bytes do not fit in the file", what, n, stride)
+		return 0
+	}
+	if !r.ok(at, n*stride) {
 		return 0
 	}
 	return n
+}
+
+// minStride is the smallest element size each array may declare: the
+// fields this reader uses must lie inside one element.
+var minStride = map[string]uint64{
+	"scopes": 10, "metrics": 28, "scope instances": 10, "summaries": 20, "modules": 16, "files": 16,
+	"functions": 36, "entry points": 32, "profiles": 44, "contexts": 32,
 }
 
 func (db *Database) parseMeta(b []byte) error {

@@ -1,6 +1,7 @@
 package hpctoolkit
 
 import (
+	"encoding/binary"
 	"math"
 	"os"
 	"path/filepath"
@@ -240,6 +241,22 @@ func TestReadCorrupt(t *testing.T) {
 	}
 	if _, err := Parse(meta, prof[:len(prof)-9], cct); err == nil {
 		t.Errorf("profile.db without footer: no error")
+	}
+	// A count whose byte size overflows 64 bits (found by fuzzing: it
+	// passed the bounds check and looped for ever).
+	huge := append([]byte(nil), cct...)
+	pCtxs := binary.LittleEndian.Uint64(huge[binary.LittleEndian.Uint64(huge[24:]):])
+	huge[pCtxs+7] = 192
+	if _, err := Parse(meta, prof, huge); err == nil || !strings.Contains(err.Error(), "do not fit") {
+		t.Errorf("cct.db with an overflowing value count: %v", err)
+	}
+	// Zero-sized elements (found by fuzzing: a division by zero).
+	zero := append([]byte(nil), meta...)
+	mods := binary.LittleEndian.Uint64(zero[0x68:])
+	binary.LittleEndian.PutUint32(zero[mods+8:], 0)
+	binary.LittleEndian.PutUint16(zero[mods+12:], 0)
+	if _, err := Parse(zero, prof, cct); err == nil {
+		t.Errorf("meta.db with no modules: contexts refer to none, want an error")
 	}
 }
 
