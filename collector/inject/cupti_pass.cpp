@@ -62,6 +62,7 @@ struct PCtx {
     uint32_t device = 0;
     bool pcs = false;  // PC sampling enabled
     bool sass = false; // SASS metrics enabled
+    bool sass_pending = false; // enable at the first launch
     size_t nreasons = 0;
     CUpti_PCSamplingData cfgbuf;
     CUpti_PCSamplingData getbuf;
@@ -458,8 +459,15 @@ void on_context_created(CUcontext ctx) {
         pc->pcs = setup_pcsampling(pc);
         if (!pc->pcs) log("PC sampling could not be enabled on this context");
     } else if (g_cfg.mode == GPW_MODE_HYBRID) {
-        pc->sass = setup_sass(pc);
-        if (!pc->sass) log("SASS metrics could not be enabled on this context");
+        // GPUPROF_SASS_AT=context enables SASS metrics in the context-created
+        // callback; the default enables them at the context's first launch.
+        const char *at = getenv("GPUPROF_SASS_AT");
+        if (at && !strcmp(at, "context")) {
+            pc->sass = setup_sass(pc);
+            if (!pc->sass) log("SASS metrics could not be enabled on this context");
+        } else {
+            pc->sass_pending = true;
+        }
     }
     vlog("context created on device %u: pcsampling=%d sass=%d", dev, pc->pcs ? 1 : 0, pc->sass ? 1 : 0);
     std::lock_guard<std::mutex> lk(g_mu);
@@ -569,6 +577,12 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
         }
         t_rt_seen = true;
         emit_launch(cd->correlationId, t_rt_corr, cd->symbolName, grid, block, shared, stream);
+        PCtx *pc = ctx_state(cd->context);
+        if (pc && pc->sass_pending) {
+            pc->sass_pending = false;
+            pc->sass = setup_sass(pc);
+            if (!pc->sass) log("SASS metrics could not be enabled on this context");
+        }
         return;
     }
     // API exit
@@ -790,7 +804,8 @@ bool cupti_init() {
     };
     for (CUpti_CallbackId id : rt) ok &= CUPTI(cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API, id));
     ok &= CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-    ok &= CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    const char *act = getenv("GPUPROF_KERNEL_ACTIVITY"); // 0: no kernel durations
+    if (!act || strcmp(act, "0") != 0) ok &= CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
     uint64_t ts = 0;
     if (cuptiGetTimestamp(&ts) == CUPTI_SUCCESS) g_ts_offset = (int64_t)(now_ns() - ts);
     vlog("%s mode: CUPTI subscribed, kernel record %s", g_cfg.mode == GPW_MODE_HYBRID ? "hybrid" : "pcsampling",
