@@ -152,5 +152,9 @@ func FuzzValidate(f *testing.F) {
 	f.Add([]byte(`[1, "a", null, {"x": [true]}]`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		_ = s.Validate(doc)
+		// The same bytes as a schema: parsing and using it must not panic.
+		if sch, err := ParseSchema(doc); err == nil {
+			_ = sch.Validate(doc)
+		}
 	})
 }
