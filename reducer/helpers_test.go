@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"gpuprof/broker"
 	"gpuprof/collector/publish"
 	"gpuprof/profile"
@@ -158,4 +160,68 @@ func treeConfig(t testing.TB, c *broker.Conn, job string, ranks, k int, log *slo
 		t.Fatal(err)
 	}
 	return reducer.Config{Job: job, Conn: c, Tree: tree, Logger: log, PartialInterval: 200 * time.Millisecond, RankTimeout: 20 * time.Second, ChildGrace: 2 * time.Second}
+}
+
+// medium is a shape whose items take a few chunks under a 16 KiB payload.
+var medium = proftest.Shape{Kernels: 6, HostDepth: 4, Lines: 20, InstPer: 6, Pairs: 300, Objects: 20, RankUnique: 10, Sketches: true}
+
+func startBrokerWith(t testing.TB, o broker.EmbeddedOptions) *broker.Embedded {
+	t.Helper()
+	o.Dir = t.TempDir()
+	e, err := broker.StartEmbeddedWith(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e
+}
+
+// rawPublish stores data on subj under a message id, bypassing the
+// Publisher (to inject duplicates, corrupt and foreign batches).
+func rawPublish(t testing.TB, c *broker.Conn, job, subj string, data []byte, id string) {
+	t.Helper()
+	js, err := c.NewJetStream(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+	if _, _, err := broker.PublishRetry(ctx, js, m, id, broker.StreamName(job), broker.DefaultRetry, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chunksOf(t testing.TB, it *profile.Profile, done bool, payload int) [][]byte {
+	t.Helper()
+	cs, err := profile.EncodeBatch(it, done, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// expectSealed is the in-process reference for a run where some ranks
+// time out: the merge of what was published, those ranks sealed with the
+// reasons the reducer gives.
+func expectSealed(t testing.TB, job string, items [][]*profile.Profile, reasons map[int32]string) *profile.Profile {
+	t.Helper()
+	p := flatMerge(t, job, items)
+	var rs []int32
+	for r := range reasons {
+		rs = append(rs, r)
+	}
+	p.SealRanks(rs, func(r int32) string { return reasons[r] })
+	return p
+}
+
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -235,6 +235,7 @@ type node struct {
 	// Inner nodes.
 	child     map[NodeName]int // child name -> index in spec.Children
 	latest    []*childPartial
+	heard     []time.Time // when each child's latest version arrived
 	building  []*partialAsm
 	buildMsgs [][]jetstream.Msg
 	timedOut  bool
@@ -279,6 +280,7 @@ func (n *node) run(ctx context.Context) (*NodeResult, error) {
 			n.child[c] = i
 		}
 		n.latest = make([]*childPartial, len(n.spec.Children))
+		n.heard = make([]time.Time, len(n.spec.Children))
 		n.building = make([]*partialAsm, len(n.spec.Children))
 		n.buildMsgs = make([][]jetstream.Msg, len(n.spec.Children))
 	}
@@ -728,11 +730,35 @@ func (n *node) timeout() time.Duration {
 	return n.cfg.RankTimeout + time.Duration(n.spec.Name.Level)*n.cfg.ChildGrace
 }
 
-// deadlinePassed: the clock started, the timeout passed, and no delivered
-// input is waiting, so a backlog (a replay, a slow reducer) is never
-// mistaken for a missing rank.
+// deadlinePassed: the clock started, the timeout passed, and no input is
+// waiting, so a backlog (a replay, a slow reducer) is never mistaken for a
+// missing rank. An inner node gives up on an unfinished child only when
+// the child's own deadline (from the clock its partials carry) is past by
+// ChildGrace and it has been silent for ChildGrace: a child working
+// through a backlog publishes every PartialInterval and is waited for.
 func (n *node) deadlinePassed(now time.Time) bool {
-	return !n.clock.IsZero() && now.Sub(n.clock) > n.timeout() && n.pending == 0
+	if n.pending != 0 {
+		return false
+	}
+	if n.spec.Leaf() {
+		return !n.clock.IsZero() && now.Sub(n.clock) > n.timeout()
+	}
+	for i, c := range n.latest {
+		if c != nil && c.h.finished() {
+			continue
+		}
+		clock := n.clock
+		if c != nil && c.h.Clock != 0 {
+			clock = time.Unix(0, c.h.Clock)
+		}
+		if clock.IsZero() || now.Sub(clock) <= n.timeout() {
+			return false
+		}
+		if !n.heard[i].IsZero() && now.Sub(n.heard[i]) <= n.cfg.ChildGrace {
+			return false
+		}
+	}
+	return true
 }
 
 func (n *node) reject(m jetstream.Msg, seq uint64, rank int32, bseq int64, why string) {
@@ -980,6 +1006,7 @@ func (n *node) handlePartial(m jetstream.Msg) {
 		}
 	}
 	n.latest[ci] = &childPartial{h: a.h, body: body, msgs: msgs}
+	n.heard[ci] = time.Now()
 	n.dirty = true
 	if a.h.Clock != 0 {
 		n.startClock(time.Unix(0, a.h.Clock), "child "+n.spec.Children[ci].String())
@@ -1087,6 +1114,14 @@ func (n *node) merged() *profile.Profile {
 		}
 		if err := p.Merge(c.decoded); err != nil {
 			n.log.Error("reducer: child partial not merged", "child", n.spec.Children[i].String(), "version", c.h.PVer, "err", err)
+		}
+		// Ranks the child sealed with no data at all hold no item, which
+		// Merge (a no-op for a profile without items) would drop.
+		for _, r := range c.decoded.SortedRanks() {
+			if b := c.decoded.Items[r]; (b == nil || b.IsEmpty()) && c.decoded.Ranks[r].Incomplete != "" {
+				reason := c.decoded.Ranks[r].Incomplete
+				p.SealRanks([]int32{r}, func(int32) string { return reason })
+			}
 		}
 	}
 	if n.timedOut {
