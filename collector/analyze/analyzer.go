@@ -148,7 +148,7 @@ type launchInfo struct {
 	ended        bool
 	// seen: per partition, the values of each (object, kind) seen before
 	// the last barrier; written only at barriers.
-	seen []spTable
+	seen []map[uint32]*valSet // per partition, by object << 1 | kind
 }
 
 type kernAcc struct {
@@ -206,6 +206,7 @@ type Analyzer struct {
 
 	workers []*worker
 	shards  [numShards]*shard
+	comb    []spTable // per partition: the window's candidates of all workers
 	fseq    uint32
 	pending uint64 // access records since the last flush
 
@@ -244,6 +245,7 @@ func New(o Options) *Analyzer {
 	for i := range a.shards {
 		a.shards[i] = newShard(i)
 	}
+	a.comb = make([]spTable, o.Workers)
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, 16), pcs: map[uint64]*pcInfo{}}
 		wk.cand = make([]spTable, o.Workers)
@@ -324,10 +326,7 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 			return nil
 		}
 		a.fseq++
-		m := msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq}
-		for _, w := range a.workers {
-			w.in <- m
-		}
+		a.dispatch(f, l)
 		a.pending += uint64(f.Count)
 		a.d.records += uint64(f.Count)
 	case *rawstream.KernelEnd:
@@ -350,6 +349,33 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		a.exit = f.ExitCode
 	}
 	return nil
+}
+
+// dispatch gives each worker the records of its shards in a frame.
+func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
+	n := len(a.workers)
+	per := make([][]uint32, n)
+	if n == 1 {
+		per[0] = make([]uint32, 0, 2*f.Count)
+	}
+	it := f.Records()
+	for {
+		off := it.Offset()
+		if !it.Next() {
+			break
+		}
+		r := it.Record()
+		w := shardOf(r.Block, r.Warp) % n
+		if per[w] == nil {
+			per[w] = make([]uint32, 0, 2*int(f.Count)/n+16)
+		}
+		per[w] = append(per[w], uint32(it.Index()), uint32(off))
+	}
+	for i, w := range a.workers {
+		if len(per[i]) > 0 {
+			w.in <- msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq, recs: per[i]}
+		}
+	}
 }
 
 func (a *Analyzer) module(f *rawstream.Module, off int64) {
@@ -482,7 +508,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	}
 	a.nextSeq++
 	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.fsnap,
-		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]spTable, len(a.workers))}
+		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers))}
 	a.launches[f.LaunchID] = l
 	a.bySeq[l.seq] = l
 	ka := a.kernAcc(ci)
@@ -702,7 +728,7 @@ func (a *Analyzer) barrier() error {
 		}
 	}
 	for _, l := range a.ended {
-		l.seen = nil
+		l.seen = nil // its candidates are resolved; no access comes after KERNEL_END
 		delete(a.bySeq, l.seq)
 	}
 	a.ended = a.ended[:0]
@@ -714,41 +740,54 @@ func (a *Analyzer) barrier() error {
 // the value is spatially redundant; resolve counts the first occurrences
 // per (object, PC), which the builder subtracts from the accesses.
 func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
+	// The earliest candidate of each value over all workers.
+	comb := &a.workers[0].cand[p]
+	if len(a.workers) > 1 {
+		comb = &a.comb[p]
+		for _, w := range a.workers {
+			w.cand[p].each(func(e *spEntry) {
+				if c, added := comb.put(e.a, e.v, e.pos, e.pc); !added && e.pos < c.pos {
+					c.pos, c.pc = e.pos, e.pc
+				}
+			})
+		}
+	}
 	firsts := map[objPCKey]uint64{}
 	var last objPCKey
 	var lastN uint64
-	flush := func() {
-		if lastN > 0 {
-			firsts[last] += lastN
-			lastN = 0
+	var lastL *launchInfo
+	comb.each(func(e *spEntry) {
+		if lastL == nil || lastL.seq != uint32(e.a>>32) {
+			lastL = a.bySeq[uint32(e.a>>32)]
 		}
+		l := lastL
+		ok := uint32(e.a)
+		if !l.ended {
+			if l.seen[p] == nil {
+				l.seen[p] = map[uint32]*valSet{}
+			}
+			vs := l.seen[p][ok]
+			if vs == nil {
+				vs = &valSet{}
+				l.seen[p][ok] = vs
+			}
+			vs.add(e.v)
+		}
+		k := objPCKey{l.ctx, uint8(ok & 1), ok >> 1, e.pc}
+		if k != last {
+			if lastN > 0 {
+				firsts[last] += lastN
+			}
+			last, lastN = k, 0
+		}
+		lastN++
+	})
+	if lastN > 0 {
+		firsts[last] += lastN
 	}
-	for wi, w := range a.workers {
-		w.cand[p].each(func(e *spEntry) {
-			// The entry counts once, at the worker holding its earliest
-			// position (ties cannot happen: positions are unique).
-			for wj, o := range a.workers {
-				if wj == wi {
-					continue
-				}
-				if f := o.cand[p].get(e.a, e.v); f != nil && f.pos < e.pos {
-					return
-				}
-			}
-			l := a.bySeq[uint32(e.a>>32)]
-			ok := e.a & 0xffffffff
-			if !l.ended {
-				l.seen[p].put(ok, e.v, 1, 0)
-			}
-			k := objPCKey{l.ctx, uint8(ok & 1), uint32(ok >> 1), e.pc}
-			if k != last {
-				flush()
-				last = k
-			}
-			lastN++
-		})
+	if len(a.workers) > 1 {
+		comb.reset()
 	}
-	flush()
 	return firsts
 }
 

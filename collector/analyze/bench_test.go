@@ -16,7 +16,7 @@ import (
 // benchFrames decodes a generated rank stream once: every block traced,
 // every launch instrumented, grids scaled up.
 func benchFrames(b *testing.B, pattern synth.Pattern) ([]rawstream.Frame, []int64, uint64) {
-	stream := synthStream(b, synth.Options{Seed: 7, BlockSampling: 1, KernelSampling: 1, Scale: 4, Iterations: 2, Pattern: pattern, FrameRecords: 4096}, 0)
+	stream := synthStream(b, synth.Options{Seed: 7, BlockSampling: 1, KernelSampling: 1, Scale: 8, Iterations: 2, Pattern: pattern, FrameRecords: 4096}, 0)
 	d := rawstream.NewDecoder(bytes.NewReader(stream))
 	var fs []rawstream.Frame
 	var offs []int64

@@ -79,7 +79,7 @@ func (t *spTable) reset() {
 	if t.n == 0 {
 		return
 	}
-	if len(t.e) > 1<<16 {
+	if len(t.e) > 1<<18 {
 		t.e = nil
 	} else {
 		clear(t.e)
@@ -95,6 +95,65 @@ func (t *spTable) each(f func(e *spEntry)) {
 	for i := range t.e {
 		if t.e[i].pos != 0 {
 			f(&t.e[i])
+		}
+	}
+}
+
+// valSet is an open-addressing set of values (8 bytes a slot: the seen
+// values of one object and access kind in one launch can be millions, and
+// this is the table that must stay small).
+type valSet struct {
+	e    []uint64 // 0 marks an empty slot; value 0 is kept in zero
+	n    int
+	zero bool
+}
+
+func (s *valSet) has(v uint64) bool {
+	if v == 0 {
+		return s.zero
+	}
+	if s.n == 0 {
+		return false
+	}
+	mask := uint64(len(s.e) - 1)
+	for i := mix64(v) & mask; ; i = (i + 1) & mask {
+		switch s.e[i] {
+		case v:
+			return true
+		case 0:
+			return false
+		}
+	}
+}
+
+func (s *valSet) add(v uint64) {
+	if v == 0 {
+		s.zero = true
+		return
+	}
+	if 2*(s.n+1) > len(s.e) {
+		old := s.e
+		s.e = make([]uint64, max(2*len(old), 16))
+		s.n = 0
+		for _, x := range old {
+			if x != 0 {
+				s.insert(x)
+			}
+		}
+	}
+	s.insert(v)
+}
+
+func (s *valSet) insert(v uint64) {
+	mask := uint64(len(s.e) - 1)
+	for i := mix64(v) & mask; ; i = (i + 1) & mask {
+		switch s.e[i] {
+		case v:
+			return
+		case 0:
+			s.e[i] = v
+			s.n++
+			return
 		}
 	}
 }

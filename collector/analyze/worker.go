@@ -13,7 +13,7 @@ import (
 // candidates are partitioned by (object, value). The number is fixed, not
 // the worker count, so results (sketches included) do not depend on how
 // many cores ran the analysis.
-const numShards = 64
+const numShards = 32
 
 const (
 	kLoad  uint8 = 0
@@ -101,10 +101,11 @@ func newAcc() *acc {
 func (a *acc) empty() bool { return len(a.pcs) == 0 }
 
 // Spatial state: per launch and partition, the values of each (object,
-// kind) seen before the last barrier (launchInfo.seen), and per worker and
-// partition the candidates: values not seen before the last barrier, with
-// the position and PC of their first access in that worker (worker.cand).
-// Keys: objKind = object << 1 | kind.
+// kind) seen before the last barrier, with the position and PC of their
+// first access (launchInfo.seen), and per worker and partition the
+// candidates: values not seen before the last barrier, with the position
+// and PC of their first access in that worker (worker.cand). Keys:
+// objKind = object << 1 | kind.
 
 type spFirst struct{ pos, pc uint64 }
 
@@ -260,6 +261,13 @@ type worker struct {
 	// cand: per spatial partition, the values not seen before the last
 	// barrier, with the position and PC of their first access here.
 	cand []spTable
+	// seenCache: per partition, the seen set of (seenL, seenOK), valid
+	// where seenGen matches gen.
+	seenCache []*valSet
+	seenGen   []uint32
+	gen       uint32
+	seenL     *launchInfo
+	seenOK    uint32
 	// scratch
 	sect []uint64
 }
@@ -275,6 +283,7 @@ const (
 type msg struct {
 	kind msgKind
 	acc  *rawstream.Access
+	recs []uint32 // this worker's records: (index, offset) pairs
 	l    *launchInfo
 	fseq uint32
 	done chan<- error
@@ -286,7 +295,7 @@ func (w *worker) run() {
 		switch m.kind {
 		case msgAccess:
 			if failed == nil {
-				failed = w.safely(func() { w.access(m.acc, m.l, m.fseq) })
+				failed = w.safely(func() { w.access(m.acc, m.l, m.fseq, m.recs) })
 			}
 		case msgEndLaunch:
 			if failed == nil {
@@ -297,6 +306,7 @@ func (w *worker) run() {
 				})
 			}
 		case msgBarrier:
+			w.seenL = nil // the seen sets change at the barrier
 			m.done <- failed
 		}
 	}
@@ -336,15 +346,35 @@ func (w *worker) pcInfo(l *launchInfo, pc uint64) *pcInfo {
 	return pi
 }
 
-func (w *worker) access(a *rawstream.Access, l *launchInfo, fseq uint32) {
-	it := a.Records()
-	for it.Next() {
-		r := it.Record()
-		s := shardOf(r.Block, r.Warp)
-		if s%w.n != w.id {
-			continue
+// seenSet returns the values of (object, kind) ok seen in launch l before
+// the last barrier, in partition p (nil: none).
+func (w *worker) seenSet(l *launchInfo, p int, ok uint32) *valSet {
+	if l != w.seenL || ok != w.seenOK || w.seenCache == nil {
+		if w.seenCache == nil {
+			w.seenCache = make([]*valSet, len(w.cand))
+			w.seenGen = make([]uint32, len(w.cand))
 		}
-		w.own[s/w.n].record(w, l, fseq, it.Index(), r)
+		w.seenL, w.seenOK = l, ok
+		w.gen++
+	}
+	if w.seenGen[p] != w.gen {
+		w.seenCache[p] = l.seen[p][ok]
+		w.seenGen[p] = w.gen
+	}
+	return w.seenCache[p]
+}
+
+// access analyses this worker's records of a frame: recs holds their
+// (index, byte offset) pairs, found by the sequencer, so that a worker
+// touches only its own records' memory.
+func (w *worker) access(a *rawstream.Access, l *launchInfo, fseq uint32, recs []uint32) {
+	var r rawstream.Record
+	for i := 0; i+1 < len(recs); i += 2 {
+		if _, err := rawstream.ParseRecord(a.Data[recs[i+1]:], &r); err != nil {
+			panic(err) // validated by the decoder: this is a bug
+		}
+		s := shardOf(r.Block, r.Warp)
+		w.own[s/w.n].record(w, l, fseq, int(recs[i]), &r)
 	}
 }
 
@@ -500,12 +530,12 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 				continue // this record already looked v up (and made it a candidate if new)
 			}
 			lastObj, lastV, lastHave = obj, v, true
-			ok := uint64(obj)<<1 | uint64(kind)
+			ok := obj<<1 | uint32(kind)
 			p := partOf(obj, kind, v, parts)
-			if l.seen[p].get(ok, v) != nil {
+			if vs := w.seenSet(l, p, ok); vs != nil && vs.has(v) {
 				continue
 			}
-			w.cand[p].put(uint64(l.seq)<<32|ok, v, base|uint64(lane)<<4|uint64(u), pi.packed)
+			w.cand[p].put(uint64(l.seq)<<32|uint64(ok), v, base|uint64(lane)<<4|uint64(u), pi.packed)
 		}
 		pa.accesses += uint64(nu)
 	}

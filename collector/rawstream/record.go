@@ -123,6 +123,16 @@ func parseRecord(b []byte, r *Record) (int, *recordError) {
 	return RecordHeaderSize + n, nil
 }
 
+// ParseRecord reads the record at the start of b (Access.Data from some
+// record's offset on) into r and returns its length.
+func ParseRecord(b []byte, r *Record) (int, error) {
+	n, e := parseRecord(b, r)
+	if e != nil {
+		return 0, fmt.Errorf("rawstream: record at byte %d: %s: %s", e.off, e.field, e.msg)
+	}
+	return n, nil
+}
+
 // Records iterates over the records of an Access frame without copying.
 type Records struct {
 	data []byte
