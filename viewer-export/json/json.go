@@ -6,6 +6,7 @@
 package jsonexport
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -382,7 +383,7 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		if p.Spatial[a] != p.Spatial[b] {
 			return p.Spatial[a] > p.Spatial[b]
 		}
-		return fmt.Sprint(a) < fmt.Sprint(b)
+		return view.SpatialLess(a, b)
 	})
 	for _, k := range skeys {
 		d.Spatial = append(d.Spatial, Spatial{Context: hex(uint64(k.Context)), Access: k.Access.String(), Object: hex(uint64(k.Object)),
@@ -392,7 +393,7 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 	for k := range p.PCs {
 		pkeys = append(pkeys, k)
 	}
-	sort.Slice(pkeys, func(i, j int) bool { return fmt.Sprint(pkeys[i]) < fmt.Sprint(pkeys[j]) })
+	sort.Slice(pkeys, func(i, j int) bool { return view.PCKeyLess(pkeys[i], pkeys[j]) })
 	for _, k := range pkeys {
 		s := p.PCs[k]
 		d.PCs = append(d.PCs, PCStat{Context: hex(uint64(k.Context)), Access: k.Access.String(), PC: pc(p, k.PC), Accesses: s.Accesses, Values: sketch(s.Values)})
@@ -441,11 +442,14 @@ func finite(f float64) float64 {
 	return f
 }
 
-// Write writes the document of p and its advice to w, indented.
+// Write writes the document of p and its advice to w (compact: profiles
+// of real jobs run to many megabytes; pretty-print with jq if needed).
 func Write(w io.Writer, p *profile.Profile, advice []analysis.Advice) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", " ")
-	return enc.Encode(Build(p, advice))
+	bw := bufio.NewWriterSize(w, 1<<16)
+	if err := json.NewEncoder(bw).Encode(Build(p, advice)); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // WriteFile writes the document to file.

@@ -182,7 +182,7 @@ func TopPairs(p *profile.Profile, n int) []Pair {
 		if a.Redundant != b.Redundant {
 			return a.Redundant > b.Redundant
 		}
-		return fmt.Sprint(a.Key) < fmt.Sprint(b.Key)
+		return TemporalLess(a.Key, b.Key)
 	})
 	if n > 0 && len(out) > n {
 		out = out[:n]
@@ -258,7 +258,8 @@ func TopObjects(p *profile.Profile, n int) []Object {
 		if a.Accesses != b.Accesses {
 			return a.Accesses > b.Accesses
 		}
-		return fmt.Sprint(a.Context, a.Object, a.Access) < fmt.Sprint(b.Context, b.Object, b.Access)
+		return ObjectKeyLess(profile.ObjectKey{Context: a.Context, Object: a.Object, Access: a.Access},
+			profile.ObjectKey{Context: b.Context, Object: b.Object, Access: b.Access})
 	})
 	if n > 0 && len(out) > n {
 		out = out[:n]
@@ -401,3 +402,59 @@ func ProvenanceOf(p *profile.Profile) Provenance {
 
 // Basename shortens a path for narrow columns.
 func Basename(s string) string { return path.Base(s) }
+
+// PCLess orders instructions by function, then offset.
+func PCLess(a, b profile.PC) bool {
+	if a.Func != b.Func {
+		return a.Func < b.Func
+	}
+	return a.Offset < b.Offset
+}
+
+// TemporalLess orders temporal keys (a total order, for stable output).
+func TemporalLess(a, b profile.TemporalKey) bool {
+	switch {
+	case a.Context != b.Context:
+		return a.Context < b.Context
+	case a.Access != b.Access:
+		return a.Access < b.Access
+	case a.Old != b.Old:
+		return PCLess(a.Old, b.Old)
+	}
+	return PCLess(a.New, b.New)
+}
+
+// SpatialLess orders spatial keys.
+func SpatialLess(a, b profile.SpatialKey) bool {
+	switch {
+	case a.Context != b.Context:
+		return a.Context < b.Context
+	case a.Access != b.Access:
+		return a.Access < b.Access
+	case a.Object != b.Object:
+		return a.Object < b.Object
+	}
+	return PCLess(a.PC, b.PC)
+}
+
+// PCKeyLess orders instruction statistics keys.
+func PCKeyLess(a, b profile.PCKey) bool {
+	switch {
+	case a.Context != b.Context:
+		return a.Context < b.Context
+	case a.Access != b.Access:
+		return a.Access < b.Access
+	}
+	return PCLess(a.PC, b.PC)
+}
+
+// ObjectKeyLess orders object statistics keys.
+func ObjectKeyLess(a, b profile.ObjectKey) bool {
+	switch {
+	case a.Context != b.Context:
+		return a.Context < b.Context
+	case a.Object != b.Object:
+		return a.Object < b.Object
+	}
+	return a.Access < b.Access
+}

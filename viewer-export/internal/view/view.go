@@ -9,24 +9,43 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ianlancetaylor/demangle"
 
 	"gpuprof/profile"
 )
 
+// Demangling is slow next to the tables that repeat a few names many
+// times (every temporal pair names two instructions), so results are kept.
+var demangled, short sync.Map
+
 // Demangle returns the readable form of a C++/CUDA symbol, or name itself.
 func Demangle(name string) string {
 	if name == "" {
 		return name
 	}
+	if d, ok := demangled.Load(name); ok {
+		return d.(string)
+	}
 	// Filter never fails: it returns its input when it cannot demangle.
-	return demangle.Filter(name, demangle.NoClones)
+	d := demangle.Filter(name, demangle.NoClones)
+	demangled.Store(name, d)
+	return d
 }
 
 // ShortName drops the parameter list of a demangled name (for narrow
 // columns): "void k<float>(float*, int)" -> "k<float>".
 func ShortName(name string) string {
+	if s, ok := short.Load(name); ok {
+		return s.(string)
+	}
+	s := shortName(name)
+	short.Store(name, s)
+	return s
+}
+
+func shortName(name string) string {
 	d := Demangle(name)
 	if i := strings.IndexByte(d, '('); i > 0 {
 		d = d[:i]
