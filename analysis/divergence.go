@@ -162,10 +162,11 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 		return bad[i].Node < bad[j].Node
 	})
 	a := &Advice{Kind: OptGlobalAdjust, Category: CatDivergence, Importance: share, KernelShare: x.KernelShare(k), Ranks: x.KernelRanks(k)}
-	m := 0.0
+	m, excess := 0.0, 0.0
 	for i, d := range bad {
 		w := x.Where(d.Node)
 		w.Amount = float64(d.Sectors)
+		excess += 32 * (float64(d.Sectors) - d.Ideal*float64(d.WarpAccesses))
 		if kv != nil {
 			if r, ok := kv.byNode[d.Node]; ok {
 				w.SASS = kv.where(r.fv, r.i).SASS
@@ -176,6 +177,12 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 			a.Hotspots = append(a.Hotspots, w)
 		}
 	}
+	how := "cost of the divergent accesses × (1 - efficiency)"
+	if kv != nil && kv.memoryBound() {
+		// Memory bound: coalescing saves the excess sectors' share of the
+		// traffic.
+		m, how = kv.trafficCost(excess), fmt.Sprintf("memory stall samples × excess traffic %.0f of %.0f bytes", excess, kv.kernelBytes())
+	}
 	h := a.Hotspots[0]
 	a.Hint = fmt.Sprintf("the warp accesses at %s:%d touch %.1f 32-byte sectors where %.0f would do: make consecutive lanes access consecutive addresses (structure of arrays, transposed indexing, or staging through shared memory).",
 		h.File, h.Line, bad[0].Degree, bad[0].Ideal)
@@ -183,7 +190,7 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 		tot.Degree, tot.Ideal, len(bad), 100*share, bad[0].Degree, bad[0].Efficiency())
 	if kv != nil && m > 0 {
 		a.Speedup = StallElimination(kv.T, m)
-		a.Evidence += fmt.Sprintf("; M = %.0f of T = %.0f samples (cost of the divergent accesses × (1 - efficiency)), eq. 3 = %.3f", m, kv.T, a.Speedup)
+		a.Evidence += fmt.Sprintf("; M = %.0f of T = %.0f samples (%s), eq. 3 = %.3f", m, kv.T, how, a.Speedup)
 	}
 	return a
 }

@@ -245,3 +245,75 @@ func TestScalarReplacementEstimate(t *testing.T) {
 		t.Fatalf("speedup %v want %v; hotspot %+v; %s", a.Speedup, T/(T-M), a.Hotspots[0], a.Evidence)
 	}
 }
+
+// A memory-bound kernel loads x[i] and w[i] (a single-value object written
+// by a fill kernel) and stores y[i]: constant replacement removes the fill
+// kernel and w's third of the traffic, so a third of the memory stalls.
+func TestConstantReplacementTrafficEstimate(t *testing.T) {
+	scale := parseSASS(t, "scale", `
+		#line 12
+		LDG.E R2, desc[UR4][R4.64] {W0 S1}
+		LDG.E R3, desc[UR4][R6.64] {W1 S1}
+		FMUL R8, R2, R3 {B01 S4}
+		STG.E desc[UR4][R10.64], R8 {S1}
+		EXIT
+	`)
+	fill := parseSASS(t, "fill", `
+		#line 7
+		STG.E desc[UR4][R10.64], R8 {S1}
+		EXIT
+	`)
+	p := profile.New("j")
+	const modS, modF = profile.ModuleHash(0x51), profile.ModuleHash(0xf1)
+	sf := sampledKernelIn(t, p, fill, "fill", modF)
+	ss := sampledKernelIn(t, p, scale, "scale", modS)
+	p.Add(sf.k.ID, profile.GPUTime, 500)
+	p.Add(ss.k.ID, profile.GPUTime, 1000)
+	sf.stall(0x00, "drain", 40)
+	sf.stall(0x10, "selected", 10)
+	ss.stall(0x00, "selected", 5)
+	ss.stall(0x10, "selected", 5)
+	ss.stall(0x20, "long_scoreboard", 80)
+	ss.stall(0x30, "lg_throttle", 10)
+	// The object w, written by fill with one value and read back by scale.
+	ctx := p.Path(profile.Frame{Kind: profile.KindHostFrame, Module: "/app", Function: "main", File: "main.cu", Line: 99})
+	w := profile.ObjectIDOf(ctx.ID, 4096)
+	p.Objects[w] = &profile.DataObject{ID: w, Context: ctx.ID, Size: 4096, Count: 1}
+	type acc struct {
+		s   *sampled
+		off uint32
+		a   profile.Access
+		obj profile.ObjectID
+	}
+	for _, x := range []acc{{sf, 0x00, profile.Store, w}, {ss, 0x00, profile.Load, 0}, {ss, 0x10, profile.Load, w}, {ss, 0x30, profile.Store, 0}} {
+		fid := profile.FuncIDOf(x.s.mod, x.s.p.Nodes[x.s.k.ID].Frame.Function)
+		pc := profile.PC{Func: fid, Offset: x.off}
+		id := x.s.node[uint64(x.off)]
+		m := profile.MemLoads
+		if x.a == profile.Store {
+			m = profile.MemStores
+		}
+		p.Add(id, m, 3200)
+		p.Add(id, profile.MemWarpAccess, 100)
+		p.Add(id, profile.MemSectors, 400)
+		st := p.PCStatOf(profile.PCKey{Context: x.s.k.ID, PC: pc, Access: x.a})
+		st.Accesses = 3200
+		if x.obj != 0 {
+			os := p.ObjStatOf(profile.ObjectKey{Context: x.s.k.ID, Object: w, Access: x.a})
+			os.Accesses = 3200
+			os.Values = profile.NewValueSketch(profile.ValFloat, 32)
+			os.Values.AddN(uint64(math.Float32bits(0.5)), 3200)
+			p.Spatial[profile.SpatialKey{Context: x.s.k.ID, Object: w, PC: pc, Access: x.a}] = 3199
+		}
+	}
+	as, err := Advise(p, Modules{modS: scale, modF: fill}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := findKind(t, as, KindConstant)
+	// fill goes away; scale keeps 1 - (90 memory samples × 1/3 of the bytes)/100.
+	want := (500.0 + 1000) / (1000 * (1 - 30.0/100))
+	if !approx(a.Speedup, want) || len(a.Hotspots) != 2 {
+		t.Fatalf("speedup %v, want %v; %d hotspots; %s", a.Speedup, want, len(a.Hotspots), a.Evidence)
+	}
+}

@@ -28,6 +28,7 @@ type kernelView struct {
 // fnView is one GPU function of a kernel context.
 type fnView struct {
 	c    *code
+	fid  profile.FuncID
 	node []profile.NodeID // instruction node per instruction (0 if not sampled)
 	s    []blame.Samples
 	r    *blame.Result
@@ -104,7 +105,7 @@ func newKernelView(x *Index, k profile.NodeID, mods ModuleSource, opts Options) 
 				sf, idx = instIndex(m, fn.Name, uint64(pc.Offset))
 				if sf != nil && fns[sf] == nil {
 					c := codeOf(m, sf)
-					fv := &fnView{c: c, node: make([]profile.NodeID, len(sf.Insts)), s: make([]blame.Samples, len(sf.Insts))}
+					fv := &fnView{c: c, fid: profile.FuncIDOf(fn.Module, sf.Name), node: make([]profile.NodeID, len(sf.Insts)), s: make([]blame.Samples, len(sf.Insts))}
 					for i := range fv.s {
 						fv.s[i] = blame.Samples{ByReason: map[string]float64{}, Executed: -1}
 					}
@@ -255,4 +256,66 @@ func (fv *fnView) inLoop(i, li int) bool {
 		}
 	}
 	return false
+}
+
+// nodeOf is the profile node of instruction i of fv in this kernel context
+// (0 if the profile has none).
+func (kv *kernelView) nodeOf(fv *fnView, i int) profile.NodeID {
+	return kv.x.Inst[InstKey{kv.k, profile.PC{Func: fv.fid, Offset: uint32(fv.c.F.Insts[i].Offset)}}]
+}
+
+// memReasons are the stall reasons of a kernel waiting on the memory
+// system.
+var memReasons = map[string]bool{"long_scoreboard": true, "lg_throttle": true, "tex_throttle": true, "drain": true, "membar": true}
+
+// memSamples is the kernel's samples of memory stall reasons.
+func (kv *kernelView) memSamples() float64 {
+	t := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			for r, v := range fv.s[i].ByReason {
+				if memReasons[r] {
+					t += v
+				}
+			}
+		}
+	}
+	return t
+}
+
+// bytesAt is the memory traffic measured at an instruction node: its
+// distinct 32-byte sectors, else its lane accesses times their width.
+func (kv *kernelView) bytesAt(id profile.NodeID, width int) float64 {
+	vs := kv.x.P.Nodes[id].Metrics
+	if s := vs.Get(profile.MemSectors); s > 0 {
+		return 32 * float64(s)
+	}
+	if width == 0 {
+		width = 4
+	}
+	return float64(width) * float64(vs.Get(profile.MemLoads)+vs.Get(profile.MemStores))
+}
+
+// kernelBytes is the kernel context's measured global memory traffic.
+func (kv *kernelView) kernelBytes() float64 {
+	t := 0.0
+	for _, id := range kv.x.InstNodes(kv.k) {
+		t += kv.bytesAt(id, 0)
+	}
+	return t
+}
+
+// memoryBound reports whether most of the kernel's samples wait on memory
+// (then traffic, not dependency edges, apportions them: every access
+// competes for the same bandwidth).
+func (kv *kernelView) memoryBound() bool { return kv.memSamples() >= 0.5*kv.T }
+
+// trafficCost is the memory stall samples a removal of `bytes` of the
+// kernel's traffic saves: memory samples × bytes / kernel bytes.
+func (kv *kernelView) trafficCost(bytes float64) float64 {
+	b := kv.kernelBytes()
+	if b == 0 {
+		return 0
+	}
+	return kv.memSamples() * min(1, bytes/b)
 }

@@ -109,7 +109,7 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 		m := kv.redundancyCost(a, refs, trs)
 		estimated = true
 		before += t
-		after += t * (1 - min(m, 0.99*kv.T)/kv.T)
+		after += t * max(0, 1-m/kv.T) // a kernel whose work all goes away costs nothing
 		notes = append(notes, fmt.Sprintf("%s: M = %.0f of T = %.0f samples", Demangle(x.P.Nodes[k].Frame.Function), m, kv.T))
 	}
 	if !estimated || after <= 0 {
@@ -142,14 +142,31 @@ func (kv *kernelView) ref(w Where) (instRef, bool) {
 }
 
 // redundancyCost is the samples the insight's optimisation removes in one
-// kernel context.
+// kernel context. The removed accesses' cost is their share of the
+// kernel's memory traffic times its memory stall samples when the kernel
+// is memory bound (its accesses compete for bandwidth), else their own
+// samples and the stalls blamed on them.
 func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) float64 {
+	cost := func(rs []instRef, frac float64) float64 {
+		if kv.memoryBound() {
+			b := 0.0
+			for _, r := range rs {
+				if id := kv.nodeOf(r.fv, r.i); id != 0 {
+					b += kv.bytesAt(id, r.fv.c.F.Insts[r.i].Mem.Bits/8)
+				}
+			}
+			if b > 0 {
+				return kv.trafficCost(frac * b)
+			}
+		}
+		return sumCost(rs, frac)
+	}
 	switch a.Kind {
 	case KindConstant:
 		if kv.onlyStores(refs) {
 			return kv.T // the kernel only writes the constant: it goes away
 		}
-		return sumCost(refs, 1)
+		return cost(refs, 1)
 	case KindConditional:
 		// Skipping the work on the dominant value saves the loads combined
 		// with the flagged value (or the flagged store itself).
@@ -161,11 +178,11 @@ func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) f
 			}
 			co = append(co, coLoads(r)...)
 		}
-		return sumCost(dedupRefs(co), a.red.frac)
+		return cost(dedupRefs(co), a.red.frac)
 	case KindScalarRepl:
 		return kv.scalarReplacementCost(refs, trs)
 	}
-	return sumCost(refs, a.red.frac)
+	return cost(refs, a.red.frac)
 }
 
 func sumCost(refs []instRef, frac float64) float64 {

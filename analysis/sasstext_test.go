@@ -95,9 +95,16 @@ type sampled struct {
 
 func sampledKernel(t *testing.T, m *sass.Module, name string, mod profile.ModuleHash) *sampled {
 	t.Helper()
-	p := profile.New("j")
+	s := sampledKernelIn(t, profile.New("j"), m, name, mod)
+	s.p.Add(s.k.ID, profile.GPUTime, 1000)
+	return s
+}
+
+// sampledKernelIn adds the kernel context to p.
+func sampledKernelIn(t *testing.T, p *profile.Profile, m *sass.Module, name string, mod profile.ModuleHash) *sampled {
+	t.Helper()
 	p.AddModule(profile.Module{Hash: mod, Name: "k.cubin", SM: 90})
-	h := p.Path(profile.Frame{Kind: profile.KindHostFrame, Module: "/app", Function: "main", File: "main.cu", Line: 10})
+	h := p.Path(profile.Frame{Kind: profile.KindHostFrame, Module: "/app", Function: "main", File: "main.cu", Line: 10 + uint32(len(p.Nodes))})
 	k := p.Child(h.ID, profile.Frame{Kind: profile.KindKernel, Module: mod.String(), Function: name})
 	fn := p.Child(k.ID, profile.Frame{Kind: profile.KindGPUFunction, Module: mod.String(), Function: name})
 	p.AddFunc(mod, name)
@@ -116,7 +123,6 @@ func sampledKernel(t *testing.T, m *sass.Module, name string, mod profile.Module
 		in := p.Child(ln.ID, profile.Frame{Kind: profile.KindInstruction, Offset: f.Insts[i].Offset})
 		s.node[f.Insts[i].Offset] = in.ID
 	}
-	p.Add(k.ID, profile.GPUTime, 1000)
 	return s
 }
 
