@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
+	"strings"
 	"testing"
 
 	"gpuprof/profile"
@@ -244,6 +246,42 @@ func TestWriteRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The taxonomy's references all name inputs it defines, and every metric
+// has a root with its four variants.
+func TestYAMLAnchors(t *testing.T) {
+	p := exporttest.Profile(2, 1, exporttest.Shape)
+	_, _, _, y, err := Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`&([A-Za-z0-9_-]+)`).FindAllStringSubmatch(string(y), -1) {
+		if defs[m[1]] {
+			t.Errorf("anchor %s defined twice", m[1])
+		}
+		defs[m[1]] = true
+	}
+	refs := regexp.MustCompile(`\*([A-Za-z0-9_-]+)`).FindAllStringSubmatch(string(y), -1)
+	if len(refs) == 0 {
+		t.Fatal("no references")
+	}
+	for _, m := range refs {
+		if !defs[m[1]] {
+			t.Errorf("reference *%s to no input", m[1])
+		}
+	}
+	for _, m := range []string{"gpu.time_ns", "inst.samples", "red.temporal.load", "red.temporal.load.fraction"} {
+		if !strings.Contains(string(y), "  - name: \""+m+"\"\n") {
+			t.Errorf("no root for %s", m)
+		}
+	}
+	if strings.Count(string(y), "      Mean:\n") != len(db(t, p).Metrics) {
+		t.Errorf("not every metric has a Mean variant")
+	}
+}
+
+func db(t *testing.T, p *profile.Profile) *Database { return roundTrip(t, p) }
 
 func (db *Database) metricOfProp(id uint16) string {
 	m, _, _ := db.MetricByProp(id)
