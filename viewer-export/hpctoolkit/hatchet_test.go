@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"gpuprof/profile"
 	"gpuprof/viewer-export/internal/exporttest"
+	"gpuprof/viewer-export/internal/view"
 )
 
 // hatchetOut is what ../shared/validators/hpctoolkit-check prints: the
@@ -92,6 +94,81 @@ func (h *hatchetOut) paths() (map[string]map[string]float64, map[string]int) {
 func TestHatchetReadsOurDatabase(t *testing.T) {
 	check := validator(t)
 	p := exporttest.Profile(8, 2, exporttest.Shape)
+	got := hatchetMatches(t, check, p)
+	_, nodePath := expectTree(p)
+	k := exporttest.KernelNode(p)
+	for _, v := range p.Inclusive()[k] {
+		if g := got[nodePath[k]][v.ID.Name()+" (inc)"]; !near(g, float64(v.V)) {
+			t.Errorf("stencil kernel %s: Hatchet %v, gpuprof inclusive %v", v.ID.Name(), g, v.V)
+		}
+	}
+	if !strings.Contains(nodePath[k], "function <gpu kernel> stencil_2d(float const*, float*, int, int)") {
+		t.Errorf("kernel path %s", nodePath[k])
+	}
+	cols := map[string]bool{}
+	for c := range got["entry entry"] {
+		cols[c] = true
+	}
+	for _, m := range []string{"gpu.time_ns", "inst.samples", "stall.long_scoreboard", "mem.loads", "mem.stores",
+		"red.temporal.load", "red.temporal.store", "red.spatial.load", "red.spatial.store"} {
+		if !cols[m+" (inc)"] {
+			t.Errorf("metric %s: no inclusive total at the entry", m)
+		}
+	}
+
+	// HPCToolkit's own PC-sampling database has the same shape: entry,
+	// host functions and lines, "<gpu kernel>", the GPU function, lines and
+	// loops, metrics with inclusive and exclusive columns.
+	ref := runHatchet(t, check, filepath.Join("testdata", "hpctoolkit", "loops-cuda-nvidiapc-t.d"))
+	refPaths, _ := ref.paths()
+	shape := func(paths map[string]map[string]float64) map[string]bool {
+		s := map[string]bool{}
+		for p := range paths {
+			i := strings.Index(p, "function <gpu kernel>")
+			if i < 0 {
+				continue
+			}
+			var kinds []string
+			for _, e := range strings.Split(p[i:], " > ") {
+				kinds = append(kinds, strings.SplitN(e, " ", 2)[0])
+			}
+			s[strings.Join(kinds, "/")] = true
+		}
+		return s
+	}
+	ours, theirs := shape(got), shape(refPaths)
+	for _, want := range []string{"function/function/line", "function/function/loop/line"} {
+		if !theirs[want] || !ours[want] {
+			t.Errorf("GPU subtree shape %s: HPCToolkit's %v, ours %v", want, theirs[want], ours[want])
+		}
+	}
+}
+
+// TestHatchetReadsProfileFile runs the same check on a profile written by
+// the pipeline (e.g. gpuprof demo's DIR/profile.gpuprof), named by
+// GPUPROF_HATCHET_PROFILE.
+func TestHatchetReadsProfileFile(t *testing.T) {
+	file := os.Getenv("GPUPROF_HATCHET_PROFILE")
+	if file == "" {
+		t.Skip("set GPUPROF_HATCHET_PROFILE to a profile file or output directory to check it")
+	}
+	check := validator(t)
+	if st, err := os.Stat(file); err == nil && st.IsDir() {
+		file = filepath.Join(file, profile.FileName)
+	}
+	p, err := profile.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := hatchetMatches(t, check, p)
+	t.Logf("%s: %d contexts agree with Hatchet", file, len(got))
+}
+
+// hatchetMatches writes p, reads it with Hatchet and checks the call tree,
+// every context's inclusive and exclusive values and the program totals
+// against p; it returns Hatchet's values by path.
+func hatchetMatches(t *testing.T, check string, p *profile.Profile) map[string]map[string]float64 {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "database")
 	if err := Write(dir, p); err != nil {
 		t.Fatal(err)
@@ -101,7 +178,7 @@ func TestHatchetReadsOurDatabase(t *testing.T) {
 		t.Errorf("Hatchet sees %d roots", h.Roots)
 	}
 	got, count := h.paths()
-	tree, nodePath := expectTree(p)
+	tree, _ := expectTree(p)
 	wantInc, wantExc, kinds := tree.flatten()
 	for path := range kinds {
 		if count[path] != 1 {
@@ -117,10 +194,9 @@ func TestHatchetReadsOurDatabase(t *testing.T) {
 	for _, c := range h.Columns {
 		cols[c] = true
 	}
-	for _, m := range []string{"gpu.time_ns", "inst.samples", "stall.long_scoreboard", "mem.loads", "mem.stores",
-		"red.temporal.load", "red.temporal.store", "red.spatial.load", "red.spatial.store"} {
-		if !cols[m] || !cols[m+" (inc)"] {
-			t.Errorf("metric %s: columns %v", m, h.Columns)
+	for _, m := range view.Metrics(p) {
+		if !cols[m.Name()] || !cols[m.Name()+" (inc)"] {
+			t.Errorf("metric %s: columns %v", m.Name(), h.Columns)
 		}
 	}
 	for path, want := range wantInc {
@@ -157,40 +233,5 @@ func TestHatchetReadsOurDatabase(t *testing.T) {
 			t.Errorf("program total %s: Hatchet %v, gpuprof %v", m, g, v)
 		}
 	}
-	k := exporttest.KernelNode(p)
-	for _, v := range p.Inclusive()[k] {
-		if g := got[nodePath[k]][v.ID.Name()+" (inc)"]; !near(g, float64(v.V)) {
-			t.Errorf("stencil kernel %s: Hatchet %v, gpuprof inclusive %v", v.ID.Name(), g, v.V)
-		}
-	}
-	if !strings.Contains(nodePath[k], "function <gpu kernel> stencil_2d(float const*, float*, int, int)") {
-		t.Errorf("kernel path %s", nodePath[k])
-	}
-
-	// HPCToolkit's own PC-sampling database has the same shape: entry,
-	// host functions and lines, "<gpu kernel>", the GPU function, lines and
-	// loops, metrics with inclusive and exclusive columns.
-	ref := runHatchet(t, check, filepath.Join("testdata", "hpctoolkit", "loops-cuda-nvidiapc-t.d"))
-	refPaths, _ := ref.paths()
-	shape := func(paths map[string]map[string]float64) map[string]bool {
-		s := map[string]bool{}
-		for p := range paths {
-			i := strings.Index(p, "function <gpu kernel>")
-			if i < 0 {
-				continue
-			}
-			var kinds []string
-			for _, e := range strings.Split(p[i:], " > ") {
-				kinds = append(kinds, strings.SplitN(e, " ", 2)[0])
-			}
-			s[strings.Join(kinds, "/")] = true
-		}
-		return s
-	}
-	ours, theirs := shape(got), shape(refPaths)
-	for _, want := range []string{"function/function/line", "function/function/loop/line"} {
-		if !theirs[want] || !ours[want] {
-			t.Errorf("GPU subtree shape %s: HPCToolkit's %v, ours %v", want, theirs[want], ours[want])
-		}
-	}
+	return got
 }
