@@ -459,14 +459,16 @@ void on_context_created(CUcontext ctx) {
         pc->pcs = setup_pcsampling(pc);
         if (!pc->pcs) log("PC sampling could not be enabled on this context");
     } else if (g_cfg.mode == GPW_MODE_HYBRID) {
-        // GPUPROF_SASS_AT=context enables SASS metrics in the context-created
-        // callback; the default enables them at the context's first launch.
+        // SASS metrics are enabled in the context-created callback (checked on
+        // the H100: records arrive, but with zero counts, see docs/inject.md);
+        // GPUPROF_SASS_AT=launch defers enabling to the context's first
+        // launch (not yet checked on a GPU).
         const char *at = getenv("GPUPROF_SASS_AT");
-        if (at && !strcmp(at, "context")) {
+        if (at && !strcmp(at, "launch")) {
+            pc->sass_pending = true;
+        } else {
             pc->sass = setup_sass(pc);
             if (!pc->sass) log("SASS metrics could not be enabled on this context");
-        } else {
-            pc->sass_pending = true;
         }
     }
     vlog("context created on device %u: pcsampling=%d sass=%d", dev, pc->pcs ? 1 : 0, pc->sass ? 1 : 0);
