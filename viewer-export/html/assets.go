@@ -28,16 +28,9 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <h2>Advice, by estimated speedup</h2>
 {{if not .Advice}}<p class="muted">No advice: the analysis found nothing above its thresholds.</p>{{end}}
 <ol class="advice">
-{{range .Advice}}<li class="card cat-{{.Category}}">
-<div class="adv-head"><span class="num">{{.N}}</span><span class="badge">{{.Category}}</span><strong>{{.Kind}}</strong>
-<span class="metric">est. speedup <b>{{.Speedup}}</b><span class="bar"><span style="width:{{printf "%.0f" (mul100 .SpeedupBar)}}%"></span></span></span>
-<span class="metric">importance <b>{{.Importance}}</b><span class="bar imp"><span style="width:{{printf "%.0f" (mul100 .ImportanceBar)}}%"></span></span></span>
-<span class="ranks">{{.Ranks}}</span></div>
-{{range .Where}}<div class="where">{{.}}</div>{{end}}
-<p class="hint">{{.Hint}}</p>
-{{if .Evidence}}<p class="evidence">Evidence: {{.Evidence}}</p>{{end}}
-</li>
-{{end}}</ol>
+{{range .Advice}}{{if not .Folded}}{{template "card" .}}{{end}}{{end}}</ol>
+{{if .AdviceMore}}<details><summary>{{.AdviceMore}} more findings</summary><ol class="advice">
+{{range .Advice}}{{if .Folded}}{{template "card" .}}{{end}}{{end}}</ol></details>{{end}}
 </section>
 
 <section id="flame">
@@ -112,7 +105,16 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <script>{{.Script}}</script>
 </body>
 </html>
-`))
+{{define "card"}}<li class="card cat-{{.Category}}">
+<div class="adv-head"><span class="num">{{.N}}</span><span class="badge">{{.Category}}</span><strong>{{.Kind}}</strong>
+<span class="metric">est. speedup <b>{{.Speedup}}</b><span class="bar"><span style="width:{{printf "%.0f" (mul100 .SpeedupBar)}}%"></span></span></span>
+<span class="metric">importance <b>{{.Importance}}</b><span class="bar imp"><span style="width:{{printf "%.0f" (mul100 .ImportanceBar)}}%"></span></span></span>
+<span class="ranks">{{.Ranks}}</span></div>
+{{range .Where}}<div class="where">{{.}}</div>{{end}}
+<p class="hint">{{.Hint}}</p>
+{{if .Evidence}}<p class="evidence">Evidence: {{.Evidence}}</p>{{end}}
+</li>
+{{end}}`))
 
 const css = `
 :root { --fg:#1d2330; --muted:#667085; --line:#e4e7ec; --bg:#fff; --accent:#b42318; --blue:#2e6fd8; }
@@ -143,6 +145,7 @@ table.grid td { border-bottom:1px solid var(--line); padding:4px 8px; vertical-a
 .caller { color:var(--muted); font-size:12px; }
 .warn { color:var(--accent); font-weight:600; }
 ol.advice { list-style:none; padding:0; margin:0; }
+details summary { cursor:pointer; color:var(--blue); margin:6px 0; }
 .card { border:1px solid var(--line); border-left:5px solid var(--blue); border-radius:6px; padding:8px 12px; margin:8px 0; }
 .card.cat-redundancy { border-left-color:#7f56d9; } .card.cat-imbalance { border-left-color:#dc6803; }
 .card.cat-stall { border-left-color:#d92d20; } .card.cat-static { border-left-color:#039855; } .card.cat-divergence { border-left-color:#0086c9; }

@@ -69,6 +69,7 @@ type data struct {
 	Summary    []kv
 	Ranks      []rankRow
 	Advice     []adviceRow
+	AdviceMore int // cards folded away
 	Flame      template.JS
 	Kernels    []kernelRow
 	Heat       heat
@@ -93,6 +94,7 @@ type rankRow struct {
 }
 
 type adviceRow struct {
+	Folded                         bool // past the first cards: inside the "more findings" fold
 	N                              int
 	Kind, Category, Hint, Evidence string
 	Speedup, Importance, Ranks     string
@@ -150,6 +152,10 @@ type diffView struct {
 	More          int
 }
 
+// adviceShown is how many advice cards show before the rest fold away,
+// so the flame graph and heatmap stay near the top of the page.
+const adviceShown = 5
+
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
 func rankList(rs []int32) string {
@@ -200,7 +206,7 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		d.Ranks = append(d.Ranks, row)
 	}
 	for i, a := range text.SortAdvice(advice) {
-		row := adviceRow{N: i + 1, Kind: a.Kind, Category: a.Category, Hint: a.Hint, Evidence: a.Evidence,
+		row := adviceRow{N: i + 1, Folded: i >= adviceShown, Kind: a.Kind, Category: a.Category, Hint: a.Hint, Evidence: a.Evidence,
 			Importance: pct(a.Importance), ImportanceBar: clamp01(a.Importance), Ranks: "all ranks"}
 		if a.Speedup > 0 {
 			row.Speedup = fmt.Sprintf("%.2fx", a.Speedup)
@@ -211,10 +217,15 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		if len(a.Ranks) > 0 {
 			row.Ranks = "ranks " + rankList(a.Ranks)
 		}
-		for _, w := range a.Hotspots {
-			row.Where = append(row.Where, text.WhereLabel(p, w))
+		var more int
+		row.Where, more = text.Places(p, a, 4)
+		if more > 0 {
+			row.Where = append(row.Where, fmt.Sprintf("and %d more places", more))
 		}
 		d.Advice = append(d.Advice, row)
+		if row.Folded {
+			d.AdviceMore++
+		}
 	}
 	fl, err := flame(p, o.MaxFlameNodes)
 	if err != nil {

@@ -185,6 +185,30 @@ func SortAdvice(advice []analysis.Advice) []analysis.Advice {
 	return out
 }
 
+// funcLabel makes a GPU function name readable.
+func funcLabel(name string) string { return view.ShortName(name) }
+
+// Places returns an advice's distinct hotspot labels, at most max (all if
+// max <= 0), and how many more there are.
+func Places(p *profile.Profile, a analysis.Advice, max int) ([]string, int) {
+	seen := map[string]bool{}
+	var out []string
+	more := 0
+	for _, w := range a.Hotspots {
+		l := WhereLabel(p, w)
+		if seen[l] {
+			continue
+		}
+		seen[l] = true
+		if max > 0 && len(out) == max {
+			more++
+			continue
+		}
+		out = append(out, l)
+	}
+	return out, more
+}
+
 // WhereLabel renders an advice location.
 func WhereLabel(p *profile.Profile, w analysis.Where) string {
 	var parts []string
@@ -193,8 +217,8 @@ func WhereLabel(p *profile.Profile, w analysis.Where) string {
 	} else if n := p.Nodes[p.KernelOf(w.Context)]; n != nil && n.Frame.Kind == profile.KindKernel {
 		parts = append(parts, view.ShortName(n.Frame.Function))
 	}
-	if w.Function != "" && w.Function != w.Kernel {
-		parts = append(parts, "in "+w.Function)
+	if fn := funcLabel(w.Function); fn != "" && fn != w.Kernel && w.Function != w.Kernel {
+		parts = append(parts, "in "+fn)
 	}
 	if w.File != "" {
 		parts = append(parts, fmt.Sprintf("%s:%d", w.File, w.Line))
@@ -234,12 +258,16 @@ func (r *report) advice(advice []analysis.Advice) {
 			ranks = "ranks " + rankList(append([]int32(nil), a.Ranks...))
 		}
 		fmt.Fprintf(r.b, "%2d. [%s] %s: %s, importance %s, %s\n", i+1, a.Category, a.Kind, sp, pct(a.Importance), ranks)
-		for j, w := range a.Hotspots {
+		places, more := Places(r.p, a, 3)
+		for j, l := range places {
 			label := "at"
 			if j > 0 {
 				label = "also"
 			}
-			fmt.Fprintf(r.b, "    %s %s\n", label, WhereLabel(r.p, w))
+			fmt.Fprintf(r.b, "    %s %s\n", label, l)
+		}
+		if more > 0 {
+			fmt.Fprintf(r.b, "    and %d more places\n", more)
 		}
 		if a.Hint != "" {
 			fmt.Fprintf(r.b, "    %s\n", a.Hint)

@@ -46,6 +46,16 @@ func ShortName(name string) string {
 }
 
 func shortName(name string) string {
+	// nvdisasm names an inlined body "$caller$callee" with mangled parts.
+	if strings.Contains(name, "$") {
+		var parts []string
+		for _, p := range strings.Split(name, "$") {
+			if p != "" {
+				parts = append(parts, shortName(p))
+			}
+		}
+		return strings.Join(parts, " > ")
+	}
 	d := Demangle(name)
 	if i := strings.IndexByte(d, '('); i > 0 {
 		d = d[:i]
