@@ -206,9 +206,10 @@ type Analyzer struct {
 
 	workers []*worker
 	shards  [numShards]*shard
-	comb    []spTable // per partition: the window's candidates of all workers
 	fseq    uint32
 	pending uint64 // access records since the last flush
+	// access records since the last barrier
+	sinceResolve uint64
 
 	places map[uint64]*Placement
 
@@ -245,7 +246,6 @@ func New(o Options) *Analyzer {
 	for i := range a.shards {
 		a.shards[i] = newShard(i)
 	}
-	a.comb = make([]spTable, o.Workers)
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, 16), pcs: map[uint64]*pcInfo{}}
 		wk.cand = make([]spTable, o.Workers)
@@ -329,6 +329,15 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		a.dispatch(f, l)
 		a.pending += uint64(f.Count)
 		a.d.records += uint64(f.Count)
+		// Resolve spatial candidates every resolveEvery records, not only
+		// at items: the window's candidate tables stay small, and values
+		// seen are known to the workers sooner.
+		if a.sinceResolve += uint64(f.Count); a.sinceResolve >= resolveEvery*uint64(len(a.workers)) {
+			if err := a.barrier(); err != nil {
+				a.failed = err
+				return err
+			}
+		}
 	case *rawstream.KernelEnd:
 		a.kernelEnd(f, offset)
 	case *rawstream.Alloc:
@@ -669,12 +678,18 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 	}
 }
 
+// resolveEvery is how many access records per worker may pass between
+// barriers: enough to keep the workers busy between them, few enough to
+// keep the window's candidates in cache-sized tables.
+const resolveEvery = 1 << 14
+
 // barrier waits until every worker has analysed every frame sent so far,
 // then resolves the spatial candidates: per partition (in parallel), the
 // earliest access of each new value is its first occurrence, the others
 // are redundant.
 func (a *Analyzer) barrier() error {
 	t0 := time.Now()
+	a.sinceResolve = 0
 	done := make(chan error, len(a.workers))
 	for _, w := range a.workers {
 		w.in <- msg{kind: msgBarrier, done: done}
@@ -740,56 +755,69 @@ func (a *Analyzer) barrier() error {
 // the value is spatially redundant; resolve counts the first occurrences
 // per (object, PC), which the builder subtracts from the accesses.
 func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
-	// The earliest candidate of each value over all workers.
-	comb := &a.workers[0].cand[p]
-	if len(a.workers) > 1 {
-		comb = &a.comb[p]
-		for _, w := range a.workers {
-			w.cand[p].each(func(e *spEntry) {
-				if c, added := comb.put(e.a, e.v, e.pos, e.pc); !added && e.pos < c.pos {
-					c.pos, c.pc = e.pos, e.pc
-				}
-			})
-		}
-	}
 	firsts := map[objPCKey]uint64{}
-	var last objPCKey
-	var lastN uint64
-	var lastL *launchInfo
-	comb.each(func(e *spEntry) {
-		if lastL == nil || lastL.seq != uint32(e.a>>32) {
-			lastL = a.bySeq[uint32(e.a>>32)]
+	var l *launchInfo
+	key := func(e *spEntry) objPCKey {
+		if l == nil || l.seq != uint32(e.a>>32) {
+			l = a.bySeq[uint32(e.a>>32)]
 		}
-		l := lastL
 		ok := uint32(e.a)
-		if !l.ended {
-			if l.seen[p] == nil {
-				l.seen[p] = map[uint32]*valSet{}
-			}
-			vs := l.seen[p][ok]
-			if vs == nil {
-				vs = &valSet{}
-				l.seen[p][ok] = vs
-			}
-			vs.add(e.v)
-		}
-		k := objPCKey{l.ctx, uint8(ok & 1), ok >> 1, e.pc}
-		if k != last {
-			if lastN > 0 {
-				firsts[last] += lastN
-			}
-			last, lastN = k, 0
-		}
-		lastN++
-	})
-	if lastN > 0 {
-		firsts[last] += lastN
+		return objPCKey{l.ctx, uint8(ok & 1), ok >> 1, e.pc &^ firstFlag}
 	}
-	if len(a.workers) > 1 {
-		comb.reset()
+	set := func(e *spEntry) (*valSet, *launchInfo) {
+		key(e)
+		ok := uint32(e.a)
+		if l.seen[p] == nil {
+			l.seen[p] = map[uint32]*valSet{}
+		}
+		vs := l.seen[p][ok]
+		if vs == nil {
+			vs = &valSet{}
+			l.seen[p][ok] = vs
+		}
+		return vs, l
+	}
+	// Pass 1: the first worker to bring a value counts its candidate as the
+	// first occurrence (flagged in the entry). A value several workers
+	// brought is a conflict, settled in pass 2.
+	var conflicts []*spEntry
+	for _, w := range a.workers {
+		w.cand[p].each(func(e *spEntry) {
+			vs, _ := set(e)
+			if vs.addNew(e.v) {
+				e.pc |= firstFlag
+				firsts[key(e)]++
+			} else {
+				conflicts = append(conflicts, e)
+			}
+		})
+	}
+	// Pass 2: the first occurrence is the earliest candidate of all workers.
+	for _, c := range conflicts {
+		var min, flagged *spEntry
+		for _, w := range a.workers {
+			if e := w.cand[p].get(c.a, c.v); e != nil {
+				if min == nil || e.pos < min.pos {
+					min = e
+				}
+				if e.pc&firstFlag != 0 {
+					flagged = e
+				}
+			}
+		}
+		if min != flagged {
+			firsts[key(flagged)]--
+			flagged.pc &^= firstFlag
+			min.pc |= firstFlag
+			firsts[key(min)]++
+		}
 	}
 	return firsts
 }
+
+// firstFlag marks, in a candidate's pc, the candidate counted as its
+// value's first occurrence (packed PCs use 63 bits at most).
+const firstFlag = 1 << 63
 
 // clearCandidates empties every worker's candidates once all partitions
 // are resolved.

@@ -16,7 +16,7 @@ import (
 // benchFrames decodes a generated rank stream once: every block traced,
 // every launch instrumented, grids scaled up.
 func benchFrames(b *testing.B, pattern synth.Pattern) ([]rawstream.Frame, []int64, uint64) {
-	stream := synthStream(b, synth.Options{Seed: 7, BlockSampling: 1, KernelSampling: 1, Scale: 8, Iterations: 2, Pattern: pattern, FrameRecords: 4096}, 0)
+	stream := synthStream(b, synth.Options{Seed: 7, BlockSampling: 1, KernelSampling: 1, Scale: 8, Iterations: 2, Pattern: pattern, FrameRecords: 16384}, 0)
 	d := rawstream.NewDecoder(bytes.NewReader(stream))
 	var fs []rawstream.Frame
 	var offs []int64
@@ -68,8 +68,8 @@ func BenchmarkAnalyze(b *testing.B) {
 						if err := a.Add(f, offs[j]); err != nil {
 							b.Fatal(err)
 						}
-						// Items every 64k records, as the collector's default batching.
-						if a.Pending() >= 1<<16 {
+						// Items every 2^18 records, the collector's default batching.
+						if a.Pending() >= 1<<18 {
 							flush(a, seq)
 							seq++
 						}

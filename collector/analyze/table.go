@@ -73,14 +73,19 @@ func (t *spTable) grow() {
 	}
 }
 
-// reset empties the table, dropping a large backing array rather than
-// clearing it.
+// reset empties the table. Its size follows its use: a table much larger
+// than what it last held is replaced by a smaller one, since both clearing
+// and iterating cost its capacity, not its entries.
 func (t *spTable) reset() {
 	if t.n == 0 {
 		return
 	}
-	if len(t.e) > 1<<18 {
-		t.e = nil
+	if want := max(64, 4*t.n); len(t.e) > 4*want {
+		n := 64
+		for n < want {
+			n *= 2
+		}
+		t.e = make([]spEntry, n)
 	} else {
 		clear(t.e)
 	}
@@ -89,12 +94,11 @@ func (t *spTable) reset() {
 
 // each calls f on every entry.
 func (t *spTable) each(f func(e *spEntry)) {
-	if t.n == 0 {
-		return
-	}
-	for i := range t.e {
+	left := t.n
+	for i := 0; left > 0 && i < len(t.e); i++ {
 		if t.e[i].pos != 0 {
 			f(&t.e[i])
+			left--
 		}
 	}
 }
@@ -126,10 +130,12 @@ func (s *valSet) has(v uint64) bool {
 	}
 }
 
-func (s *valSet) add(v uint64) {
+// addNew adds v and reports whether it was absent.
+func (s *valSet) addNew(v uint64) bool {
 	if v == 0 {
+		had := s.zero
 		s.zero = true
-		return
+		return !had
 	}
 	if 2*(s.n+1) > len(s.e) {
 		old := s.e
@@ -137,23 +143,21 @@ func (s *valSet) add(v uint64) {
 		s.n = 0
 		for _, x := range old {
 			if x != 0 {
-				s.insert(x)
+				s.addNew(x)
 			}
 		}
 	}
-	s.insert(v)
-}
-
-func (s *valSet) insert(v uint64) {
 	mask := uint64(len(s.e) - 1)
 	for i := mix64(v) & mask; ; i = (i + 1) & mask {
 		switch s.e[i] {
 		case v:
-			return
+			return false
 		case 0:
 			s.e[i] = v
 			s.n++
-			return
+			return true
 		}
 	}
 }
+
+func (s *valSet) add(v uint64) { s.addNew(v) }
