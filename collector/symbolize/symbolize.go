@@ -18,13 +18,14 @@ import (
 )
 
 // DefaultDropModules are the base-name prefixes of modules whose frames are
-// dropped.
+// dropped (a trailing '*' is implied).
 var DefaultDropModules = []string{"libcuda.", "libcudart", "libcupti", "libgpuprof_inject", "libsanitizer", "libnvidia-", "libcudadebugger"}
 
-// DefaultDropFunctions are the name prefixes of functions whose frames are
-// dropped wherever they are (the statically linked CUDA runtime lives in
-// the executable; the C start code in libc or the executable).
-var DefaultDropFunctions = []string{"cudart::", "__cudart", "_ZN6cudart", "__libc_start_main", "__libc_start_call_main", "_start", "cudaLaunch", "__device_stub__", "_Z25__device_stub__"}
+// DefaultDropFunctions name the functions whose frames are dropped wherever
+// they are (the statically linked CUDA runtime lives in the executable; the
+// C start code in libc or the executable). A trailing '*' makes a prefix.
+var DefaultDropFunctions = []string{"cudart::*", "__cudart*", "_ZN6cudart*", "__libc_start_main", "__libc_start_call_main", "_start",
+	"cudaLaunch*", "__device_stub__*", "_Z*__device_stub__*"}
 
 // Symbolizer resolves addresses of one process.
 type Symbolizer struct {
@@ -109,6 +110,36 @@ func hasPrefix(s string, ps []string) bool {
 	return false
 }
 
+// matches reports whether name is one of pats: exact names, "prefix*", or
+// "a*b*" (a prefix, then b somewhere after it).
+func matches(name string, pats []string) bool {
+	for _, p := range pats {
+		parts := strings.Split(p, "*")
+		if len(parts) == 1 {
+			if name == p {
+				return true
+			}
+			continue
+		}
+		if !strings.HasPrefix(name, parts[0]) {
+			continue
+		}
+		rest, ok := name[len(parts[0]):], true
+		for _, q := range parts[1 : len(parts)-1] {
+			i := strings.Index(rest, q)
+			if i < 0 {
+				ok = false
+				break
+			}
+			rest = rest[i+len(q):]
+		}
+		if ok && strings.HasSuffix(rest, parts[len(parts)-1]) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Symbolizer) resolve(ret uint64) ([]profile.Frame, bool) {
 	m := s.moduleOf(ret)
 	if m == nil {
@@ -130,7 +161,7 @@ func (s *Symbolizer) resolve(ret uint64) ([]profile.Frame, bool) {
 	}
 	out := make([]profile.Frame, 0, len(chain))
 	for _, c := range chain {
-		if hasPrefix(c.function, s.DropFunctions) {
+		if matches(c.function, s.DropFunctions) {
 			return nil, false
 		}
 		out = append(out, profile.Frame{Kind: profile.KindHostFrame, Module: m.Path, Function: c.function, File: c.file, Line: c.line})

@@ -219,3 +219,15 @@ func TestGoBinary(t *testing.T) {
 		t.Errorf("cached %v != %v", again, got)
 	}
 }
+
+func TestDropPatterns(t *testing.T) {
+	for name, drop := range map[string]bool{
+		"_start": true, "_start_timer": false, "__libc_start_main": true, "cudaLaunchKernel": true,
+		"cudart::globalState::initialize": true, "_Z27__device_stub__Z6reloadPKfPfiiPKfPfii": true,
+		"__device_stub__Z4fillPdi": true, "main": false, "_Z6reloadPKfPfii": false,
+	} {
+		if matches(name, DefaultDropFunctions) != drop {
+			t.Errorf("%s: dropped %v, want %v", name, !drop, drop)
+		}
+	}
+}
