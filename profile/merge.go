@@ -299,3 +299,35 @@ func (p *Profile) Clone() *Profile {
 	}
 	return q
 }
+
+// DropMetric removes metric m everywhere in p. A collector uses it on a
+// pass whose values of m are not to be trusted beside another pass's (the
+// kernel times of an instrumented pass, when a CUPTI pass measured them).
+func (p *Profile) DropMetric(m MetricID) {
+	drop := func(vs Values) Values {
+		for i, v := range vs {
+			if v.ID == m {
+				return append(vs[:i:i], vs[i+1:]...)
+			}
+		}
+		return vs
+	}
+	for _, n := range p.Nodes {
+		n.Metrics = drop(n.Metrics)
+	}
+	for _, t := range []map[int32]map[NodeID]Values{p.Open, p.PerRank} {
+		for _, vals := range t {
+			for id, v := range vals {
+				vals[id] = drop(v)
+			}
+		}
+	}
+	for id, ss := range p.Summaries {
+		for i, s := range ss {
+			if s.ID == m {
+				p.Summaries[id] = append(ss[:i:i], ss[i+1:]...)
+				break
+			}
+		}
+	}
+}

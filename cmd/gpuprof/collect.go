@@ -59,9 +59,9 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	var o collector.Options
 	fs.StringVar(&o.Job, "job", os.Getenv("GPUPROF_JOB"), "job id (default $GPUPROF_JOB)")
 	fs.IntVar(&o.Rank, "rank", -1, "rank (default: from the launcher's environment)")
-	fs.StringVar(&o.Replay, "replay", "", "replay a recorded raw stream ({rank} or {rank:N} in the path is replaced)")
+	fs.StringVar(&o.Replay, "replay", "", "replay recorded raw streams, several (comma-separated) as passes of one rank ({rank} or {rank:N} in a path is replaced)")
 	fs.StringVar(&o.Record, "record", "", "also record the raw stream to this file ({rank} replaced)")
-	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid")
+	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid | all (one run per kind, merged)")
 	fs.IntVar(&o.BlockSampling, "block-sampling", 0, "block sampling period P (default 50)")
 	fs.IntVar(&o.KernelSampling, "kernel-sampling", 0, "kernel sampling period K (default 1)")
 	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
@@ -120,16 +120,12 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 		}
 		closePub = pub.Close
 	}
-	c, err := collector.New(o)
-	if err != nil {
-		return err
-	}
-	runErr := c.Run(ctx)
+	runErr, rank := collectPasses(ctx, o)
 	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := closePub(cctx); err != nil {
 		// The application's result stands; the lost batches are named.
-		slog.Error("publishing", "rank", c.Rank(), "err", err)
+		slog.Error("publishing", "rank", rank, "err", err)
 		if runErr == nil {
 			runErr = err
 		}
@@ -139,7 +135,7 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 		return exitError{ee.Code}
 	}
 	if runErr != nil {
-		return fmt.Errorf("rank %d: %w", c.Rank(), runErr)
+		return fmt.Errorf("rank %d: %w", rank, runErr)
 	}
 	return nil
 }
@@ -155,4 +151,69 @@ func (l *localPublisher) Publish(_ context.Context, item *profile.Profile, _ boo
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.p.Merge(item)
+}
+
+// collectPasses runs one collection per pass (each replayed stream, or each
+// measurement kind of --mode all) through one passPublisher, so the rank
+// publishes one sequence of items. It returns the last pass's result.
+func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
+	type pass struct{ replay, mode string }
+	var passes []pass
+	switch {
+	case strings.Contains(o.Replay, ","):
+		for _, f := range strings.Split(o.Replay, ",") {
+			passes = append(passes, pass{replay: f})
+		}
+	case o.Mode == "all" && o.Replay == "":
+		// CUPTI first: its kernel times are the ones kept.
+		passes = []pass{{mode: "pcsampling"}, {mode: "redundancy"}}
+	default:
+		c, err := collector.New(o)
+		if err != nil {
+			return err, -1
+		}
+		return c.Run(ctx), c.Rank()
+	}
+	rank, _, err := collector.ResolveRank(o.Rank, os.Getenv)
+	if err != nil {
+		return err, -1
+	}
+	// Kernel times of an instrumented (redundancy) pass are host-timed around
+	// patched code: drop them when a CUPTI pass measured the same kernels.
+	modes := make([]string, len(passes))
+	cupti := false
+	for i, ps := range passes {
+		modes[i] = ps.mode
+		if ps.replay != "" {
+			m, err := streamMode(collector.ExpandRank(ps.replay, rank))
+			if err != nil {
+				return err, rank
+			}
+			modes[i] = m.String()
+		}
+		cupti = cupti || modes[i] != "redundancy"
+	}
+	pp := &passPublisher{next: o.Publisher}
+	var runErr error
+	for i, ps := range passes {
+		po := o
+		po.Rank = int(rank)
+		po.Publisher = pp
+		po.Replay = ps.replay
+		if ps.mode != "" {
+			po.Mode = ps.mode
+		}
+		pp.startPass(i == len(passes)-1, cupti && modes[i] == "redundancy")
+		c, err := collector.New(po)
+		if err != nil {
+			return err, rank
+		}
+		slog.Debug("collection pass", "rank", rank, "pass", i+1, "of", len(passes), "mode", modes[i], "replay", ps.replay)
+		runErr = c.Run(ctx)
+		var ee *collector.ExitError
+		if runErr != nil && !errors.As(runErr, &ee) {
+			return runErr, rank
+		}
+	}
+	return runErr, rank
 }

@@ -15,9 +15,9 @@ func init() {
 	register("demo", "no GPU needed: replay captured H100 traces through the whole pipeline", cmdDemo)
 }
 
-// demoManifest lists the demo's rank streams: one line per rank, "FILE
-// [LABEL]", paths relative to the manifest; LABEL says what the stream is
-// when it is not that rank's own capture (a per-rank variant).
+// demoManifest lists the demo's rank streams: one line per rank,
+// "FILE[,FILE...] [LABEL]" (several files are measurement passes of one
+// rank), paths relative to the manifest; LABEL says what the streams are.
 const demoManifest = "demo-ranks.txt"
 
 func cmdDemo(args []string) error {
@@ -119,12 +119,17 @@ func readManifest(path string) (files, labels []string, err error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		file, label, _ := strings.Cut(line, " ")
-		p := filepath.Join(filepath.Dir(path), file)
-		if _, err := os.Stat(p); err != nil {
-			return nil, nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		// FILE[,FILE...] [LABEL]: several files are passes of one rank.
+		list, label, _ := strings.Cut(line, " ")
+		var ps []string
+		for _, file := range strings.Split(list, ",") {
+			p := filepath.Join(filepath.Dir(path), file)
+			if _, err := os.Stat(p); err != nil {
+				return nil, nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			}
+			ps = append(ps, p)
 		}
-		files = append(files, p)
+		files = append(files, strings.Join(ps, ","))
 		labels = append(labels, strings.TrimSpace(label))
 	}
 	return files, labels, sc.Err()
