@@ -211,27 +211,30 @@ func simt(x *Index, k profile.NodeID) (map[profile.NodeID]float64, string) {
 		return out, "thread/warp executions"
 	}
 	// Outermost source line of each instruction (its line in the kernel,
-	// the call site for inlined code).
-	type acc struct{ lanes, warps uint64 }
-	byLine := map[string]*acc{}
+	// the call site for inlined code). The least active memory access of a
+	// line stands for it: code inlined at a call inside a branch runs with
+	// the branch's lanes, while loads hoisted above the branch (attributed
+	// to the same line) still run with all of them.
+	lineEff := map[string]float64{}
 	lineOf := map[profile.NodeID]string{}
 	for _, id := range nodes {
 		l := outerLine(x, id)
 		lineOf[id] = l
 		vs := x.P.Nodes[id].Metrics
 		if w := vs.Get(profile.MemWarpAccess); w > 0 {
-			a := byLine[l]
-			if a == nil {
-				a = &acc{}
-				byLine[l] = a
+			lanes := vs.Get(profile.MemLoads) + vs.Get(profile.MemStores)
+			if lanes == 0 {
+				continue
 			}
-			a.warps += w
-			a.lanes += vs.Get(profile.MemLoads) + vs.Get(profile.MemStores)
+			e := math.Min(1, float64(lanes)/(32*float64(w)))
+			if old, ok := lineEff[l]; !ok || e < old {
+				lineEff[l] = e
+			}
 		}
 	}
 	for _, id := range nodes {
-		if a := byLine[lineOf[id]]; a != nil && a.warps > 0 && a.lanes > 0 {
-			out[id] = math.Min(1, float64(a.lanes)/(32*float64(a.warps)))
+		if e, ok := lineEff[lineOf[id]]; ok {
+			out[id] = e
 		}
 	}
 	return out, "active lanes of the memory accesses at the same source line"

@@ -319,3 +319,55 @@ func (kv *kernelView) trafficCost(bytes float64) float64 {
 	}
 	return kv.memSamples() * min(1, bytes/b)
 }
+
+// lsuInst reports whether instruction i goes through the load/store unit
+// queue that lg_throttle stalls wait on (global, local, generic memory).
+func lsuInst(fv *fnView, i int) bool {
+	k := fv.c.Model.Insts[i].Kind
+	return k == blame.KGlobalMem || k == blame.KLocalMem || k == blame.KGenericMem
+}
+
+// executions is instruction i's warp-level executions as far as the
+// profile knows them: traced warp accesses, else executed counts, else 1.
+func (kv *kernelView) executions(fv *fnView, i int) float64 {
+	if id := kv.nodeOf(fv, i); id != 0 {
+		vs := kv.x.P.Nodes[id].Metrics
+		if w := vs.Get(profile.MemWarpAccess); w > 0 {
+			return float64(w)
+		}
+		if e := vs.Get(profile.InstExecuted); e > 0 {
+			return float64(e)
+		}
+	}
+	return 1
+}
+
+// throttleRelief is the lg_throttle samples outside rs that removing the
+// instructions rs frees: a queue-full stall waits on all the traffic in the
+// queue, so the throttle samples anywhere in the kernel shrink with the
+// share of LSU instructions removed.
+func (kv *kernelView) throttleRelief(rs []instRef) float64 {
+	removed := map[instRef]bool{}
+	for _, r := range rs {
+		removed[r] = true
+	}
+	var all, gone, lg float64
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			if !lsuInst(fv, i) {
+				continue
+			}
+			e := kv.executions(fv, i)
+			all += e
+			if removed[instRef{fv, i}] {
+				gone += e
+				continue
+			}
+			lg += fv.s[i].ByReason["lg_throttle"]
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return lg * gone / all
+}

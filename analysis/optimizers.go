@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -50,21 +51,50 @@ type hot struct {
 
 // match is what one optimizer found in one kernel context.
 type match struct {
-	kind   string
-	est    estimator
-	M      float64 // matched samples (eq. 3) or matched latency samples (eq. 5/6)
-	A      float64 // active samples of the scope (eq. 5/6)
-	hots   []hot
-	hint   string
-	detail string
+	kind string
+	est  estimator
+	M    float64 // matched samples (eq. 3) or matched latency samples (eq. 5/6)
+	A    float64 // active samples of the scope (eq. 5/6)
+	// Mexec is the part of M that waits on arithmetic (fixed-latency or
+	// MIO) results, and starved says the schedulers had at most one
+	// eligible warp: then instruction-level parallelism alone can hide
+	// those waits (eq. 4) while memory latency stays bounded by A (eq. 5).
+	Mexec   float64
+	starved bool
+	hots    []hot
+	hint    string
+	detail  string
 }
 
 // speedup applies the match's estimator.
 func (m *match) speedup(T float64) float64 {
 	if m.est == estHiding {
+		if m.starved {
+			return StallElimination(T, m.Mexec+math.Min(m.A, m.M-m.Mexec))
+		}
 		return LatencyHiding(T, m.M, m.A)
 	}
 	return StallElimination(T, m.M)
+}
+
+// starved reports whether the kernel's schedulers rarely had a second
+// eligible warp (not_selected under 10% of the active samples): latency
+// hiding then needs independent instructions within the warp.
+func (kv *kernelView) starved() bool {
+	var sel, not float64
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			sel += fv.s[i].ByReason["selected"]
+			not += fv.s[i].ByReason["not_selected"]
+		}
+	}
+	return sel+not > 0 && not < 0.1*(sel+not)
+}
+
+// execEdge reports whether a blamed edge waits on an arithmetic result.
+func execEdge(fv *fnView, e blame.Edge) bool {
+	k := fv.c.Model.Insts[e.Src].Kind
+	return (e.Reason == "wait" || e.Reason == "short_scoreboard") && (k == blame.KArithFixed || k == blame.KArithVar)
 }
 
 // hotSet accumulates amounts per instruction and keeps the largest pair.
@@ -190,9 +220,18 @@ func (kv *kernelView) registerIncrease() *match {
 	local := kindIs(blame.KLocalMem)
 	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return local(fv, e.Src) }, h)
 	m += kv.selfMatch(local, h, "lg_throttle", "long_scoreboard", "selected", "not_selected", "dispatch_stall")
+	var spills []instRef
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			if local(fv, i) {
+				spills = append(spills, instRef{fv, i})
+			}
+		}
+	}
+	m += kv.throttleRelief(spills)
 	return &match{kind: OptRegisterIncrease, M: m, hots: h.list(),
 		hint:   "local-memory loads and stores (register spills) stall the kernel: give it more registers (__launch_bounds__ with fewer blocks per SM, -maxrregcount) or shrink the live state so nothing spills.",
-		detail: "samples at LDL/STL and stalls blamed on them"}
+		detail: "samples at LDL/STL, stalls blamed on them and their share of the other instructions' lg_throttle"}
 }
 
 func (kv *kernelView) strengthReduction() *match {
@@ -309,12 +348,14 @@ func (kv *kernelView) asyncCopy() *match {
 // instruction are in the same function (eq. 6 over the function).
 func (kv *kernelView) codeReordering() *match {
 	h := newHotSet()
-	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool {
+	ok := func(fv *fnView, e blame.Edge) bool {
 		k := fv.c.Model.Insts[e.Src].Kind
 		return latencyReason(e.Reason) && (k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem ||
 			k == blame.KArithFixed || k == blame.KArithVar || k == blame.KSharedMem)
-	}, h)
-	return &match{kind: OptCodeReordering, est: estHiding, M: m, A: kv.A, hots: h.list(),
+	}
+	m := kv.edgeMatch(ok, h)
+	mx := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return ok(fv, e) && execEdge(fv, e) }, newHotSet())
+	return &match{kind: OptCodeReordering, est: estHiding, M: m, A: kv.A, Mexec: mx, starved: kv.starved(), hots: h.list(),
 		hint:   "instructions wait for results computed just before them: move independent work between producer and consumer (load earlier, interleave independent computations).",
 		detail: "memory and execution dependency stalls (latency samples) hidden behind the kernel's active samples"}
 }
@@ -327,7 +368,7 @@ func (kv *kernelView) loopUnrolling() []match {
 		g := fv.c.F.CFG()
 		for li := range g.Loops {
 			h := newHotSet()
-			m := 0.0
+			m, mx := 0.0, 0.0
 			for _, e := range fv.r.Edges {
 				if !latencyReason(e.Reason) || !fv.inLoop(e.Dst, li) || !fv.inLoop(e.Src, li) {
 					continue
@@ -335,13 +376,16 @@ func (kv *kernelView) loopUnrolling() []match {
 				k := fv.c.Model.Insts[e.Src].Kind
 				if k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem || k == blame.KArithFixed || k == blame.KArithVar {
 					m += e.Samples
+					if execEdge(fv, e) {
+						mx += e.Samples
+					}
 					h.add(fv, e.Src, e.Dst, e.Samples)
 				}
 			}
 			if m == 0 {
 				continue
 			}
-			out = append(out, match{kind: OptLoopUnrolling, est: estHiding, M: m, A: fv.loopActive(li), hots: h.list(),
+			out = append(out, match{kind: OptLoopUnrolling, est: estHiding, M: m, A: fv.loopActive(li), Mexec: mx, starved: kv.starved(), hots: h.list(),
 				hint:   fmt.Sprintf("the loop at %s waits on results of its own iterations: unroll it (#pragma unroll) so independent iterations overlap their latencies.", fv.c.loopLine(li)),
 				detail: fmt.Sprintf("memory and execution dependency stalls inside the loop at %s, hidden behind its active samples (eq. 6)", fv.c.loopLine(li))})
 		}

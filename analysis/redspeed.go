@@ -10,8 +10,11 @@ import (
 )
 
 // mergeObjectInsights joins the spatial insights of one kind about one
-// data object in several kernel contexts (a value written by one kernel
-// and read by another) into one advice about the object.
+// data object in several kernel contexts into one advice about the object,
+// for the changes that act on the object itself (its values or its type:
+// a constant written by one kernel and read by another goes away in both).
+// A conditional load or store is a change to one kernel's code and stays
+// per kernel context.
 func mergeObjectInsights(as []Advice) []Advice {
 	type key struct {
 		kind string
@@ -20,7 +23,7 @@ func mergeObjectInsights(as []Advice) []Advice {
 	idx := map[key]int{}
 	var out []Advice
 	for _, a := range as {
-		if len(a.Hotspots) == 0 || a.Hotspots[0].Object == nil {
+		if len(a.Hotspots) == 0 || a.Hotspots[0].Object == nil || a.Kind == KindConditional {
 			out = append(out, a)
 			continue
 		}
@@ -159,7 +162,7 @@ func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) f
 				return kv.trafficCost(frac * b)
 			}
 		}
-		return sumCost(rs, frac)
+		return frac * (sumCost(rs, 1) + kv.throttleRelief(rs))
 	}
 	switch a.Kind {
 	case KindConstant:
@@ -305,6 +308,11 @@ func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) float
 			}
 		}
 	}
+	var gone []instRef
+	for r := range counted {
+		gone = append(gone, r)
+	}
+	m += kv.throttleRelief(gone)
 	for k, r := range refs {
 		if !counted[r] {
 			counted[r] = true

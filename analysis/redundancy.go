@@ -117,21 +117,35 @@ func classify(s *profile.ValueSketch, ratio float64, th RedundancyThresholds, wh
 			fmt.Sprintf("single value %s in %d accesses", fmtValue(s, top[0].Value), s.Total), 1}, true
 	}
 	share := float64(top[0].Count-top[0].Err) / float64(s.Total)
+	d := s.Distinct()
+	narrow := func() (valueClass, bool) {
+		if s.Kind == profile.ValFloat || ratio < th.MinSpatial || d > th.FewDistinct || s.Bits <= 8 {
+			return valueClass{}, false
+		}
+		need := intBits(s.AsInt(s.Min), s.AsInt(s.Max))
+		if need >= int(s.Bits) {
+			return valueClass{}, false
+		}
+		return valueClass{KindNarrowType,
+			fmt.Sprintf("%s holds %.0f distinct integers in [%d, %d]: a %d-bit type halves (or better) its memory traffic.", what, d, s.AsInt(s.Min), s.AsInt(s.Max), need),
+			fmt.Sprintf("%.0f distinct values, range [%d, %d] fits %d bits of %d; top value %s in >= %.1f%%", d, s.AsInt(s.Min), s.AsInt(s.Max), need, s.Bits, fmtValue(s, top[0].Value), 100*share),
+			1 - float64(need)/float64(s.Bits)}, true
+	}
+	// A few small integers in a wide type shrink every access whatever
+	// their distribution; that comes before a dominant value when the type
+	// can lose half its width or more.
+	if c, ok := narrow(); ok && intBits(s.AsInt(s.Min), s.AsInt(s.Max)) <= int(s.Bits)/2 {
+		return c, true
+	}
 	if share >= th.DominantShare {
 		return valueClass{KindConditional,
 			fmt.Sprintf("%.0f%% of the accesses to %s see %s: test for it and skip the load/store (or the computation on it) in that case.", 100*share, what, fmtValue(s, top[0].Value)),
 			fmt.Sprintf("dominant value %s in >= %.1f%% of %d accesses", fmtValue(s, top[0].Value), 100*share, s.Total), share}, true
 	}
-	d := s.Distinct()
+	if c, ok := narrow(); ok {
+		return c, true
+	}
 	if ratio >= th.MinSpatial && d <= th.FewDistinct {
-		if s.Kind != profile.ValFloat {
-			if need := intBits(s.AsInt(s.Min), s.AsInt(s.Max)); need < int(s.Bits) && s.Bits > 8 {
-				return valueClass{KindNarrowType,
-					fmt.Sprintf("%s holds %.0f distinct integers in [%d, %d]: a %d-bit type halves (or better) its memory traffic.", what, d, s.AsInt(s.Min), s.AsInt(s.Max), need),
-					fmt.Sprintf("%.0f distinct values, range [%d, %d] fits %d bits of %d", d, s.AsInt(s.Min), s.AsInt(s.Max), need, s.Bits),
-					1 - float64(need)/float64(s.Bits)}, true
-			}
-		}
 		return valueClass{KindCompression,
 			fmt.Sprintf("%s holds only %.0f distinct values: store an 8-bit index into a table of them (or a sparse format).", what, d),
 			fmt.Sprintf("%.0f distinct values (%s), redundancy %.1f%%", d, distinctNote(s), 100*ratio), max(0, 1-8/float64(max(s.Bits, 8)))}, true
