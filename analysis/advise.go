@@ -26,6 +26,11 @@ type Options struct {
 	Imbalance *ImbalanceThresholds
 	// Top keeps the first Top advice (0 keeps all).
 	Top int
+	// GPAOnly estimates with GPA's rules alone: dependency stalls
+	// apportioned by the blamer only, eq. 5/6 for every latency-hiding
+	// optimizer, no relief of throttle stalls elsewhere (docs/advice.md
+	// says what the default adds).
+	GPAOnly bool
 }
 
 func (o *Options) defaults() {

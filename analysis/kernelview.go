@@ -19,6 +19,7 @@ type kernelView struct {
 	// one warp of the scheduler issued), L its latency samples.
 	T, A, L float64
 	hybrid  bool
+	gpaOnly bool
 	fns     []*fnView
 	byNode  map[profile.NodeID]instRef
 	// noCode counts samples at instructions whose SASS is unknown.
@@ -63,7 +64,7 @@ func reasonsOf(vs profile.Values) (by map[string]float64, notIssued float64, has
 // newKernelView assembles kernel context k; it returns nil when the kernel
 // has no PC samples.
 func newKernelView(x *Index, k profile.NodeID, mods ModuleSource, opts Options) (*kernelView, error) {
-	kv := &kernelView{x: x, k: k, byNode: map[profile.NodeID]instRef{}}
+	kv := &kernelView{x: x, k: k, byNode: map[profile.NodeID]instRef{}, gpaOnly: opts.GPAOnly}
 	p := x.P
 	type fkey struct{ f *sass.Function }
 	fns := map[*sass.Function]*fnView{}
@@ -308,7 +309,7 @@ func (kv *kernelView) kernelBytes() float64 {
 // memoryBound reports whether most of the kernel's samples wait on memory
 // (then traffic, not dependency edges, apportions them: every access
 // competes for the same bandwidth).
-func (kv *kernelView) memoryBound() bool { return kv.memSamples() >= 0.5*kv.T }
+func (kv *kernelView) memoryBound() bool { return !kv.gpaOnly && kv.memSamples() >= 0.5*kv.T }
 
 // trafficCost is the memory stall samples a removal of `bytes` of the
 // kernel's traffic saves: memory samples × bytes / kernel bytes.
@@ -347,6 +348,9 @@ func (kv *kernelView) executions(fv *fnView, i int) float64 {
 // queue, so the throttle samples anywhere in the kernel shrink with the
 // share of LSU instructions removed.
 func (kv *kernelView) throttleRelief(rs []instRef) float64 {
+	if kv.gpaOnly {
+		return 0
+	}
 	removed := map[instRef]bool{}
 	for _, r := range rs {
 		removed[r] = true

@@ -81,6 +81,9 @@ func (m *match) speedup(T float64) float64 {
 // eligible warp (not_selected under 10% of the active samples): latency
 // hiding then needs independent instructions within the warp.
 func (kv *kernelView) starved() bool {
+	if kv.gpaOnly {
+		return false
+	}
 	var sel, not float64
 	for _, fv := range kv.fns {
 		for i := range fv.s {

@@ -28,7 +28,10 @@ import (
 // its estimated speedup is set against the speedup the fixed twin achieved
 // natively on the GPU (the timings table).
 
-var validationTable = flag.Bool("validation.table", false, "print the validation table in docs/validation.md's format")
+var (
+	validationTable = flag.Bool("validation.table", false, "print the validation table in docs/validation.md's format")
+	validationGPA   = flag.Bool("validation.gpa", false, "estimate with GPA's rules alone (Options.GPAOnly)")
+)
 
 // pairSpec is what a test program's advice must say.
 type pairSpec struct {
@@ -272,7 +275,7 @@ func TestValidationPairs(t *testing.T) {
 			}
 			p, modes := programProfile(t, d, ps.prog)
 			mods := programModules(t, d, ps.prog, p)
-			as, err := analysis.Advise(p, mods, analysis.Options{Static: true})
+			as, err := analysis.Advise(p, mods, analysis.Options{Static: true, GPAOnly: *validationGPA, MinSpeedup: 1 + 1e-9})
 			if err != nil {
 				t.Fatal(err)
 			}
