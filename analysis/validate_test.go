@@ -356,3 +356,67 @@ func badKernel(ps pairSpec, k string) bool {
 	}
 	return false
 }
+
+// TestValidationImbalance: the four ranks of mpi_imbalance (rank 1 gets
+// twice the elements) through the collector's analysis and a merge; the
+// imbalance advice must name rank 1 alone, with max/mean near 2/(5/4).
+func TestValidationImbalance(t *testing.T) {
+	d, _ := findValidationDirs()
+	var paths []string
+	for r := 0; r < 4; r++ {
+		p := filepath.Join(d.captures, fmt.Sprintf("mpi_imbalance.pcsampling.rank%d.gpr", r))
+		if _, err := os.Stat(p); err != nil {
+			t.Skip("no mpi_imbalance captures")
+		}
+		paths = append(paths, p)
+	}
+	structs := &analyze.SASS{NVDisasm: "-", Files: []string{filepath.Join(d.sass, "mpi_imbalance")}}
+	job := profile.New("validation")
+	for r, path := range paths {
+		a := analyze.New(analyze.Options{Job: "validation", Rank: int32(r), Structures: structs})
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := rawstream.NewDecoder(bufio.NewReader(f))
+		for {
+			fr, err := dec.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Add(fr, dec.Offset()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+		it, err := a.Flush(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, err := a.Done(1, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Close()
+		for _, x := range []*profile.Profile{it, done} {
+			if err := job.Merge(x); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	as := analysis.Imbalance(analysis.NewIndex(job), analysis.DefaultImbalance)
+	if len(as) == 0 {
+		t.Fatal("no imbalance advice")
+	}
+	a := as[0]
+	t.Logf("%s [%s] ranks %v speedup %.3f: %s", a.Kind, a.Hotspots[0].Kernel, a.Ranks, a.Speedup, a.Evidence)
+	if a.Hotspots[0].Kernel != "relax" || len(a.Ranks) != 1 || a.Ranks[0] != 1 {
+		t.Fatalf("advice %+v names ranks %v, want rank 1 of relax", a, a.Ranks)
+	}
+	if a.Speedup < 1.4 || a.Speedup > 1.8 {
+		t.Fatalf("max/mean %.3f, want about 1.6 (2 units of work against a mean of 1.25)", a.Speedup)
+	}
+}
