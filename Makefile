@@ -7,7 +7,7 @@ FUZZTIME ?= 4s
 # Packages whose concurrency the race detector checks.
 RACE_PKGS := ./profile/... ./collector/... ./reducer/... ./broker/...
 
-.PHONY: all build test demo bench inject setup deps vet fuzz clean
+.PHONY: all build test demo demo-check bench inject setup deps vet fuzz clean
 
 all: build
 
@@ -27,7 +27,15 @@ vet: deps
 test: setup deps vet
 	$(GO) test -race -timeout 20m $(RACE_PKGS)
 	$(GO) test -timeout 20m $$($(GO) list ./... | grep -v -e /profile -e /collector -e /reducer -e /broker)
+	@$(MAKE) --no-print-directory demo-check
 	@$(MAKE) --no-print-directory fuzz
+
+# The demo's merged 8-rank profile, exported and read back by Hatchet's
+# HPCToolkit reader (an implementation we did not write).
+demo-check: build
+	rm -rf $(BIN)/demo-check
+	./$(BIN)/gpuprof demo -o $(BIN)/demo-check >/dev/null
+	GPUPROF_HATCHET_PROFILE=$(abspath $(BIN)/demo-check) $(GO) test -count=1 -run 'TestHatchetReadsProfileFile' -v ./viewer-export/hpctoolkit/
 
 # Short runs of every fuzz target (the seeds also run in plain `go test`).
 fuzz:
