@@ -119,7 +119,7 @@ func disassemble(cubin []byte) (*sass.Module, error) {
 	f.Write(cubin)
 	f.Close()
 	var out, errb bytes.Buffer
-	cmd := exec.Command(nv, "-c", "-g", "-gi", "-poff", f.Name())
+	cmd := exec.Command(nv, "-c", "-g", "-gi", "-poff", "-hex", f.Name()) // -hex: control bits for the blamer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("nvdisasm: %v: %s", err, strings.TrimSpace(errb.String()))
