@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
@@ -46,10 +47,14 @@ func moduleSource(dir, sassFiles string, p *profile.Profile) (*modules, error) {
 			continue
 		}
 		filepath.Walk(f, func(path string, info os.FileInfo, err error) error {
-			if err == nil && !info.IsDir() && strings.HasSuffix(path, ".sass.txt") {
+			if err == nil && !info.IsDir() && (strings.HasSuffix(path, ".sass.txt") || strings.HasSuffix(path, ".hex.txt")) {
 				m.files = append(m.files, path)
 			}
 			return nil
+		})
+		// Listings with encodings first: they carry the control bits.
+		sort.SliceStable(m.files, func(i, j int) bool {
+			return strings.HasSuffix(m.files[i], ".hex.txt") && !strings.HasSuffix(m.files[j], ".hex.txt")
 		})
 	}
 	return m, nil
