@@ -162,6 +162,7 @@ type Collector struct {
 	end    int32
 	issues []string
 	exit   int
+	recErr error
 }
 
 // New checks the options and finds the rank.
@@ -286,10 +287,14 @@ func (c *Collector) Run(ctx context.Context) error {
 	derr := c.publishDone(dctx)
 	c.mu.Lock()
 	code := c.exit
+	recErr := c.recErr
 	c.mu.Unlock()
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if recErr != nil {
+		errs = append(errs, recErr)
 	}
 	if derr != nil {
 		errs = append(errs, derr)
@@ -364,6 +369,41 @@ func (c *Collector) publishDone(ctx context.Context) error {
 	return nil
 }
 
+// tee writes the stream to the record file. A failing write (a full disk)
+// stops the recording, not the collection.
+type tee struct {
+	f   *os.File
+	c   *Collector
+	err error
+}
+
+func (t *tee) Write(p []byte) (int, error) {
+	if t.err == nil {
+		if _, err := t.f.Write(p); err != nil {
+			t.err = err
+			t.c.recordFailed(fmt.Errorf("rank %d: recording the stream to %s: %w (the recording is cut; the analysis went on)", t.c.rank, t.f.Name(), err))
+		}
+	}
+	return len(p), nil
+}
+
+func (t *tee) close() {
+	if err := t.f.Close(); err != nil && t.err == nil {
+		t.c.recordFailed(fmt.Errorf("rank %d: recording the stream to %s: %w", t.c.rank, t.f.Name(), err))
+	}
+}
+
+// recordFailed keeps the first recording error: it is returned by Run but
+// does not make the profile incomplete.
+func (c *Collector) recordFailed(err error) {
+	c.logf("%v", err)
+	c.mu.Lock()
+	if c.recErr == nil {
+		c.recErr = err
+	}
+	c.mu.Unlock()
+}
+
 // counter counts the bytes read through it.
 type counter struct {
 	r io.Reader
@@ -388,16 +428,16 @@ type decoded struct {
 // the rest of the stream is still read (and recorded) so that the
 // application never blocks on a collector that stopped listening.
 func (c *Collector) stream(ctx context.Context, r io.Reader, source, record string) (err error) {
-	in := io.Reader(counter{r, &c.bytes})
-	var rec *os.File
+	raw := io.Reader(counter{r, &c.bytes})
+	in := raw
 	if record != "" {
-		rec, err = os.Create(record)
+		rec, err := os.Create(record)
 		if err != nil {
-			c.issue("record: " + err.Error())
-			c.logf("cannot record the stream: %v", err)
+			c.recordFailed(fmt.Errorf("rank %d: recording the stream: %w", c.rank, err))
 		} else {
-			defer rec.Close()
-			in = io.TeeReader(in, rec)
+			t := &tee{f: rec, c: c}
+			defer t.close()
+			in = io.TeeReader(raw, t)
 		}
 	}
 	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, Structures: c.o.Structures, OnModule: c.o.OnModule})
@@ -420,14 +460,14 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 				}
 				// After an error keep reading, so that a writer on a socket
 				// never blocks; discard what comes.
-				io.Copy(io.Discard, in)
+				io.Copy(io.Discard, raw)
 				return
 			}
 			c.frames.Add(1)
 			select {
 			case frames <- decoded{f: f, off: d.Offset()}:
 			case <-stop:
-				io.Copy(io.Discard, in)
+				io.Copy(io.Discard, raw)
 				return
 			}
 		}

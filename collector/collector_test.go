@@ -435,3 +435,24 @@ func TestPublisherBackpressure(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// A recording that fails (a full disk) stops the recording, not the
+// analysis: every item is still published and the error is returned.
+func TestRecordFailureKeepsAnalysing(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	dir := t.TempDir()
+	path, stream := writeSynth(t, dir, synth.Options{Seed: 15, BlockSampling: 4, FrameRecords: 64}, 0)
+	pub := &items{}
+	err := Collect(context.Background(), Options{Job: "job", Rank: 0, Replay: path, Publisher: pub, BatchRecords: 500,
+		Record: "/dev/full", Structures: &analyze.SASS{NVDisasm: "-"}})
+	if err == nil || !strings.Contains(err.Error(), "recording the stream") || ExitCode(err) != 1 {
+		t.Fatalf("error %v", err)
+	}
+	m := pub.merged(t, 0)
+	if m.Ranks[0].Incomplete != "" {
+		t.Errorf("incomplete %q: the profile itself is complete", m.Ranks[0].Incomplete)
+	}
+	sameData(t, direct(t, stream, 0), m)
+}

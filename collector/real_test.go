@@ -28,9 +28,8 @@ func TestRealInjection(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			pub := &items{}
-			rec := t.TempDir() + "/stream.gpraw"
-			c, err := New(Options{Job: "real", Rank: 0, Command: []string{app}, InjectLib: lib, Mode: mode, BlockSampling: 1,
-				Publisher: pub, Record: rec, Stdout: os.Stderr, Structures: &analyze.SASS{}, Logf: t.Logf})
+			c, err := New(Options{Job: "real", Rank: 0, Command: []string{app}, InjectLib: lib, Mode: mode, KernelSampling: 10,
+				Publisher: pub, Stdout: os.Stderr, Structures: &analyze.SASS{}, Logf: t.Logf})
 			if err != nil {
 				t.Fatal(err)
 			}

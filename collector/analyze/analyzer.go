@@ -81,6 +81,19 @@ type funcInfo struct {
 	size   uint32
 	ctx    uint32 // the last launch context of this function (for samples without a launch)
 	hasCtx bool
+	orphan bool // reported without a known module
+}
+
+// fn returns the function with wire id id: a function reported without a
+// module is the same-named function of a module loaded since, if any.
+func (a *Analyzer) fn(id uint32) *funcInfo {
+	f := a.funcByID[id]
+	if f != nil && f.orphan {
+		if real := a.byName[f.name]; real != nil {
+			return real
+		}
+	}
+	return f
 }
 
 // funcSnap is an immutable list of functions with known code ranges,
@@ -177,12 +190,14 @@ type Analyzer struct {
 	hello *rawstream.Hello
 	exit  int32
 
-	modules   map[uint64]*modInfo
-	byContent map[uint64]*modInfo // content key -> first module with its bytes
-	hashes    map[profile.ModuleHash]bool
-	funcs     []*funcInfo
-	funcByID  map[uint32]*funcInfo
-	fsnap     *funcSnap
+	modules    map[uint64]*modInfo
+	byContent  map[uint64]*modInfo // content key -> first module with its bytes
+	hashes     map[profile.ModuleHash]bool
+	funcs      []*funcInfo
+	funcByID   map[uint32]*funcInfo
+	byName     map[string]*funcInfo // functions of known modules, by name
+	unknownMod *modInfo
+	fsnap      *funcSnap
 
 	ctxs     []*ctxInfo
 	ctxByID  map[profile.NodeID]uint32
@@ -236,7 +251,7 @@ func New(o Options) *Analyzer {
 	}
 	a := &Analyzer{o: o, exit: -1,
 		modules: map[uint64]*modInfo{}, byContent: map[uint64]*modInfo{}, hashes: map[profile.ModuleHash]bool{},
-		funcByID: map[uint32]*funcInfo{}, fsnap: &funcSnap{},
+		funcByID: map[uint32]*funcInfo{}, byName: map[string]*funcInfo{}, fsnap: &funcSnap{},
 		ctxByID: map[profile.NodeID]uint32{}, stacks: map[string][]profile.Frame{},
 		launches: map[uint64]*launchInfo{}, bySeq: map[uint32]*launchInfo{}, recent: map[uint64]uint32{},
 		objIdx: map[profile.ObjectID]uint32{}, osnap: &objSnap{},
@@ -414,15 +429,28 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 	}
 }
 
+// unknownModule stands for the module of functions the library reported
+// before (or without) their module: with lazy loading, a kernel's launch
+// can come before its module is loaded. Its hash is 0 on every rank.
+func (a *Analyzer) unknownModule() *modInfo {
+	if a.unknownMod == nil {
+		a.unknownMod = &modInfo{id: ^uint64(0), resolved: true}
+	}
+	return a.unknownMod
+}
+
 func (a *Analyzer) function(f *rawstream.Function, off int64) {
 	m := a.modules[f.ModuleID]
-	if m == nil {
-		a.anomaly(off, f.Kind(), "function %d (%s): module %d unknown", f.FunctionID, f.Name, f.ModuleID)
-		return
+	orphan := m == nil
+	if orphan {
+		m = a.unknownModule()
 	}
-	fi := &funcInfo{idx: uint32(len(a.funcs)), wireID: f.FunctionID, mod: m, name: f.Name, pc: f.PC, size: f.Size}
+	fi := &funcInfo{idx: uint32(len(a.funcs)), wireID: f.FunctionID, mod: m, name: f.Name, pc: f.PC, size: f.Size, orphan: orphan}
 	a.funcs = append(a.funcs, fi)
 	a.funcByID[f.FunctionID] = fi
+	if !orphan {
+		a.byName[f.Name] = fi
+	}
 	m.funcs = append(m.funcs, f.Name)
 	m.resolved = false // more functions: a better structure match may exist
 	if f.PC != 0 && f.Size != 0 {
@@ -491,7 +519,7 @@ func pathID(frames []profile.Frame) profile.NodeID {
 }
 
 func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
-	fn := a.funcByID[f.FunctionID]
+	fn := a.fn(f.FunctionID)
 	if fn == nil {
 		a.anomaly(off, f.Kind(), "launch %d: function %d unknown", f.LaunchID, f.FunctionID)
 		return
@@ -635,7 +663,7 @@ func (a *Analyzer) instAcc(ctx uint32, fn *funcInfo, off uint32) *instAcc {
 
 func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
 	for _, s := range f.PCs {
-		fn := a.funcByID[s.FunctionID]
+		fn := a.fn(s.FunctionID)
 		if fn == nil {
 			a.anomaly(off, f.Kind(), "function %d unknown", s.FunctionID)
 			continue
@@ -662,7 +690,7 @@ func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
 
 func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 	for _, c := range f.Counts {
-		fn := a.funcByID[c.FunctionID]
+		fn := a.fn(c.FunctionID)
 		if fn == nil {
 			a.anomaly(off, f.Kind(), "function %d unknown", c.FunctionID)
 			continue

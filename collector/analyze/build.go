@@ -108,10 +108,19 @@ func (b *builder) kernel(ci uint32) profile.NodeID {
 	c := b.a.ctxs[ci]
 	n := b.p.Path(c.frames...)
 	m := c.fn.mod
-	b.p.AddModule(profile.Module{Hash: m.hash, Size: m.size, Name: c.fn.name, SM: b.sm()})
+	b.p.AddModule(profile.Module{Hash: m.hash, Size: m.size, Name: moduleName(m, c.fn.name), SM: b.sm()})
 	b.p.AddFunc(m.hash, c.fn.name)
 	b.kern[ci] = n.ID
 	return n.ID
+}
+
+// moduleName is a readable name for a module: the first function seen in
+// it (the stream does not name modules).
+func moduleName(m *modInfo, fn string) string {
+	if m.id == ^uint64(0) {
+		return "<unknown module>"
+	}
+	return fn
 }
 
 func (b *builder) sm() uint16 {
@@ -148,7 +157,7 @@ func (b *builder) pc(packed uint64) profile.PC {
 	}
 	pl := b.a.place(packed)
 	m := b.a.funcs[packed>>32].mod
-	b.p.AddModule(profile.Module{Hash: m.hash, Size: m.size, Name: b.a.funcs[packed>>32].name, SM: b.sm()})
+	b.p.AddModule(profile.Module{Hash: m.hash, Size: m.size, Name: moduleName(m, b.a.funcs[packed>>32].name), SM: b.sm()})
 	pc := profile.PC{Func: b.p.AddFunc(m.hash, pl.Function), Offset: pl.Offset}
 	b.pcOf[packed] = pc
 	return pc

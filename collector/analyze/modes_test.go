@@ -184,10 +184,61 @@ func TestAnomaliesSkipped(t *testing.T) {
 		}
 	}
 	n, first := a.Anomalies()
-	if n != 5 || !strings.Contains(first, "offset 100 (FUNCTION)") || !strings.Contains(first, "module 9 unknown") {
+	if n != 4 || !strings.Contains(first, "offset 200 (LAUNCH)") || !strings.Contains(first, "function 7 unknown") {
 		t.Errorf("%d anomalies, first %q", n, first)
 	}
 	if p, err := a.Flush(0); err != nil || p != nil {
 		t.Errorf("flush: %v %v", p, err)
+	}
+}
+
+// With lazy loading the library reports a kernel (module id 0) before its
+// module: its first launch goes under the unknown module (hash 0), and
+// what refers to it once the module is loaded goes to the module's
+// function of the same name.
+func TestFunctionBeforeItsModule(t *testing.T) {
+	a := New(Options{Job: "j", Rank: 0, Workers: 1})
+	defer a.Close()
+	cubin := []byte("cubin bytes")
+	for i, f := range []rawstream.Frame{
+		&rawstream.Hello{Mode: rawstream.ModePCSampling},
+		&rawstream.Function{FunctionID: 1, ModuleID: 0, Name: "_Z1kv"},
+		&rawstream.Launch{LaunchID: 1, FunctionID: 1},
+		&rawstream.Module{ModuleID: 5, ContentKey: 1, Size: uint32(len(cubin)), HasBytes: true, Bytes: cubin},
+		&rawstream.Function{FunctionID: 2, ModuleID: 5, Name: "_Z1kv"},
+		&rawstream.KernelEnd{LaunchID: 1},
+		&rawstream.Launch{LaunchID: 2, FunctionID: 1},
+		&rawstream.PCSamples{LaunchID: 2, PCs: []rawstream.PCSample{{FunctionID: 1, Offset: 0x10, Stalls: []rawstream.StallCount{{Reason: 0, Samples: 3}}}}},
+		&rawstream.KernelEnd{LaunchID: 2},
+	} {
+		if err := a.Add(f, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, first := a.Anomalies(); n != 0 {
+		t.Fatalf("%d anomalies: %s", n, first)
+	}
+	p, err := a.Flush(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	real := profile.ModuleHash(xxhashSum(cubin))
+	var mods []string
+	for _, n := range p.Nodes {
+		if n.Frame.Kind == profile.KindKernel {
+			mods = append(mods, n.Frame.Module)
+			if n.Frame.Module == real.String() && n.Metrics.Get(profile.GPULaunches) != 1 {
+				t.Errorf("kernel under the loaded module: %v", n.Metrics)
+			}
+		}
+		if n.Frame.Kind == profile.KindInstruction && n.Metrics.Get(profile.InstSamples) != 3 {
+			t.Errorf("samples %v", n.Metrics)
+		}
+	}
+	if len(mods) != 2 || p.Modules[0] == nil || p.Modules[0].Name != "<unknown module>" || p.Modules[real] == nil {
+		t.Errorf("kernel modules %v, profile modules %v", mods, p.Modules)
 	}
 }
