@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -56,6 +59,12 @@ func Retryable(err error) bool {
 		errors.Is(err, jetstream.ErrTooManyStalledMsgs), errors.Is(err, jetstream.ErrJetStreamNotEnabled),
 		errors.Is(err, jetstream.ErrServerShutdown), errors.Is(err, nats.ErrStaleConnection),
 		errors.Is(err, jetstream.ErrConsumerLeadershipChanged), errors.Is(err, jetstream.ErrNoHeartbeat):
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED) {
+		// The connection dropped under a write; it reconnects by itself.
 		return true
 	}
 	var ae *jetstream.APIError

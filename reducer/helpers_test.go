@@ -119,7 +119,7 @@ func publishRanks(t testing.TB, e *broker.Embedded, job string, items [][]*profi
 				return
 			}
 			defer c.Close()
-			p, err := publish.New(c, publish.Config{Job: job, Window: window})
+			p, err := publish.New(c, publish.Config{Job: job, Window: window, AckTimeout: 2 * time.Second})
 			if err != nil {
 				errs <- err
 				return

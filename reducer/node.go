@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -243,8 +244,7 @@ type node struct {
 	dirty       bool
 	deferred    []deferredAck
 	pver        uint64
-	ownSeqs     []uint64 // stream sequences of the last published version
-	staleSeqs   []uint64 // older versions found at restore, deleted after the next publish
+	hk          chan func(context.Context) // housekeeping: deletions off the merge path
 	clock       time.Time
 	lastDone    time.Time
 	lastPublish time.Time
@@ -253,6 +253,8 @@ type node struct {
 	bytesIn     uint64
 	ackedUpTo   map[int32]uint64 // leaves: highest acknowledged stream sequence per rank
 	purgedUpTo  map[int32]uint64
+	ackedBytes  map[int32]int // acknowledged since the rank's last purge
+	purgedDone  map[int32]bool
 }
 
 func (n *node) run(ctx context.Context) (*NodeResult, error) {
@@ -274,6 +276,8 @@ func (n *node) run(ctx context.Context) (*NodeResult, error) {
 		n.finished = map[int32]bool{}
 		n.ackedUpTo = map[int32]uint64{}
 		n.purgedUpTo = map[int32]uint64{}
+		n.ackedBytes = map[int32]int{}
+		n.purgedDone = map[int32]bool{}
 	} else {
 		n.child = map[NodeName]int{}
 		for i, c := range n.spec.Children {
@@ -284,14 +288,22 @@ func (n *node) run(ctx context.Context) (*NodeResult, error) {
 		n.building = make([]*partialAsm, len(n.spec.Children))
 		n.buildMsgs = make([][]jetstream.Msg, len(n.spec.Children))
 	}
-	if res, err := n.restore(ctx); err != nil || res != nil {
-		return res, err
+	stopHK := n.startHousekeeping()
+	res, err := n.restore(ctx)
+	if err == nil && res == nil {
+		var cons jetstream.Consumer
+		if cons, err = n.consumer(ctx); err == nil {
+			res, err = n.loop(ctx, cons)
+		}
 	}
-	cons, err := n.consumer(ctx)
+	// A finished node lets its last deletions through; a killed one
+	// leaves them.
+	wait := 2 * time.Second
 	if err != nil {
-		return nil, err
+		wait = 0
 	}
-	return n.loop(ctx, cons)
+	stopHK(wait)
+	return res, err
 }
 
 // restore resumes from what the node already made durable: the root's
@@ -322,15 +334,13 @@ func (n *node) restore(ctx context.Context) (*NodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, stale, maxPVer := latestComplete(msgs)
+	a, _, maxPVer := latestComplete(msgs)
 	if len(msgs) > 0 {
 		n.pver = maxPVer + 1
 	}
-	n.staleSeqs = stale
 	if a == nil {
 		return nil, nil
 	}
-	n.ownSeqs = a.seqs
 	if !n.spec.Leaf() {
 		if a.h.finished() && !n.spec.Root {
 			n.stats.Restored = true
@@ -347,8 +357,6 @@ func (n *node) restore(ctx context.Context) (*NodeResult, error) {
 		// Start over from the inputs: acknowledged ones may be gone, so
 		// say so loudly; the rank timeout names what is missing.
 		n.log.Error("reducer: own last partial unreadable; starting from the inputs still in the stream", "version", a.h.PVer, "err", err)
-		n.staleSeqs = append(n.staleSeqs, a.seqs...)
-		n.ownSeqs = nil
 		return nil, nil
 	}
 	for r := range p.Items {
@@ -605,7 +613,10 @@ func (n *node) loop(ctx context.Context, cons jetstream.Consumer) (*NodeResult, 
 			wg.Wait()
 			iter = nil
 		}
-		it, err := cons.Messages(jetstream.PullMaxBytes(n.cfg.PullBytes))
+		// Short pulls with frequent heartbeats: after a broker restart the
+		// pull parked on the old server is gone, and a missed heartbeat is
+		// what makes the client issue a new one.
+		it, err := cons.Messages(jetstream.PullMaxBytes(n.cfg.PullBytes), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second))
 		if err != nil {
 			return err
 		}
@@ -710,8 +721,9 @@ func (n *node) ack(m jetstream.Msg, rank int32, seq uint64) {
 	if err := m.Ack(); err != nil {
 		n.log.Debug("reducer: ack failed (the input will be redelivered and ignored)", "stream_seq", seq, "err", err)
 	}
-	if rank >= 0 && n.ackedUpTo != nil && seq > n.ackedUpTo[rank] {
-		n.ackedUpTo[rank] = seq
+	if rank >= 0 && n.ackedUpTo != nil {
+		n.ackedUpTo[rank] = max(n.ackedUpTo[rank], seq)
+		n.ackedBytes[rank] += len(m.Data())
 	}
 }
 
@@ -1276,29 +1288,73 @@ func (n *node) publishProfile(ctx context.Context, p *profile.Profile, finished,
 	n.dirty = false
 	n.lastPublish = time.Now()
 	if !final {
-		n.deleteSeqs(ctx, append(n.staleSeqs, n.ownSeqs...))
-		n.staleSeqs, n.ownSeqs = nil, seqs
+		// Every older version of this node's partial was stored before any
+		// chunk of this one: drop them, so the stream holds one version
+		// per node.
+		lowest := slices.Min(seqs)
+		n.housekeep(func(ctx context.Context) {
+			if err := n.stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(lowest)); err != nil {
+				n.log.Debug("reducer: could not drop superseded partials (a restart cleans them)", "subject", subj, "err", err)
+			}
+		})
 	}
 	if n.spec.Leaf() && !n.cfg.KeepInputs {
-		n.purge(ctx)
+		n.purge()
 	}
 	return h, nil
 }
 
-// deleteSeqs removes superseded partial chunks, so the stream holds one
-// version per node; a failure only leaves garbage that a restart cleans.
-func (n *node) deleteSeqs(ctx context.Context, seqs []uint64) {
-	for _, s := range seqs {
-		if err := n.stream.DeleteMsg(ctx, s); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			n.log.Debug("reducer: could not delete a superseded partial chunk", "stream_seq", s, "err", err)
-		}
+// housekeep queues a deletion. Deletions only reclaim space, so they run
+// beside the merge, and one that cannot be queued or fails leaves garbage,
+// never a loss.
+func (n *node) housekeep(f func(context.Context)) {
+	select {
+	case n.hk <- f:
+	default:
+		n.log.Debug("reducer: housekeeping queue full; a deletion is skipped")
 	}
 }
+
+// startHousekeeping runs queued deletions until stop; stop(wait) lets the
+// queue drain for up to wait.
+func (n *node) startHousekeeping() (stop func(wait time.Duration)) {
+	n.hk = make(chan func(context.Context), 256)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for f := range n.hk {
+			if ctx.Err() != nil {
+				continue
+			}
+			c, cl := context.WithTimeout(ctx, 5*time.Second)
+			f(c)
+			cl()
+		}
+	}()
+	return func(wait time.Duration) {
+		close(n.hk)
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			cancel()
+			<-done
+		}
+		cancel()
+	}
+}
+
+// purgeEvery: a running rank's merged batches are purged once this many
+// bytes of them are acknowledged (a finished rank's at once), which keeps
+// purge requests few while bounding what a full stream holds.
+const purgeEvery = 8 << 20
 
 // purge drops a leaf's merged batches from the stream: for each rank, every
 // message below the lowest one still unacknowledged (held by an item being
 // assembled) is in a stored partial.
-func (n *node) purge(ctx context.Context) {
+func (n *node) purge() {
 	hold := map[int32]uint64{}
 	for _, pi := range n.asm {
 		for _, m := range pi.msgs {
@@ -1315,23 +1371,24 @@ func (n *node) purge(ctx context.Context) {
 		if h, ok := hold[r]; ok && h < upTo {
 			upTo = h
 		}
-		if upTo <= n.purgedUpTo[r]+1 || upTo <= 1 {
+		due := n.finished[r] && !n.purgedDone[r] || n.ackedBytes[r] >= purgeEvery
+		if !due || upTo <= n.purgedUpTo[r]+1 || upTo <= 1 {
 			continue
 		}
+		n.ackedBytes[r] = 0
+		n.purgedDone[r] = n.finished[r]
 		subjects := []string{broker.BatchSubject(n.cfg.Job, r)}
 		if n.finished[r] {
 			subjects = append(subjects, broker.DoneSubject(n.cfg.Job, r))
 		}
-		ok := true
 		for _, s := range subjects {
-			if err := n.stream.Purge(ctx, jetstream.WithPurgeSubject(s), jetstream.WithPurgeSequence(upTo)); err != nil {
-				n.log.Debug("reducer: purge of merged batches failed (they stay in the stream)", "subject", s, "err", err)
-				ok = false
-			}
+			n.housekeep(func(ctx context.Context) {
+				if err := n.stream.Purge(ctx, jetstream.WithPurgeSubject(s), jetstream.WithPurgeSequence(upTo)); err != nil {
+					n.log.Debug("reducer: purge of merged batches failed (they stay in the stream)", "subject", s, "err", err)
+				}
+			})
 		}
-		if ok {
-			n.purgedUpTo[r] = upTo - 1
-		}
+		n.purgedUpTo[r] = upTo - 1
 	}
 }
 
