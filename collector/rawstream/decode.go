@@ -154,25 +154,20 @@ func (d *Decoder) next() (Frame, error) {
 	}
 }
 
-// readPayload reads n bytes, growing the buffer as data arrives so that a
-// cut stream claiming a huge frame does not allocate it all up front.
+// readPayload reads n bytes. The first MiB is read into a buffer of its
+// own, so that a cut stream claiming a huge frame does not allocate it all;
+// once that much arrived, the full buffer is allocated at once.
 func (d *Decoder) readPayload(n int) ([]byte, error) {
-	const step = 1 << 20
-	buf := make([]byte, 0, min(n, step))
-	for len(buf) < n {
-		want := min(n-len(buf), step)
-		if cap(buf)-len(buf) < want {
-			nb := make([]byte, len(buf), min(n, max(2*cap(buf), len(buf)+want)))
-			copy(nb, buf)
-			buf = nb
-		}
-		got, err := io.ReadFull(d.r, buf[len(buf):len(buf)+want])
-		buf = buf[:len(buf)+got]
-		if err != nil {
-			return buf, err
-		}
+	const first = 1 << 20
+	buf := make([]byte, min(n, first))
+	got, err := io.ReadFull(d.r, buf)
+	if err != nil || n <= first {
+		return buf[:got], err
 	}
-	return buf, nil
+	full := make([]byte, n)
+	copy(full, buf)
+	got, err = io.ReadFull(d.r, full[first:])
+	return full[:first+got], err
 }
 
 // fieldError is a payload problem at byte off of the payload.
