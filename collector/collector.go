@@ -443,7 +443,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, Structures: c.o.Structures, OnModule: c.o.OnModule})
 	defer a.Close()
 
-	frames := make(chan decoded, 4) // with the workers' queues, bounds the frames held
+	frames := make(chan decoded, 64) // absorbs the library's bursts (a drained device buffer at each kernel end); bounds the frames held
 	stop := make(chan struct{})
 	go func() {
 		defer close(frames)

@@ -262,7 +262,7 @@ func New(o Options) *Analyzer {
 		a.shards[i] = newShard(i)
 	}
 	for w := 0; w < o.Workers; w++ {
-		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, 8), pcs: map[uint64]*pcInfo{}}
+		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, 16), pcs: map[uint64]*pcInfo{}}
 		wk.cand = make([]spTable, o.Workers)
 		for s := w; s < numShards; s += o.Workers {
 			wk.own = append(wk.own, a.shards[s])
