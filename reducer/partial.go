@@ -247,7 +247,9 @@ func (a *partialAsm) body() ([]byte, error) {
 
 // decodePartial decompresses and decodes a partial's body.
 func decodePartial(h *partialHeader, body []byte) (*profile.Profile, error) {
-	raw, err := zdecoder().DecodeAll(body, make([]byte, 0, h.RawLen))
+	// Size the buffer from the body too: a forged header must not make a
+	// reducer allocate its claimed length up front.
+	raw, err := zdecoder().DecodeAll(body, make([]byte, 0, min(int(h.RawLen), 64*len(body)+4096)))
 	if err != nil {
 		return nil, &PartialError{int(h.Level), int(h.Node), h.PVer, h.payloadOff, "zstd: " + err.Error()}
 	}
