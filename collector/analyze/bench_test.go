@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -100,4 +103,68 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkAnalyzeCaptures analyses the fully traced H100 captures of the
+// test programs (testdata/captures/*.redundancy.p1.gpr) one after the
+// other: real records, small streams.
+func BenchmarkAnalyzeCaptures(b *testing.B) {
+	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p1.gpr")
+	if len(files) == 0 {
+		b.Skip("no captures")
+	}
+	type capture struct {
+		fs   []rawstream.Frame
+		offs []int64
+		st   StructureSource
+	}
+	var caps []capture
+	var recs uint64
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		prog := strings.SplitN(filepath.Base(f), ".", 2)[0]
+		c := capture{st: &SASS{NVDisasm: "-", Files: []string{filepath.Join("../../testdata/sass", prog)}}}
+		d := rawstream.NewDecoder(bytes.NewReader(data))
+		for {
+			fr, err := d.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if a, ok := fr.(*rawstream.Access); ok {
+				recs += uint64(a.Count)
+			}
+			c.fs = append(c.fs, fr)
+			c.offs = append(c.offs, d.Offset())
+		}
+		caps = append(caps, c)
+	}
+	b.Logf("%d captures, %d access records", len(caps), recs)
+	for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				for _, c := range caps {
+					a := New(Options{Job: "bench", Workers: w, Structures: c.st})
+					for j, f := range c.fs {
+						if err := a.Add(f, c.offs[j]); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if _, err := a.Flush(0); err != nil {
+						b.Fatal(err)
+					}
+					a.Close()
+				}
+			}
+			rps := float64(recs) * float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(rps, "records/s")
+			b.ReportMetric(rps/float64(w), "records/s/core")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }

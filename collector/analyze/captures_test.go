@@ -1,0 +1,90 @@
+package analyze
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gpuprof/profile"
+)
+
+// The H100 captures of the test programs (testdata/captures) replay
+// through the analysis without a decoding error or an inconsistent frame,
+// the redundancy counts of the fully traced ones equal the reference's,
+// and the counts testdata/cuda/README.md derives from the programs' source
+// come out.
+func TestCaptures(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/captures/*.gpr")
+	if len(files) == 0 {
+		t.Skip("no captures in testdata/captures")
+	}
+	for _, f := range files {
+		base := filepath.Base(f)
+		prog := strings.SplitN(base, ".", 2)[0]
+		st := &SASS{NVDisasm: "-", Files: []string{filepath.Join("../../testdata/sass", prog)}}
+		t.Run(base, func(t *testing.T) {
+			stream, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := analyse(t, stream, 3, 40, st) // no decoding error, no anomaly, every item valid
+			if strings.Contains(base, ".redundancy.") && (strings.Contains(base, ".p1.") || strings.Contains(base, ".rank0.")) {
+				compare(t, base, runReference(t, stream, st), p)
+			}
+			switch base {
+			case "loop_reload.redundancy.p1.gpr":
+				checkKernel(t, p, "accumulate_reload", 34816, 30720, -1, 34816, 0)
+				checkKernel(t, p, "accumulate_registers", 4096, 0, -1, 2048, 0)
+			case "single_value.redundancy.p1.gpr":
+				checkSpatial(t, p, "fill_weights", profile.Store, 16382)
+				checkKernel(t, p, "fill_weights", 0, 0, 0, 16384, 0)
+				checkKernel(t, p, "scale_by_weights", 2*16384, 0, -1, 16384, 0)
+				checkKernel(t, p, "scale_by_constant", 16384, 0, -1, 16384, 0)
+			}
+		})
+	}
+}
+
+// kernelTotals sums a metric over the instruction nodes of the kernels
+// whose name contains name.
+func kernelTotals(p *profile.Profile, name string, m profile.MetricID) uint64 {
+	var n uint64
+	for _, nd := range p.Nodes {
+		if k := p.KernelOf(nd.ID); k != profile.RootID && strings.Contains(p.Nodes[k].Frame.Function, name) {
+			n += nd.Metrics.Get(m)
+		}
+	}
+	return n
+}
+
+// checkKernel checks loads, temporally redundant loads, spatially
+// redundant loads (-1: not checked), stores and temporally redundant
+// stores.
+func checkKernel(t *testing.T, p *profile.Profile, name string, loads, redTL uint64, redSL int64, stores, redTS uint64) {
+	t.Helper()
+	got := []uint64{kernelTotals(p, name, profile.MemLoads), kernelTotals(p, name, profile.RedTempLoad),
+		kernelTotals(p, name, profile.MemStores), kernelTotals(p, name, profile.RedTempStore)}
+	want := []uint64{loads, redTL, stores, redTS}
+	for i, what := range []string{"loads", "temporally redundant loads", "stores", "temporally redundant stores"} {
+		if got[i] != want[i] {
+			t.Errorf("%s: %d %s, the program's source says %d", name, got[i], what, want[i])
+		}
+	}
+	if redSL >= 0 && kernelTotals(p, name, profile.RedSpatLoad) != uint64(redSL) {
+		t.Errorf("%s: %d spatially redundant loads, want %d", name, kernelTotals(p, name, profile.RedSpatLoad), redSL)
+	}
+}
+
+func checkSpatial(t *testing.T, p *profile.Profile, name string, acc profile.Access, want uint64) {
+	t.Helper()
+	var n uint64
+	for k, v := range p.Spatial {
+		if k.Access == acc && strings.Contains(p.Nodes[k.Context].Frame.Function, name) {
+			n += v
+		}
+	}
+	if n != want {
+		t.Errorf("%s: %d spatially redundant %vs, want %d", name, n, acc, want)
+	}
+}
