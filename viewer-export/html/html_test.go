@@ -19,7 +19,7 @@ import (
 	"gpuprof/viewer-export/internal/exporttest"
 )
 
-var updateShot = flag.Bool("update-screenshot", false, "write the rendered report's screenshot to docs/report-screenshot.png")
+var updateShot = flag.Bool("update-screenshot", false, "write the rendered test report to docs/report-showcase.png (docs/report-screenshot.png is make demo's)")
 
 // fixed returns the showcase after a fix: spmv 40% faster.
 func fixed() *profile.Profile {
@@ -190,7 +190,7 @@ func TestChromium(t *testing.T) {
 	}
 	if *updateShot {
 		b, _ := os.ReadFile(shot)
-		if err := os.WriteFile(filepath.Join("..", "..", "docs", "report-screenshot.png"), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "report-showcase.png"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
