@@ -639,17 +639,7 @@ func Decode(b []byte) (*Profile, error) {
 // deriveSingle rebuilds the rank tables of a one-rank profile from its node
 // values (they are not written; see singleRank).
 func (p *Profile) deriveSingle(r int32) {
-	per := map[NodeID]Values{}
-	all := map[NodeID]Values{}
-	for id, n := range p.Nodes {
-		if len(n.Metrics) == 0 {
-			continue
-		}
-		all[id] = n.Metrics.Clone()
-		if IsLaunchContext(n.Frame.Kind) {
-			per[id] = n.Metrics.Clone()
-		}
-	}
+	all, per := p.nodeValues()
 	p.PerRank[r] = per
 	if p.Sealed(r) || (p.Ranks[r] != nil && p.Ranks[r].Incomplete != "") {
 		for id, v := range all {

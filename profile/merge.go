@@ -17,21 +17,25 @@ func (p *Profile) AsItem(rank int32, seq uint32) error {
 	}
 	p.Items[rank] = roaring.BitmapOf(seq)
 	p.Rank(rank)
-	open := map[NodeID]Values{}
-	per := map[NodeID]Values{}
+	p.Open[rank], p.PerRank[rank] = p.nodeValues()
+	p.sealIfComplete(rank)
+	return nil
+}
+
+// nodeValues copies a one-rank profile's node values: all of them (the
+// rank's open values) and those at launch contexts (its per-rank values).
+func (p *Profile) nodeValues() (all, per map[NodeID]Values) {
+	all, per = map[NodeID]Values{}, map[NodeID]Values{}
 	for id, n := range p.Nodes {
 		if len(n.Metrics) == 0 {
 			continue
 		}
-		open[id] = n.Metrics.Clone()
+		all[id] = n.Metrics.Clone()
 		if IsLaunchContext(n.Frame.Kind) {
 			per[id] = n.Metrics.Clone()
 		}
 	}
-	p.Open[rank] = open
-	p.PerRank[rank] = per
-	p.sealIfComplete(rank)
-	return nil
+	return all, per
 }
 
 // OverlapError reports two profiles that share some but not all items, which
