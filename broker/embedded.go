@@ -76,10 +76,14 @@ func (e *Embedded) start() error {
 		StoreDir:          o.Dir,
 		JetStreamMaxStore: o.MaxStore,
 		MaxPayload:        o.MaxPayload,
-		NoLog:             true,
-		NoSigs:            true,
-		Username:          o.User,
-		Password:          o.Password,
+		// Reducer nodes of one process share a connection and each fetches
+		// megabytes ahead; the default 64 MiB of pending data per client
+		// would have the server cut it.
+		MaxPending: 256 << 20,
+		NoLog:      true,
+		NoSigs:     true,
+		Username:   o.User,
+		Password:   o.Password,
 	}
 	s, err := server.NewServer(so)
 	if err != nil {

@@ -51,3 +51,28 @@ func (p *Profile) IncompleteRanks() []int32 {
 	sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
 	return rs
 }
+
+// NewSized returns an empty profile of job whose tables are allocated for
+// the merge of parts, so merging them does not grow (and rehash) every map
+// on the way. SPMD ranks share most contexts, so the size is the largest
+// part's plus an eighth of the others'.
+func NewSized(job string, parts ...*Profile) *Profile {
+	hint := func(n func(*Profile) int) int {
+		largest, sum := 0, 0
+		for _, q := range parts {
+			if q != nil {
+				largest, sum = max(largest, n(q)), sum+n(q)
+			}
+		}
+		return largest + (sum-largest)/8
+	}
+	p := New(job)
+	p.Nodes = make(map[NodeID]*Node, hint(func(q *Profile) int { return len(q.Nodes) }))
+	p.Nodes[RootID] = &Node{ID: RootID, Parent: RootID, Frame: Frame{Kind: KindRoot}}
+	p.Temporal = make(map[TemporalKey]uint64, hint(func(q *Profile) int { return len(q.Temporal) }))
+	p.Spatial = make(map[SpatialKey]uint64, hint(func(q *Profile) int { return len(q.Spatial) }))
+	p.PCs = make(map[PCKey]*PCStat, hint(func(q *Profile) int { return len(q.PCs) }))
+	p.ObjStats = make(map[ObjectKey]*ObjectStat, hint(func(q *Profile) int { return len(q.ObjStats) }))
+	p.Summaries = make(map[NodeID]Summaries, hint(func(q *Profile) int { return len(q.Summaries) + len(q.Nodes)/2 }))
+	return p
+}

@@ -39,7 +39,7 @@ func (l *logBuf) String() string {
 	return l.b.String()
 }
 
-func newLogger(t *testing.T) (*slog.Logger, *logBuf) {
+func newLogger(t testing.TB) (*slog.Logger, *logBuf) {
 	lb := &logBuf{}
 	var w io.Writer = lb
 	if testing.Verbose() && os.Getenv("REDUCER_TEST_LOG") != "" {

@@ -51,7 +51,9 @@ type Config struct {
 	// AckWait before the broker redelivers an unacknowledged input
 	// (default 2m; inputs wait at most about PartialInterval).
 	AckWait time.Duration
-	// PullBytes bounds the bytes fetched ahead of the merge (default 32 MiB).
+	// PullBytes bounds the bytes one fetch brings (default 4 MiB). Nodes
+	// sharing a connection share the server's per-client pending limit
+	// (64 MiB by default), past which the server cuts the client.
 	PullBytes int
 	// KeepInputs keeps merged batches in the stream; by default a leaf
 	// purges a rank's batches once their merge is durable, so the stream's
@@ -96,7 +98,7 @@ func (c Config) withDefaults() Config {
 		c.AckWait = 2 * time.Minute
 	}
 	if c.PullBytes <= 0 {
-		c.PullBytes = 32 << 20
+		c.PullBytes = 4 << 20
 	}
 	if c.AckTimeout <= 0 {
 		c.AckTimeout = 10 * time.Second
@@ -248,6 +250,7 @@ type node struct {
 	clock       time.Time
 	lastDone    time.Time
 	lastPublish time.Time
+	publishCost time.Duration // of the last partial: encoding and storing
 	pending     uint64 // inputs the consumer has not yet delivered
 	batches     uint64 // batch items merged below (restored + this run)
 	bytesIn     uint64
@@ -595,56 +598,35 @@ func (n *node) count(f func(*counters)) {
 func (n *node) loop(ctx context.Context, cons jetstream.Consumer) (*NodeResult, error) {
 	msgs := make(chan jetstream.Msg)
 	errs := make(chan error, 1)
-	stop := make(chan struct{})
 	var (
 		wg   sync.WaitGroup
-		iter jetstream.MessagesContext
+		stop chan struct{}
 	)
-	defer func() {
-		close(stop)
-		if iter != nil {
-			iter.Stop() // unblocks Next
-		}
-		wg.Wait()
-	}()
-	startIter := func() error {
-		if iter != nil {
-			iter.Stop()
-			wg.Wait()
-			iter = nil
-		}
-		// Short pulls with frequent heartbeats: after a broker restart the
-		// pull parked on the old server is gone, and a missed heartbeat is
-		// what makes the client issue a new one.
-		it, err := cons.Messages(jetstream.PullMaxBytes(n.cfg.PullBytes), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second))
-		if err != nil {
-			return err
-		}
-		iter = it
+	startPull := func(cons jetstream.Consumer) {
+		stop = make(chan struct{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				m, err := it.Next()
-				if err != nil {
-					select {
-					case errs <- err:
-					case <-stop:
-					}
-					return
-				}
-				select {
-				case msgs <- m:
-				case <-stop:
-					return
-				}
-			}
+			n.pull(cons, msgs, errs, stop)
 		}()
-		return nil
 	}
-	if err := broker.Retry(ctx, n.cfg.Retry, startIter); err != nil {
-		return nil, fmt.Errorf("reducer: node %v: pulling inputs: %w", n.spec.Name, err)
+	stopPull := func() {
+		if stop != nil {
+			close(stop)
+			wg.Wait()
+			stop = nil
+		}
 	}
+	defer func() { stopPull() }()
+	startPull(cons)
+	// Messages in flight when the connection drops (a broker restart, or a
+	// server cutting a slow client) are lost to this client but count as
+	// delivered, so they would come back only after AckWait; after a
+	// reconnect the node recreates its consumer, which redelivers them at
+	// once (the redelivered copies of what it merged are no-ops).
+	status := n.cfg.Conn.NC.StatusChanged(nats.RECONNECTING, nats.CONNECTED)
+	defer n.cfg.Conn.NC.RemoveStatusListener(status)
+	reconnecting := false
 	if n.cfg.OnReady != nil {
 		n.cfg.OnReady(n.spec.Name)
 	}
@@ -672,25 +654,38 @@ func (n *node) loop(ctx context.Context, cons jetstream.Consumer) (*NodeResult, 
 					return nil, err
 				}
 			}
+		case st := <-status:
+			if st == nats.RECONNECTING {
+				reconnecting = true
+				continue
+			}
+			if st != nats.CONNECTED || !reconnecting {
+				continue
+			}
+			reconnecting = false
+			n.log.Info("reducer: reconnected; recreating the consumer so that lost deliveries come back now")
+			stopPull()
+			c, err := n.consumer(ctx)
+			if err != nil {
+				return nil, err
+			}
+			startPull(c)
 		case err := <-errs:
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionClosed) {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionClosed) {
 				return nil, fmt.Errorf("reducer: node %v: pulling inputs: %w (another process may have taken this node)", n.spec.Name, err)
 			}
 			n.log.Warn("reducer: pulling inputs failed; retrying", "err", err)
-			if err := broker.Retry(ctx, n.cfg.Retry, startIter); err != nil {
-				return nil, fmt.Errorf("reducer: node %v: pulling inputs: %w", n.spec.Name, err)
-			}
 		case now := <-tick.C:
 			if n.deadlinePassed(now) {
 				n.expire()
 				return n.finish(ctx)
 			}
-			if n.dirty && now.Sub(n.lastPublish) >= n.cfg.PartialInterval && !n.spec.Root {
+			if n.dirty && now.Sub(n.lastPublish) >= n.interval() && !n.spec.Root {
 				if err := n.publish(ctx, false); err != nil {
 					return nil, err
 				}
 			}
-			if n.spec.Root && n.spec.Leaf() && n.dirty && now.Sub(n.lastPublish) >= n.cfg.PartialInterval {
+			if n.spec.Root && n.spec.Leaf() && n.dirty && now.Sub(n.lastPublish) >= n.interval() {
 				// A leaf that is also the root still needs its partial as
 				// its durable state.
 				if err := n.publish(ctx, false); err != nil {
@@ -703,6 +698,55 @@ func (n *node) loop(ctx context.Context, cons jetstream.Consumer) (*NodeResult, 
 			}
 		}
 	}
+}
+
+// pull fetches inputs into msgs until stop: one fetch at a time, bounded
+// in bytes and time, so a fetch parked on a broker that went away expires
+// and the next one reaches the new server.
+func (n *node) pull(cons jetstream.Consumer, msgs chan<- jetstream.Msg, errs chan<- error, stop <-chan struct{}) {
+	fails := 0
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		b, err := cons.FetchBytes(n.cfg.PullBytes, jetstream.FetchMaxWait(2*time.Second))
+		if err == nil {
+			for m := range b.Messages() {
+				select {
+				case msgs <- m:
+				case <-stop:
+					return
+				}
+			}
+			err = b.Error()
+		}
+		if err == nil || errors.Is(err, nats.ErrTimeout) {
+			fails = 0
+			continue
+		}
+		select {
+		case errs <- err:
+		case <-stop:
+			return
+		}
+		t := time.NewTimer(n.cfg.Retry.Delay(fails))
+		fails++
+		select {
+		case <-t.C:
+		case <-stop:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// interval between partials while inputs run: PartialInterval, stretched
+// so that encoding a large state takes at most a quarter of the node's time
+// (a leaf of 8 realistic ranks spends about half a second per partial).
+func (n *node) interval() time.Duration {
+	return max(n.cfg.PartialInterval, 3*n.publishCost)
 }
 
 // deferAck acknowledges m once the node's state is durable: at once if
@@ -1106,23 +1150,32 @@ func (n *node) leafReason(r int32) string {
 func (n *node) merged() *profile.Profile {
 	t0 := time.Now()
 	defer func() { n.stats.MergeTime += time.Since(t0) }()
-	p := profile.New(n.cfg.Job)
+	for i, c := range n.latest {
+		if c == nil || c.decoded != nil {
+			continue
+		}
+		q, err := decodePartial(c.h, c.body)
+		if err == nil {
+			err = n.checkChildRanks(i, q)
+		}
+		if err != nil {
+			n.stats.Rejected++
+			n.log.Error("reducer: child partial unreadable; its ranks count as missing", "child", n.spec.Children[i].String(), "version", c.h.PVer, "err", err)
+			n.latest[i] = nil
+			continue
+		}
+		c.decoded, c.body = q, nil
+	}
+	var parts []*profile.Profile
+	for _, c := range n.latest {
+		if c != nil {
+			parts = append(parts, c.decoded)
+		}
+	}
+	p := profile.NewSized(n.cfg.Job, parts...)
 	for i, c := range n.latest {
 		if c == nil {
 			continue
-		}
-		if c.decoded == nil {
-			q, err := decodePartial(c.h, c.body)
-			if err == nil {
-				err = n.checkChildRanks(i, q)
-			}
-			if err != nil {
-				n.stats.Rejected++
-				n.log.Error("reducer: child partial unreadable; its ranks count as missing", "child", n.spec.Children[i].String(), "version", c.h.PVer, "err", err)
-				n.latest[i] = nil
-				continue
-			}
-			c.decoded, c.body = q, nil
 		}
 		if err := p.Merge(c.decoded); err != nil {
 			n.log.Error("reducer: child partial not merged", "child", n.spec.Children[i].String(), "version", c.h.PVer, "err", err)
@@ -1287,6 +1340,7 @@ func (n *node) publishProfile(ctx context.Context, p *profile.Profile, finished,
 	}
 	n.dirty = false
 	n.lastPublish = time.Now()
+	n.publishCost = n.lastPublish.Sub(t0)
 	if !final {
 		// Every older version of this node's partial was stored before any
 		// chunk of this one: drop them, so the stream holds one version

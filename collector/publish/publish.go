@@ -126,14 +126,36 @@ func (p *Publisher) Publish(ctx context.Context, item *profile.Profile, done boo
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
-	p.items.Add(1)
-	for _, c := range chunks {
+	return p.PublishChunks(ctx, chunks)
+}
+
+// PublishChunks publishes one item already encoded by profile.EncodeBatch
+// (with a max payload no larger than the publisher's), for a collector that
+// encodes on other goroutines or replays recorded batches. The chunks'
+// headers give job, rank, sequence and the done flag.
+func (p *Publisher) PublishChunks(ctx context.Context, chunks [][]byte) error {
+	if err := p.state(); err != nil {
+		return err
+	}
+	hs := make([]*profile.Header, len(chunks))
+	for i, c := range chunks {
 		h, err := profile.ParseHeader(c)
-		if err != nil { // what EncodeBatch wrote must parse
-			return fmt.Errorf("publish: encoded chunk: %w", err)
+		if err != nil {
+			return fmt.Errorf("publish: chunk %d: %w", i, err)
 		}
+		if h.Job != p.cfg.Job {
+			return fmt.Errorf("publish: rank %d seq %d: chunk of job %q given to the publisher of job %q", h.Rank, h.Seq, h.Job, p.cfg.Job)
+		}
+		if len(c) > p.cfg.MaxPayload {
+			return fmt.Errorf("publish: rank %d seq %d: chunk of %d bytes exceeds the max payload %d", h.Rank, h.Seq, len(c), p.cfg.MaxPayload)
+		}
+		hs[i] = h
+	}
+	p.items.Add(1)
+	for i, c := range chunks {
+		h := hs[i]
 		subj := broker.BatchSubject(p.cfg.Job, h.Rank)
-		if done {
+		if h.Flags&profile.FlagDone != 0 {
 			subj = broker.DoneSubject(p.cfg.Job, h.Rank)
 		}
 		if err := p.acquire(ctx, h, subj); err != nil {
