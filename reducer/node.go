@@ -251,8 +251,8 @@ type node struct {
 	lastDone    time.Time
 	lastPublish time.Time
 	publishCost time.Duration // of the last partial: encoding and storing
-	pending     uint64 // inputs the consumer has not yet delivered
-	batches     uint64 // batch items merged below (restored + this run)
+	pending     uint64        // inputs the consumer has not yet delivered
+	batches     uint64        // batch items merged below (restored + this run)
 	bytesIn     uint64
 	ackedUpTo   map[int32]uint64 // leaves: highest acknowledged stream sequence per rank
 	purgedUpTo  map[int32]uint64
