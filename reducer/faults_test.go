@@ -399,3 +399,51 @@ func TestDeadChild(t *testing.T) {
 	}
 	sameProfile(t, root.res.Profile, expectSealed(t, job, items[:4], reasons))
 }
+
+// The server cuts the reducers' connection mid-run (as it does to a slow
+// client): deliveries in flight are lost to the client, and come back at
+// once because the nodes recreate their consumers on reconnecting, not
+// after AckWait.
+func TestConnectionCutMidRun(t *testing.T) {
+	e := startBrokerWith(t, broker.EmbeddedOptions{MaxPayload: 16 << 10})
+	c := connect(t, e, "reducer")
+	const job = "cut"
+	ensureStream(t, c, job)
+	items := jobItems(job, 4, medium, 8, 6)
+	log, lb := newLogger(t)
+	cfg := treeConfig(t, c, job, 8, 4, log)
+	cfg.AckWait = 10 * time.Minute // a redelivery by AckWait would fail the test's deadline
+	cfg.PartialInterval = 100 * time.Millisecond
+	ready := make(chan reducer.NodeName, 10)
+	cfg.OnReady = func(n reducer.NodeName) { ready <- n }
+	pc, _, ec := runTree(t, cfg)
+	for range cfg.Tree.Nodes() {
+		<-ready
+	}
+	first := make([][]*profile.Profile, len(items))
+	rest := make([][]*profile.Profile, len(items))
+	for r := range items {
+		first[r], rest[r] = items[r][:3], items[r][3:]
+	}
+	publishRanks(t, e, job, first, 8)
+	id, err := c.NC.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Server().DisconnectClientByID(id); err != nil {
+		t.Fatal(err)
+	}
+	publishRanks(t, e, job, rest, 8)
+	select {
+	case err := <-ec:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("the tree did not finish after its connection was cut")
+	}
+	sameProfile(t, <-pc, flatMerge(t, job, items))
+	if !strings.Contains(lb.String(), "reconnected; recreating the consumer") {
+		t.Error("no node noticed the reconnect")
+	}
+}
