@@ -159,7 +159,9 @@ func treeConfig(t testing.TB, c *broker.Conn, job string, ranks, k int, log *slo
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reducer.Config{Job: job, Conn: c, Tree: tree, Logger: log, PartialInterval: 200 * time.Millisecond, RankTimeout: 20 * time.Second, ChildGrace: 2 * time.Second}
+	// RankTimeout is only a safety net here (tests that expect a timeout set
+	// their own): long, so a loaded CI machine under -race seals no rank early.
+	return reducer.Config{Job: job, Conn: c, Tree: tree, Logger: log, PartialInterval: 200 * time.Millisecond, RankTimeout: 90 * time.Second, ChildGrace: 2 * time.Second}
 }
 
 // medium is a shape whose items take a few chunks under a 16 KiB payload.
