@@ -153,7 +153,8 @@ type NodeStats struct {
 	// Partials published (for the root, the final) and their bytes.
 	PartialsOut uint64
 	BytesOut    uint64
-	MergeTime   time.Duration // merging (leaves) or decoding and merging (inner)
+	MergeTime   time.Duration // merging
+	DecodeTime  time.Duration // decoding children's partials (inner nodes)
 	EncodeTime  time.Duration // encoding and compressing partials
 	PublishTime time.Duration // waiting for partials to be stored
 	// LastDone is the broker time of the latest done item below the node.
@@ -1063,6 +1064,11 @@ func (n *node) handlePartial(m jetstream.Msg) {
 	}
 	n.latest[ci] = &childPartial{h: a.h, body: body, msgs: msgs}
 	n.heard[ci] = time.Now()
+	if a.h.finished() {
+		// A child's last partial: decode it now, while other children are
+		// still working, rather than on the critical path at the end.
+		n.decodeChild(ci)
+	}
 	n.dirty = true
 	if a.h.Clock != 0 {
 		n.startClock(time.Unix(0, a.h.Clock), "child "+n.spec.Children[ci].String())
@@ -1148,24 +1154,11 @@ func (n *node) leafReason(r int32) string {
 // latest partials, with the ranks of unfinished children sealed as
 // incomplete after the deadline.
 func (n *node) merged() *profile.Profile {
+	for i := range n.latest {
+		n.decodeChild(i)
+	}
 	t0 := time.Now()
 	defer func() { n.stats.MergeTime += time.Since(t0) }()
-	for i, c := range n.latest {
-		if c == nil || c.decoded != nil {
-			continue
-		}
-		q, err := decodePartial(c.h, c.body)
-		if err == nil {
-			err = n.checkChildRanks(i, q)
-		}
-		if err != nil {
-			n.stats.Rejected++
-			n.log.Error("reducer: child partial unreadable; its ranks count as missing", "child", n.spec.Children[i].String(), "version", c.h.PVer, "err", err)
-			n.latest[i] = nil
-			continue
-		}
-		c.decoded, c.body = q, nil
-	}
 	var parts []*profile.Profile
 	for _, c := range n.latest {
 		if c != nil {
@@ -1208,6 +1201,29 @@ func (n *node) merged() *profile.Profile {
 		}
 	}
 	return p
+}
+
+// decodeChild decodes child i's latest partial once; an unreadable one is
+// dropped (the child's ranks then count as missing unless a later version
+// comes).
+func (n *node) decodeChild(i int) {
+	c := n.latest[i]
+	if c == nil || c.decoded != nil {
+		return
+	}
+	t0 := time.Now()
+	defer func() { n.stats.DecodeTime += time.Since(t0) }()
+	q, err := decodePartial(c.h, c.body)
+	if err == nil {
+		err = n.checkChildRanks(i, q)
+	}
+	if err != nil {
+		n.stats.Rejected++
+		n.log.Error("reducer: child partial unreadable; its ranks count as missing", "child", n.spec.Children[i].String(), "version", c.h.PVer, "err", err)
+		n.latest[i] = nil
+		return
+	}
+	c.decoded, c.body = q, nil
 }
 
 func (n *node) childOf(r int32) NodeName {

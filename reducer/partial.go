@@ -151,8 +151,11 @@ func parsePartialHeader(msg []byte) (*partialHeader, error) {
 	return h, nil
 }
 
+// Partials are transient and on the critical path at the end of a job, so
+// they favour compression speed (the fastest level costs ~7% in size on
+// realistic profiles, and a third of the time).
 var (
-	zencPool = sync.Pool{New: func() any { e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault)); return e }}
+	zencPool = sync.Pool{New: func() any { e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest)); return e }}
 	zdecOnce sync.Once
 	zdec     *zstd.Decoder
 )
