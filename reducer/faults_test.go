@@ -100,7 +100,9 @@ func TestBadInputs(t *testing.T) {
 
 	log, lb := newLogger(t)
 	cfg := treeConfig(t, c, job, 4, 2, log)
-	cfg.RankTimeout = time.Second
+	// Long enough that the good ranks finish on a loaded machine under
+	// -race; rank 2 then times out as intended.
+	cfg.RankTimeout = 10 * time.Second
 	cfg.ChildGrace = time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -155,7 +157,7 @@ func TestRankNeverDone(t *testing.T) {
 	items[6] = nil          // nothing at all
 	log, _ := newLogger(t)
 	cfg := treeConfig(t, c, job, 8, 4, log)
-	cfg.RankTimeout = time.Second
+	cfg.RankTimeout = 5 * time.Second
 	cfg.ChildGrace = time.Second
 	var last reducer.Progress
 	var mu sync.Mutex
