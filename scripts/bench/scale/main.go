@@ -1,0 +1,510 @@
+// Command scale runs the reduction tree at simulated scale: N rank
+// simulators and the tree's reducer nodes as separate processes against a
+// real (embedded) JetStream broker, for several sizes and fan-ins, and
+// prints per size the bytes on the wire, merge throughput, peak memory per
+// reducer process and the tail latency from the last done item to the final
+// profile. A flat merge (one node for all ranks) can be run beside the tree
+// for comparison.
+//
+//	go run ./scripts/bench/scale -sizes 64,256,1024 -fanin 8,16 -flat 64,256 -o OUT
+//
+// Ranks publish in two phases, as ranks of a real job do: their data
+// batches first (the tree merges them while the ranks "run"), then, once
+// the leaves have merged them, their done items; the tail is measured from
+// the last done item stored to the final profile stored. The same binary
+// plays the roles it spawns (-role ranks, -role reduce).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gpuprof/broker"
+	"gpuprof/collector/publish"
+	"gpuprof/profile"
+	"gpuprof/profile/proftest"
+	"gpuprof/reducer"
+)
+
+var shapes = map[string]proftest.Shape{
+	"realistic": proftest.Realistic,
+	"medium":    {Kernels: 12, HostDepth: 5, Lines: 30, InstPer: 6, Pairs: 800, Objects: 60, RankUnique: 5, Sketches: true},
+	"small":     proftest.Small,
+}
+
+func main() {
+	role := flag.String("role", "driver", "driver, ranks or reduce (the last two are spawned by the driver)")
+	sizes := flag.String("sizes", "64,256", "rank counts")
+	fanins := flag.String("fanin", "8,16", "fan-ins")
+	flat := flag.String("flat", "64", "rank counts to also merge flat (one node), for comparison")
+	shape := flag.String("shape", "realistic", "rank profile shape: realistic (~20k contexts, ~100k pairs per rank), medium, small")
+	rankProcs := flag.Int("rankprocs", runtime.NumCPU(), "rank simulator processes")
+	leafProcs := flag.Int("leafprocs", max(runtime.NumCPU()/2, 1), "processes sharing the leaves (inner nodes get one process each)")
+	out := flag.String("o", "scale-out", "output directory (broker storage, results)")
+	// Roles.
+	url := flag.String("url", "", "broker URL (roles)")
+	job := flag.String("job", "", "job (roles)")
+	from := flag.Int("from", 0, "first rank (ranks role)")
+	to := flag.Int("to", 0, "last rank + 1 (ranks role)")
+	phase := flag.String("phase", "data", "data or done (ranks role)")
+	ranks := flag.Int("ranks", 0, "ranks in the job (reduce role)")
+	fanin := flag.Int("k", 8, "fan-in (reduce role)")
+	nodes := flag.String("nodes", "", "nodes to run, L.N,... (reduce role)")
+	flag.Parse()
+	var err error
+	switch *role {
+	case "ranks":
+		err = runRanks(*url, *job, *shape, *from, *to, *phase)
+	case "reduce":
+		err = runReduce(*url, *job, *ranks, *fanin, *nodes)
+	case "driver":
+		err = drive(*sizes, *fanins, *flat, *shape, *rankProcs, *leafProcs, *out)
+	default:
+		err = fmt.Errorf("unknown role %q", *role)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+}
+
+// rankReport is what a rank simulator process prints.
+type rankReport struct {
+	Ranks   int
+	Items   uint64
+	Chunks  uint64
+	Bytes   uint64
+	RawB    uint64
+	GenS    float64
+	PubS    float64
+	Retries uint64
+}
+
+func runRanks(url, job, shape string, from, to int, phase string) error {
+	s, ok := shapes[shape]
+	if !ok {
+		return fmt.Errorf("unknown shape %q", shape)
+	}
+	c, err := broker.Connect(broker.Options{URLs: []string{url}, Name: fmt.Sprintf("ranks %d-%d", from, to-1)})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	p, err := publish.New(c, publish.Config{Job: job})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	var rep rankReport
+	for r := from; r < to; r++ {
+		t0 := time.Now()
+		it := proftest.Item(job, 1, s, int32(r), 0, false, 0)
+		done := false
+		if phase == "done" {
+			it = proftest.Item(job, 1, s, int32(r), 1, true, 1)
+			done = true
+		}
+		chunks, err := profile.EncodeBatch(it, done, c.ChunkPayload())
+		if err != nil {
+			return err
+		}
+		rep.RawB += uint64(len(it.Encode()))
+		t1 := time.Now()
+		rep.GenS += t1.Sub(t0).Seconds()
+		if err := p.PublishChunks(ctx, chunks); err != nil {
+			return err
+		}
+		rep.PubS += time.Since(t1).Seconds()
+		rep.Ranks++
+	}
+	t1 := time.Now()
+	if err := p.Close(ctx); err != nil {
+		return err
+	}
+	rep.PubS += time.Since(t1).Seconds()
+	st := p.Stats()
+	rep.Items, rep.Chunks, rep.Bytes, rep.Retries = st.Items, st.Chunks, st.Bytes, st.Retries
+	return json.NewEncoder(os.Stdout).Encode(rep)
+}
+
+// nodeReport is what a reducer process prints per node.
+type nodeReport struct {
+	Node                                 string
+	Level                                int
+	WallS, MergeS, DecodeS, EncodeS, PubS float64
+	ItemsMerged, BytesIn, BytesOut       uint64
+	LastDoneNs, FinishNs                 int64
+	Incomplete                           int
+}
+
+func runReduce(url, job string, ranks, k int, list string) error {
+	tree, err := reducer.PlanN(ranks, k)
+	if err != nil {
+		return err
+	}
+	c, err := broker.Connect(broker.Options{URLs: []string{url}, Name: "reduce " + list})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		reps []nodeReport
+		errs []error
+	)
+	for _, name := range strings.Split(list, ",") {
+		nn, err := reducer.ParseNodeName(name)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := reducer.RunNode(context.Background(), reducer.Config{Job: job, Conn: c, Tree: tree, Node: nn, Logger: log,
+				RankTimeout: 10 * time.Minute, ChildGrace: time.Minute})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			s := res.Stats
+			rep := nodeReport{Node: nn.String(), Level: nn.Level, WallS: s.Finish.Sub(s.Start).Seconds(), MergeS: s.MergeTime.Seconds(),
+				DecodeS: s.DecodeTime.Seconds(), EncodeS: s.EncodeTime.Seconds(), PubS: s.PublishTime.Seconds(),
+				ItemsMerged: s.ItemsMerged, BytesIn: s.BytesIn, BytesOut: s.BytesOut, FinishNs: s.Finish.UnixNano(), Incomplete: len(s.Incomplete)}
+			if !s.LastDone.IsZero() {
+				rep.LastDoneNs = s.LastDone.UnixNano()
+			}
+			if res.Profile != nil {
+				rep.Incomplete = len(res.Profile.IncompleteRanks())
+			}
+			reps = append(reps, rep)
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return json.NewEncoder(os.Stdout).Encode(reps)
+}
+
+// proc is a spawned role process.
+type proc struct {
+	cmd  *exec.Cmd
+	out  strings.Builder
+	desc string
+}
+
+func spawn(desc string, args ...string) (*proc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: exec.Command(self, args...), desc: desc}
+	p.cmd.Stdout = &p.out
+	p.cmd.Stderr = os.Stderr
+	return p, p.cmd.Start()
+}
+
+func (p *proc) wait() (rss float64, cpu float64, err error) {
+	err = p.cmd.Wait()
+	if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = float64(ru.Maxrss) / 1024 // KiB -> MiB
+	}
+	cpu = (p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()).Seconds()
+	if err != nil {
+		err = fmt.Errorf("%s: %w", p.desc, err)
+	}
+	return rss, cpu, err
+}
+
+// result is one row of the output.
+type result struct {
+	Ranks, FanIn, Levels, Nodes int
+	Shape                       string
+	WireMB, RawMB               float64
+	GenS                        float64 // rank simulators: generating and encoding (not the tree's work)
+	DataWallS                   float64 // from the first data batch to the leaves having merged them all
+	TailS                       float64 // last done item stored -> final stored
+	ReduceCPUS                  float64 // CPU seconds of every reducer process
+	MBps, RawMBps, ProfPerS     float64 // per core: over reducer CPU seconds
+	LeafRSSMB                   float64 // largest leaf process (it runs several leaves)
+	LeavesPerProc               int
+	InnerRSSMB                  []float64 // per level above the leaves: largest process (one node each)
+	MaxNodeWorkS                []float64 // per level: largest node's merge+decode+encode seconds
+	Incomplete                  int
+}
+
+func drive(sizesS, faninsS, flatS, shape string, rankProcs, leafProcs int, out string) error {
+	if _, ok := shapes[shape]; !ok {
+		return fmt.Errorf("unknown shape %q", shape)
+	}
+	sizes, err := ints(sizesS)
+	if err != nil {
+		return err
+	}
+	fanins, err := ints(faninsS)
+	if err != nil {
+		return err
+	}
+	flats, err := ints(flatS)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return err
+	}
+	e, err := broker.StartEmbeddedWith(broker.EmbeddedOptions{Dir: filepath.Join(out, "broker"), MaxPayload: 8 << 20})
+	if err != nil {
+		return err
+	}
+	defer e.Shutdown()
+	c, err := broker.Connect(e.Options("scale driver"))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var results []result
+	type run struct{ n, k int }
+	var runs []run
+	for _, n := range sizes {
+		for _, k := range fanins {
+			runs = append(runs, run{n, k})
+		}
+	}
+	for _, n := range flats {
+		runs = append(runs, run{n, n})
+	}
+	for _, r := range runs {
+		fmt.Fprintf(os.Stderr, "scale: %d ranks, fan-in %d, shape %s\n", r.n, r.k, shape)
+		res, err := one(e, c, r.n, r.k, shape, rankProcs, leafProcs)
+		if err != nil {
+			return fmt.Errorf("%d ranks, fan-in %d: %w", r.n, r.k, err)
+		}
+		results = append(results, *res)
+		b, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(filepath.Join(out, "results.json"), b, 0o600); err != nil {
+			return err
+		}
+		fmt.Println(row(res))
+	}
+	fmt.Println()
+	fmt.Println(header())
+	for i := range results {
+		fmt.Println(row(&results[i]))
+	}
+	return nil
+}
+
+func header() string {
+	return "| ranks | fan-in | levels | wire MB | raw MB | data phase s | tail s | reducer CPU s | MB/s/core | raw MB/s/core | profiles/s/core | leaf proc RSS MB (leaves) | inner RSS MB by level | max node work s by level | incomplete |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+}
+
+func row(r *result) string {
+	f := func(v []float64) string {
+		s := make([]string, len(v))
+		for i, x := range v {
+			s[i] = fmt.Sprintf("%.1f", x)
+		}
+		return strings.Join(s, " / ")
+	}
+	k := strconv.Itoa(r.FanIn)
+	if r.FanIn >= r.Ranks {
+		k = "flat"
+	}
+	return fmt.Sprintf("| %d | %s | %d | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.1f | %.2f | %.0f (%d) | %s | %s | %d |",
+		r.Ranks, k, r.Levels, r.WireMB, r.RawMB, r.DataWallS, r.TailS, r.ReduceCPUS, r.MBps, r.RawMBps, r.ProfPerS,
+		r.LeafRSSMB, r.LeavesPerProc, f(r.InnerRSSMB), f(r.MaxNodeWorkS), r.Incomplete)
+}
+
+func one(e *broker.Embedded, c *broker.Conn, n, k int, shape string, rankProcs, leafProcs int) (*result, error) {
+	ctx := context.Background()
+	job := fmt.Sprintf("scale-%d-k%d", n, k)
+	_ = c.DeleteJob(ctx, job)
+	if _, err := c.EnsureStreamWith(ctx, job, broker.StreamOptions{MaxBytes: int64(n) * (16 << 20)}); err != nil {
+		return nil, err
+	}
+	defer c.DeleteJob(ctx, job)
+	tree, err := reducer.PlanN(n, k)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{Ranks: n, FanIn: k, Levels: len(tree.Levels), Nodes: len(tree.Nodes()), Shape: shape}
+	// Reducers: leaves spread over leafProcs processes, every inner node in
+	// a process of its own (its memory is what grows with the tree).
+	type rproc struct {
+		p     *proc
+		level int
+		nodes int
+	}
+	var reds []rproc
+	leaves := tree.Levels[0]
+	lp := min(leafProcs, len(leaves))
+	res.LeavesPerProc = (len(leaves) + lp - 1) / lp
+	for i := 0; i < lp; i++ {
+		var names []string
+		for j := i; j < len(leaves); j += lp {
+			names = append(names, leaves[j].Name.String())
+		}
+		p, err := spawn("leaves "+names[0], "-role", "reduce", "-url", e.URL, "-job", job, "-ranks", fmt.Sprint(n), "-k", fmt.Sprint(k), "-nodes", strings.Join(names, ","))
+		if err != nil {
+			return nil, err
+		}
+		reds = append(reds, rproc{p, 0, len(names)})
+	}
+	for _, l := range tree.Levels[1:] {
+		for _, nd := range l {
+			p, err := spawn("node "+nd.Name.String(), "-role", "reduce", "-url", e.URL, "-job", job, "-ranks", fmt.Sprint(n), "-k", fmt.Sprint(k), "-nodes", nd.Name.String())
+			if err != nil {
+				return nil, err
+			}
+			reds = append(reds, rproc{p, nd.Name.Level, 1})
+		}
+	}
+	// Wait for every node's consumer.
+	stream, err := c.Stream(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		info, err := stream.Info(ctx)
+		if err == nil && info.State.Consumers >= len(tree.Nodes()) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ranksPhase := func(phase string) ([]rankReport, error) {
+		rp := min(rankProcs, n)
+		var ps []*proc
+		for i := 0; i < rp; i++ {
+			a, b := i*n/rp, (i+1)*n/rp
+			p, err := spawn(fmt.Sprintf("ranks %d-%d", a, b-1), "-role", "ranks", "-url", e.URL, "-job", job, "-shape", shape, "-from", fmt.Sprint(a), "-to", fmt.Sprint(b), "-phase", phase)
+			if err != nil {
+				return nil, err
+			}
+			ps = append(ps, p)
+		}
+		var reps []rankReport
+		var first error
+		for _, p := range ps {
+			if _, _, err := p.wait(); err != nil && first == nil {
+				first = err
+			}
+			var r rankReport
+			if err := json.Unmarshal([]byte(p.out.String()), &r); err == nil {
+				reps = append(reps, r)
+			}
+		}
+		return reps, first
+	}
+	t0 := time.Now()
+	data, err := ranksPhase("data")
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range data {
+		res.WireMB += float64(r.Bytes) / (1 << 20)
+		res.RawMB += float64(r.RawB) / (1 << 20)
+		res.GenS += r.GenS
+	}
+	// The leaves have merged the data once their consumers hold nothing
+	// pending or unacknowledged (acks follow durable partials).
+	for _, l := range leaves {
+		for {
+			cons, err := stream.Consumer(ctx, l.Name.Consumer())
+			if err == nil {
+				if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.Delivered.Stream > 0 {
+					break
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	res.DataWallS = time.Since(t0).Seconds()
+	done, err := ranksPhase("done")
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range done {
+		res.WireMB += float64(r.Bytes) / (1 << 20)
+	}
+	var reps []nodeReport
+	inner := map[int]float64{}
+	work := map[int]float64{}
+	for _, r := range reds {
+		rss, cpu, err := r.p.wait()
+		if err != nil {
+			return nil, err
+		}
+		res.ReduceCPUS += cpu
+		if r.level == 0 {
+			res.LeafRSSMB = max(res.LeafRSSMB, rss)
+		} else {
+			inner[r.level] = max(inner[r.level], rss)
+		}
+		var nr []nodeReport
+		if err := json.Unmarshal([]byte(r.p.out.String()), &nr); err != nil {
+			return nil, fmt.Errorf("%s: report: %w", r.p.desc, err)
+		}
+		reps = append(reps, nr...)
+	}
+	var lastDone, final int64
+	for _, r := range reps {
+		work[r.Level] = max(work[r.Level], r.MergeS+r.DecodeS+r.EncodeS)
+		lastDone = max(lastDone, r.LastDoneNs)
+		if r.Node == tree.Root().Name.String() {
+			final = r.FinishNs
+			res.Incomplete = r.Incomplete
+		}
+	}
+	res.TailS = float64(final-lastDone) / 1e9
+	for l := 1; l < len(tree.Levels); l++ {
+		res.InnerRSSMB = append(res.InnerRSSMB, inner[l])
+	}
+	levels := make([]int, 0, len(work))
+	for l := range work {
+		levels = append(levels, l)
+	}
+	sort.Ints(levels)
+	for _, l := range levels {
+		res.MaxNodeWorkS = append(res.MaxNodeWorkS, work[l])
+	}
+	res.MBps = res.WireMB / res.ReduceCPUS
+	res.RawMBps = res.RawMB / res.ReduceCPUS
+	res.ProfPerS = float64(n) / res.ReduceCPUS
+	return res, nil
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	sc := bufio.NewScanner(strings.NewReader(strings.ReplaceAll(s, ",", "\n")))
+	for sc.Scan() {
+		t := strings.TrimSpace(sc.Text())
+		if t == "" {
+			continue
+		}
+		v, err := strconv.Atoi(t)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", t)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
