@@ -215,6 +215,11 @@ type childPartial struct {
 	body    []byte // compressed, until decoded
 	decoded *profile.Profile
 	msgs    []jetstream.Msg // unacknowledged until this node's next durable publish
+	// An early decode running beside the loop (closed when done).
+	decoding  chan struct{}
+	early     *profile.Profile
+	earlyErr  error
+	earlyTime time.Duration
 }
 
 type deferredAck struct {
@@ -1065,9 +1070,17 @@ func (n *node) handlePartial(m jetstream.Msg) {
 	n.latest[ci] = &childPartial{h: a.h, body: body, msgs: msgs}
 	n.heard[ci] = time.Now()
 	if a.h.finished() {
-		// A child's last partial: decode it now, while other children are
-		// still working, rather than on the critical path at the end.
-		n.decodeChild(ci)
+		// A child's last partial: decode it now, beside the loop, while
+		// other children still work, rather than on the critical path at
+		// the end; children finishing together decode in parallel.
+		c := n.latest[ci]
+		c.decoding = make(chan struct{})
+		go func() {
+			defer close(c.decoding)
+			t0 := time.Now()
+			c.early, c.earlyErr = decodePartial(c.h, c.body)
+			c.earlyTime = time.Since(t0)
+		}()
 	}
 	n.dirty = true
 	if a.h.Clock != 0 {
@@ -1211,9 +1224,17 @@ func (n *node) decodeChild(i int) {
 	if c == nil || c.decoded != nil {
 		return
 	}
-	t0 := time.Now()
-	defer func() { n.stats.DecodeTime += time.Since(t0) }()
-	q, err := decodePartial(c.h, c.body)
+	var q *profile.Profile
+	var err error
+	if c.decoding != nil {
+		<-c.decoding
+		q, err = c.early, c.earlyErr
+		n.stats.DecodeTime += c.earlyTime
+	} else {
+		t0 := time.Now()
+		q, err = decodePartial(c.h, c.body)
+		n.stats.DecodeTime += time.Since(t0)
+	}
 	if err == nil {
 		err = n.checkChildRanks(i, q)
 	}
