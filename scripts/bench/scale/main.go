@@ -143,12 +143,12 @@ func runRanks(url, job, shape string, from, to int, phase string) error {
 
 // nodeReport is what a reducer process prints per node.
 type nodeReport struct {
-	Node                                 string
-	Level                                int
+	Node                                  string
+	Level                                 int
 	WallS, MergeS, DecodeS, EncodeS, PubS float64
-	ItemsMerged, BytesIn, BytesOut       uint64
-	LastDoneNs, FinishNs                 int64
-	Incomplete                           int
+	ItemsMerged, BytesIn, BytesOut        uint64
+	LastDoneNs, FinishNs                  int64
+	Incomplete                            int
 }
 
 func runReduce(url, job string, ranks, k int, list string) error {
