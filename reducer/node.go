@@ -816,7 +816,12 @@ func (n *node) deadlinePassed(now time.Time) bool {
 		if clock.IsZero() || now.Sub(clock) <= n.timeout() {
 			return false
 		}
-		if !n.heard[i].IsZero() && now.Sub(n.heard[i]) <= n.cfg.ChildGrace {
+		// A child not heard from yet gets ChildGrace from this node's start.
+		heard := n.heard[i]
+		if heard.IsZero() {
+			heard = n.stats.Start
+		}
+		if now.Sub(heard) <= n.cfg.ChildGrace {
 			return false
 		}
 	}
