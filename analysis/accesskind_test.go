@@ -23,8 +23,6 @@ var accessKinds = map[string]struct {
 	def   string
 	rules []kindRule
 }{
-	// Spills hold whatever the spilled register held (accumulators and
-	// indices alike): local memory has no source type to compare with.
 	"single_value":  {"float32", nil},
 	"dominant_load": {"float32", nil},
 	"loop_reload":   {"float32", nil},
@@ -46,103 +44,113 @@ var accessKinds = map[string]struct {
 	}},
 }
 
-// knownKindIssues are disagreements of the sass package's slicing with the
-// sources, kept visible here until the slicing handles them; any other
-// disagreement fails the test.
-var knownKindIssues = []struct{ prog, kernel, marker, why string }{
-	{"wide_type", "classify<long long>", "label[i] =", "a 64-bit store of a sign-extended 32-bit int reads as int32x2"},
-	{"wide_type", "apply_class_weight<long long>", "table[label[i]]", "a 64-bit load used through its low word reads as int32x2"},
-}
-
 // TestAccessKindsAgreeWithSource checks the access kind the SASS slicing
-// infers for every load and store of the test programs against the types
-// their sources declare.
+// infers for every load and store of every nvdisasm listing of the test
+// programs against the types their sources declare. Every memory
+// instruction is accounted for: constant loads must have no kind (the
+// Sanitizer API does not report them), local ones are counted apart
+// (spills), and every other one must have a kind and a line of the
+// program's source.
 func TestAccessKindsAgreeWithSource(t *testing.T) {
 	d, _ := findValidationDirs()
 	found := 0
-	for prog, spec := range accessKinds {
-		var m *sass.Module
-		for _, name := range []string{prog + ".sass.txt", prog + ".hex.txt"} {
-			b, err := os.ReadFile(filepath.Join(d.sass, prog, name))
-			if err != nil {
-				continue
-			}
-			if m, err = sass.Parse(b); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			break
-		}
-		if m == nil {
+	progs, _ := filepath.Glob(filepath.Join(d.src, "*.cu"))
+	for _, srcPath := range progs {
+		prog := strings.TrimSuffix(filepath.Base(srcPath), ".cu")
+		listings, _ := filepath.Glob(filepath.Join(d.sass, prog, "*.txt"))
+		if len(listings) == 0 {
 			continue
 		}
-		src, err := os.ReadFile(filepath.Join(d.src, prog+".cu"))
+		spec, ok := accessKinds[prog]
+		if !ok {
+			t.Errorf("%s: listings in %s but no expected kinds in accessKinds", prog, filepath.Join(d.sass, prog))
+			continue
+		}
+		src, err := os.ReadFile(srcPath)
 		if err != nil {
 			t.Fatal(err)
 		}
 		lines := strings.Split(string(src), "\n")
-		found++
-		checked, wrong, undecided, known := 0, 0, 0, 0
-		for _, f := range m.Functions {
-			kinds := f.AccessKinds()
-			for i := range f.Insts {
-				in := &f.Insts[i]
-				if in.Class != sass.ClassMemory || in.Mem.Space == sass.SpaceConstant || in.Mem.Space == sass.SpaceLocal || kinds[i].Vec == 0 {
-					continue
-				}
-				l := m.Location(in.Loc)
-				if l.File < 0 || !strings.HasSuffix(m.File(l.File), prog+".cu") || int(l.Line) > len(lines) {
-					continue
-				}
-				line := lines[l.Line-1]
-				allowed := []string{spec.def}
-				for _, r := range spec.rules {
-					if strings.HasPrefix(analysis.Demangle(f.Name), r.kernel) && strings.Contains(line, r.marker) {
-						allowed = r.kinds
-					}
-				}
-				k := kinds[i]
-				got := fmt.Sprintf("%s%d", k.Type, k.UnitBits)
-				checked++
-				if k.Fallback {
-					// Slicing found no instruction that reads the value as a
-					// type (a copy): the width must still be the source's.
-					undecided++
-					got = fmt.Sprintf("%d", k.UnitBits)
-					ok := false
-					for _, a := range allowed {
-						ok = ok || strings.HasSuffix(a, got) && !strings.HasSuffix(a, "1"+got)
-					}
-					if !ok {
-						wrong++
-						t.Errorf("%s %s+%#x (line %d): %s falls back to %v, wrong width for %v", prog, analysis.Demangle(f.Name), in.Offset, l.Line, in.Text(), k, allowed)
-					}
-					continue
-				}
-				if !containsStr(allowed, got) {
-					wrong++
-					if why := knownIssue(prog, analysis.Demangle(f.Name), line); why != "" {
-						known++
-						t.Logf("known: %s %s+%#x (line %d): %s is %v, source %v: %s", prog, analysis.Demangle(f.Name), in.Offset, l.Line, in.Text(), k, allowed, why)
+		for _, path := range listings {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := sass.Parse(b)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			found++
+			name := prog + "/" + filepath.Base(path)
+			checked, undecided, constant, local := 0, 0, 0, 0
+			for _, f := range m.Functions {
+				kinds := f.AccessKinds()
+				for i := range f.Insts {
+					in := &f.Insts[i]
+					if in.Class != sass.ClassMemory || in.Mem.Op == sass.MemNone {
 						continue
 					}
-					t.Errorf("%s %s+%#x (line %d %q): %s is %v, want one of %v", prog, analysis.Demangle(f.Name), in.Offset, l.Line, strings.TrimSpace(line), in.Text(), k, allowed)
+					k := kinds[i]
+					where := fmt.Sprintf("%s %s+%#x %s", name, analysis.Demangle(f.Name), in.Offset, in.Text())
+					switch in.Mem.Space {
+					case sass.SpaceConstant:
+						constant++
+						if k.Vec != 0 {
+							t.Errorf("%s: constant load has kind %v", where, k)
+						}
+						continue
+					case sass.SpaceLocal:
+						// Spills hold whatever the spilled register held:
+						// local memory has no source type to compare with.
+						local++
+						continue
+					}
+					if k.Vec == 0 {
+						t.Errorf("%s: no access kind", where)
+						continue
+					}
+					l := m.Location(in.Loc)
+					if l.File < 0 || !strings.HasSuffix(m.File(l.File), prog+".cu") || l.Line <= 0 || int(l.Line) > len(lines) {
+						t.Errorf("%s: no line of %s.cu to check against", where, prog)
+						continue
+					}
+					line := lines[l.Line-1]
+					allowed := []string{spec.def}
+					for _, r := range spec.rules {
+						if strings.HasPrefix(analysis.Demangle(f.Name), r.kernel) && strings.Contains(line, r.marker) {
+							allowed = r.kinds
+						}
+					}
+					got := fmt.Sprintf("%s%d", k.Type, k.UnitBits)
+					checked++
+					if k.Fallback {
+						// Slicing found no instruction that reads the value as
+						// a type (a copy): the width must still be the source's.
+						undecided++
+						got = fmt.Sprintf("%d", k.UnitBits)
+						ok := false
+						for _, a := range allowed {
+							ok = ok || strings.HasSuffix(a, got) && !strings.HasSuffix(a, "1"+got)
+						}
+						if !ok {
+							t.Errorf("%s (line %d): falls back to %v, wrong width for %v", where, l.Line, k, allowed)
+						}
+						continue
+					}
+					if !containsStr(allowed, got) {
+						t.Errorf("%s (line %d %q): %v, want one of %v", where, l.Line, strings.TrimSpace(line), k, allowed)
+					}
 				}
 			}
+			if checked == 0 {
+				t.Errorf("%s: no global, shared or generic load or store", name)
+			}
+			t.Logf("%s: %d loads/stores checked (%d undecided: width only), %d constant, %d local", name, checked, undecided, constant, local)
 		}
-		t.Logf("%s: %d loads/stores checked, %d disagree (%d known), %d undecided (width only)", prog, checked, wrong, known, undecided)
 	}
 	if found == 0 {
 		t.Skip("no nvdisasm listings of the test programs (testdata/sass/<prog>)")
 	}
-}
-
-func knownIssue(prog, kernel, line string) string {
-	for _, k := range knownKindIssues {
-		if k.prog == prog && strings.HasPrefix(kernel, k.kernel) && strings.Contains(line, k.marker) {
-			return k.why
-		}
-	}
-	return ""
 }
 
 func containsStr(xs []string, s string) bool {

@@ -247,7 +247,10 @@ func (s *slicer) run() (DataType, int, bool) {
 		if e.depth != best {
 			continue
 		}
-		if pick == nil || (pick.t != TypeFloat && e.t == TypeFloat) {
+		// Float beats int at the same distance; between ints the wider
+		// unit wins, since 64-bit evidence (a register pair used as one
+		// integer) is specific while word-wise ops on a 64-bit value are not.
+		if pick == nil || (pick.t != TypeFloat && e.t == TypeFloat) || (pick.t == TypeInt && e.t == TypeInt && e.unit > pick.unit) {
 			pick = e
 		}
 	}
@@ -273,6 +276,9 @@ func (s *slicer) visit(j int, r Reg, asDef bool, d int) {
 	switch in.Class {
 	case ClassFloat, ClassInteger, ClassConvert:
 		t, unit := typeOf(in, opIdx, asDef)
+		if in.Class == ClassInteger && wideIntWord(s.f, s.du, j, r, asDef) {
+			unit = 64
+		}
 		s.note(t, unit, d)
 	case ClassMove:
 		if asDef {
@@ -304,6 +310,111 @@ func (s *slicer) visit(j int, r Reg, asDef bool, d int) {
 			s.push(sliceItem{i: j, r: r, fwd: false}, d)
 		}
 	}
+}
+
+// wideIntWord reports whether integer instruction j treats r, which it
+// reads (asDef false) or writes, as one word of a 64-bit integer made of the
+// pair (lo, lo+1). SASS does 64-bit integer arithmetic word by word, so the
+// evidence is in how the words are tied together:
+//   - a funnel shift reads both words as one value: SHF.L.U64.HI R8, R2,
+//     0x2, R3; LEA.HI.X R3, R4, UR9, R5, 0x2, P1;
+//   - the high word is the sign extension of the low word:
+//     SHF.R.S32.HI R7, RZ, 0x1f, R6;
+//   - a carry chain: the low-word instruction's carry (or compare) predicate
+//     feeds a .X/.EX instruction that handles the next register in the same
+//     role (IADD3 R6, P0, P1, ... with IADD3.X R7, ..., P0, P1; LEA R2, P1,
+//     R4, ... with LEA.HI.X ..., R5, ..., P1; ISETP.U32 P0, R2 with
+//     ISETP.EX P0, R3, ..., P0).
+//
+// A pair of unrelated 32-bit values (int2) meets none of these.
+func wideIntWord(f *Function, du *DefUse, j int, r Reg, asDef bool) bool {
+	if k := r.Kind(); k != KindR && k != KindUR {
+		return false
+	}
+	in := &f.Insts[j]
+	lo, hi := pairOf(r, -1), pairOf(r, +1)
+	nd := destCount(in)
+	ops := in.Operands
+	funnel := (in.Op == "SHF" || in.Op == "USHF") && (hasMod(in.Mods, "U64") || hasMod(in.Mods, "S64")) ||
+		(in.Op == "LEA" || in.Op == "ULEA") && hasMod(in.Mods, "HI")
+	if funnel && !asDef && len(ops) > nd+2 && ops[nd].Kind == OperandReg && ops[nd+2].Kind == OperandReg {
+		// SHF and LEA.HI shift the pair {c:a}, their first and third sources
+		a, c := ops[nd].Reg, ops[nd+2].Reg
+		if a.Tracked() && c == pairOf(a, +1) && (r == a || r == c) {
+			return true
+		}
+	}
+	if asDef && (in.Op == "SHF" || in.Op == "USHF") && hasMod(in.Mods, "S32") && hasMod(in.Mods, "HI") &&
+		len(ops) == 4 && ops[0].Kind == OperandReg && ops[0].Reg == r && ops[2].Kind == OperandImm && ops[2].Imm == 31 &&
+		ops[3].Kind == OperandReg && lo.Tracked() && ops[3].Reg == lo {
+		return true
+	}
+	if hasMod(in.Mods, "X") || hasMod(in.Mods, "EX") {
+		// the high-word end: the low word is at the producer of a carry-in
+		if !lo.Tracked() {
+			return false
+		}
+		for k := nd; k < len(in.Operands); k++ {
+			o := &in.Operands[k]
+			if o.Kind != OperandReg || !isPred(o.Reg) {
+				continue
+			}
+			for _, p := range du.Reaching(j, o.Reg) {
+				if p < 0 || !writesPred(&f.Insts[p], o.Reg) {
+					continue
+				}
+				if sameRole(&f.Insts[p], lo, asDef) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	// the low-word end: a predicate it writes is read by a .X/.EX
+	// instruction that handles the high word
+	if !hi.Tracked() {
+		return false
+	}
+	for k := 0; k < nd; k++ {
+		o := &in.Operands[k]
+		if o.Kind != OperandReg || !isPred(o.Reg) || !o.Reg.Tracked() {
+			continue
+		}
+		for _, u := range du.Users(j, o.Reg) {
+			h := &f.Insts[u]
+			if (hasMod(h.Mods, "X") || hasMod(h.Mods, "EX")) && sameRole(h, hi, asDef) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pairOf returns the register delta away from r, or RZ where there is none.
+func pairOf(r Reg, delta int) Reg {
+	i := r.Index() + delta
+	if !r.Tracked() || i < 0 || i >= zeroIndex {
+		return RZ
+	}
+	return MakeReg(r.Kind(), i)
+}
+
+func isPred(r Reg) bool { k := r.Kind(); return k == KindP || k == KindUP }
+
+// sameRole reports whether in writes r (asDef) or reads it as data.
+func sameRole(in *Instruction, r Reg, asDef bool) bool {
+	role, _ := regRole(in, r, asDef)
+	return role == roleData
+}
+
+func writesPred(in *Instruction, p Reg) bool {
+	nd := destCount(in)
+	for k := 0; k < nd && k < len(in.Operands); k++ {
+		if o := &in.Operands[k]; o.Kind == OperandReg && o.Reg == p {
+			return true
+		}
+	}
+	return false
 }
 
 type regRoleKind uint8
