@@ -29,6 +29,8 @@ type CubinFunction struct {
 	FileOffset uint64
 	// Code is the function's code, [Value, End) of its section.
 	Code []byte
+	// Attr is the function's resource usage from the .nv.info sections.
+	Attr FuncAttr
 }
 
 // Cubin is what a cubin's ELF symbol table says about its code: enough to
@@ -149,7 +151,24 @@ func ParseCubin(data []byte) (c *Cubin, err error) {
 			c.Functions = append(c.Functions, *cf)
 		}
 	}
+	attrs := map[string]*FuncAttr{}
+	for i := range c.Functions {
+		attrs[c.Functions[i].Name] = &c.Functions[i].Attr
+	}
+	if err := readAttrs(f, data, syms, attrs); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// Func returns the function named name (nil if none).
+func (c *Cubin) Func(name string) *CubinFunction {
+	for i := range c.Functions {
+		if c.Functions[i].Name == name {
+			return &c.Functions[i]
+		}
+	}
+	return nil
 }
 
 // Module returns a module built from the cubin alone: functions with their

@@ -110,7 +110,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 func FuzzParseCubin(f *testing.F) {
-	for _, s := range []string{"probe/k.sm90.cubin", "probe/k.sm80.cubin", "hpctoolkit-loops/loops.gpubin"} {
+	for _, s := range []string{"probe/k.sm90.cubin", "probe/k.sm80.cubin", "hpctoolkit-loops/loops.gpubin", "spill/spill.cubin"} {
 		b, err := os.ReadFile(td + s)
 		if err != nil {
 			f.Fatal(err)
