@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/nats-io/nats.go/jetstream"
@@ -161,4 +163,167 @@ func (c *Conn) GetModule(ctx context.Context, job string, h profile.ModuleHash, 
 		return nil, fmt.Errorf("broker: module %s in %s: stored bytes hash to %v", name, ModuleBucket(job), profile.ModuleHash(xxhash.Sum64(data)))
 	}
 	return data, nil
+}
+
+// Claims: producing a module's derived object (the nvdisasm listing) is
+// costly, so the ranks of a job agree on one producer. A claim is a message
+// on its own subject in the module bucket's stream, published only if the
+// subject has none yet (JetStream checks the expected last sequence per
+// subject atomically), so exactly one rank wins. Later messages on the
+// subject say how the producer fared. Living in the bucket's stream, claims
+// need no permissions beyond the module uploads' and go with the bucket.
+// Their subjects (several tokens) never collide with the object store's
+// chunk subjects (one nuid token) and its metadata subjects are untouched.
+
+// Claim states, the payload of a claim message (a free-text detail
+// follows).
+const (
+	claimHeld   = "claimed"
+	claimDone   = "done"
+	claimFailed = "failed"
+)
+
+// ErrModuleNotClaimed is returned by AwaitModule when nobody claimed the
+// object: nothing is on its way.
+var ErrModuleNotClaimed = errors.New("broker: module object not claimed by any rank")
+
+// ErrModuleAbandoned is returned by AwaitModule when the claimant gave up
+// (its error follows).
+var ErrModuleAbandoned = errors.New("broker: module object abandoned by its claimant")
+
+func claimSubject(job string, h profile.ModuleHash, kind string) (string, error) {
+	name, err := moduleName(h, kind)
+	if err != nil {
+		return "", err
+	}
+	return "$O." + ModuleBucket(job) + ".C.claim." + name, nil
+}
+
+// ClaimModule claims the production of module h's object of kind: of all
+// the callers of a job, exactly one gets true. owner (e.g. "rank 3 pid
+// 4711 on host") must be unique per caller; it is recorded for the
+// others' messages. The claimant must end with SettleModule.
+func (c *Conn) ClaimModule(ctx context.Context, job string, h profile.ModuleHash, kind, owner string) (bool, error) {
+	subj, err := claimSubject(job, h, kind)
+	if err != nil {
+		return false, err
+	}
+	if _, err := c.moduleStore(ctx, job); err != nil {
+		return false, err
+	}
+	mine := claimHeld + " " + owner
+	var won bool
+	err = Retry(ctx, DefaultRetry, func() error {
+		_, err := c.JS.Publish(ctx, subj, []byte(mine), jetstream.WithExpectLastSequencePerSubject(0))
+		if isWrongLastSeq(err) {
+			// Also what a retried claim whose first acknowledgement was
+			// lost sees: then the subject holds our claim, unsettled.
+			last, gerr := c.claimState(ctx, job, subj)
+			if gerr != nil {
+				return gerr
+			}
+			won = last == mine
+			return nil
+		}
+		won = err == nil
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("broker: claim %s in %s: %w", subj, ModuleBucket(job), err)
+	}
+	return won, nil
+}
+
+func isWrongLastSeq(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && (ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// claimState returns the last message on a claim subject ("" when there
+// is none).
+func (c *Conn) claimState(ctx context.Context, job, subj string) (string, error) {
+	s, err := c.JS.Stream(ctx, "OBJ_"+ModuleBucket(job)) // the object store's stream (ADR-20 naming)
+	if err != nil {
+		return "", err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(m.Data), nil
+}
+
+// SettleModule ends a claim: failure "" says the object is stored, else
+// why the claimant gave up (waiters stop waiting and produce the object
+// themselves). A rank that produced the object after the claimant failed
+// settles it too.
+func (c *Conn) SettleModule(ctx context.Context, job string, h profile.ModuleHash, kind, failure string) error {
+	subj, err := claimSubject(job, h, kind)
+	if err != nil {
+		return err
+	}
+	v := claimDone
+	if failure != "" {
+		v = claimFailed + " " + failure
+	}
+	err = Retry(ctx, DefaultRetry, func() error {
+		_, err := c.JS.Publish(ctx, subj, []byte(v))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("broker: settle %s in %s: %w", subj, ModuleBucket(job), err)
+	}
+	return nil
+}
+
+// AwaitPoll bounds the interval between two looks at a claim while
+// AwaitModule waits (it starts at a fortieth of it and doubles).
+var AwaitPoll = 500 * time.Millisecond
+
+// AwaitModule waits for module h's object of kind: it returns the object
+// once stored, ErrModuleNotClaimed if nobody claimed it, ErrModuleAbandoned
+// if the claimant failed, and the context's error when ctx ends first
+// (bound the wait with it: a claimant that died never settles). It polls:
+// waiting needs no consumer, hence no permission beyond the uploads'.
+func (c *Conn) AwaitModule(ctx context.Context, job string, h profile.ModuleHash, kind string) ([]byte, error) {
+	subj, err := claimSubject(job, h, kind)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.moduleStore(ctx, job); err != nil {
+		return nil, err
+	}
+	wait := AwaitPoll / 40
+	for {
+		// The object first: a claimant that stored it and died before
+		// settling still delivers.
+		data, err := c.GetModule(ctx, job, h, kind)
+		if !errors.Is(err, ErrModuleNotFound) {
+			return data, err
+		}
+		st, err := c.claimState(ctx, job, subj)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("broker: claim %s in %s: %w", subj, ModuleBucket(job), err)
+		case st == "":
+			return nil, fmt.Errorf("%w: %s in %s", ErrModuleNotClaimed, kind, ModuleBucket(job))
+		case strings.HasPrefix(st, claimFailed):
+			return nil, fmt.Errorf("%w: %s: %s", ErrModuleAbandoned, subj, strings.TrimSpace(strings.TrimPrefix(st, claimFailed)))
+		case st == claimDone:
+			// settled after the object was stored: read it once more
+			return c.GetModule(ctx, job, h, kind)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("broker: waiting for %s (%s) in %s: %w", h.String()+"."+kind, st, ModuleBucket(job), ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, AwaitPoll)
+	}
 }
