@@ -717,7 +717,10 @@ func (n *node) pull(cons jetstream.Consumer, msgs chan<- jetstream.Msg, errs cha
 			return
 		default:
 		}
-		b, err := cons.FetchBytes(n.cfg.PullBytes, jetstream.FetchMaxWait(2*time.Second))
+		// Fetch with a message bound, not FetchBytes: FetchBytes asks for a
+		// million messages and the client allocates channels of that many
+		// slots (32 MB) for every fetch.
+		b, err := cons.Fetch(min(n.cfg.MaxAckPending, 4096), jetstream.FetchMaxBytes(n.cfg.PullBytes), jetstream.FetchMaxWait(2*time.Second))
 		if err == nil {
 			for m := range b.Messages() {
 				select {
