@@ -139,6 +139,7 @@ void load_config() {
     else
         c.patch_fatbin = library_dir() + "/gpuprof_patch.fatbin";
     c.queue_bytes = (size_t)env_u64("GPUPROF_QUEUE_MB", 256, 1, 1u << 20) << 20;
+    c.queue_wait_ms = (uint32_t)env_u64("GPUPROF_QUEUE_WAIT_MS", 2000, 0, 3600000);
     c.device_records = (uint32_t)env_u64("GPUPROF_DEVICE_RECORDS", 16384, 64, 1u << 22);
     c.device_timeout_ns = env_u64("GPUPROF_DEVICE_TIMEOUT_MS", 5000, 10, 3600000) * 1000000ull;
     c.sync_all = env_u64("GPUPROF_SYNC", 1, 0, 1) != 0;
@@ -159,7 +160,7 @@ void load_config() {
         }
         c.spaces = s;
     }
-    c.pc_period = (int)env_u64("GPUPROF_PC_PERIOD", 0, 0, 31);
+    c.pc_period = (int)env_u64("GPUPROF_PC_PERIOD", 15, 0, 31);
     if (const char *v = env("GPUPROF_PC_COLLECTION")) c.pc_serialized = strcmp(v, "continuous") != 0;
     c.pc_buffer_pcs = (uint32_t)env_u64("GPUPROF_PC_BUFFER_PCS", 10000, 16, 1u << 22);
     c.exit_timeout_s = (uint32_t)env_u64("GPUPROF_EXIT_TIMEOUT_S", 60, 1, 86400);
@@ -193,6 +194,8 @@ struct Item {
 struct Output {
     std::mutex mu;
     std::condition_variable cv;
+    std::condition_variable space; // the writer took the queue: room again
+    bool congested = false;        // a bounded wait timed out: drop until half empty
     std::deque<Item> q;
     size_t qbytes = 0;
     std::vector<uint8_t> hello;
@@ -291,6 +294,7 @@ void writer_main() {
             }
             items.swap(o.q);
             o.qbytes = 0;
+            o.space.notify_all();
             fin = o.finishing;
             code = o.exit_code;
         }
@@ -423,6 +427,21 @@ void out_push(gpw_buf *frame, bool droppable, uint64_t records) {
         gpw_buf_free(frame);
         return;
     }
+    // A full queue first holds the application back for a bounded time (the
+    // collector is usually only briefly behind); when that wait times out,
+    // frames are dropped, and counted, until the queue is half empty again,
+    // so a stuck collector costs one wait, not one per frame.
+    if (droppable && o.congested && o.qbytes <= g_cfg.queue_bytes / 2) o.congested = false;
+    if (droppable && !o.congested && g_cfg.queue_wait_ms > 0 && o.qbytes + frame->len > g_cfg.queue_bytes) {
+        bool room = o.space.wait_for(lk, std::chrono::milliseconds(g_cfg.queue_wait_ms), [&] {
+            return o.finishing || o.dead.load() || o.qbytes + frame->len <= g_cfg.queue_bytes;
+        });
+        if (!room) o.congested = true;
+        if (o.finishing || o.dead.load()) {
+            gpw_buf_free(frame);
+            return;
+        }
+    }
     if (droppable && o.qbytes + frame->len > g_cfg.queue_bytes) {
         o.drop_records += records;
         o.drop_bytes += frame->len;
@@ -479,6 +498,7 @@ void out_finish(int exit_code) {
         std::lock_guard<std::mutex> lk(o.mu);
         if (o.finishing) return;
         o.finishing = true;
+        o.space.notify_all();
         o.exit_code = exit_code;
     }
     o.cv.notify_one();

@@ -29,12 +29,13 @@ struct Config {
     std::string record_path;             // GPUPROF_RECORD (%r rank, %p pid)
     std::string patch_fatbin;            // GPUPROF_PATCH_FATBIN (default: next to the library)
     size_t queue_bytes = 256u << 20;     // GPUPROF_QUEUE_MB
+    uint32_t queue_wait_ms = 2000;       // GPUPROF_QUEUE_WAIT_MS: bounded wait on a full queue before dropping
     uint32_t device_records = 16384;     // GPUPROF_DEVICE_RECORDS (record slots per trace buffer)
     uint64_t device_timeout_ns = 5000000000ull; // GPUPROF_DEVICE_TIMEOUT_MS
     bool sync_all = true;                // GPUPROF_SYNC (1: wait for every launch, gives host-timed durations)
     bool skip_unpatch = true;            // GPUPROF_SKIP=unpatch|data (how launches left out by kernel sampling run)
     uint32_t spaces = 0xf;               // GPUPROF_SPACES (letters g s l b)
-    int pc_period = 0;                   // GPUPROF_PC_PERIOD (log2 cycles, 5..31; 0 = CUPTI default)
+    int pc_period = 15;                  // GPUPROF_PC_PERIOD (log2 cycles, 5..31; 0 = CUPTI default, 2^11)
     bool pc_serialized = true;           // GPUPROF_PC_COLLECTION=serialized|continuous
     uint32_t pc_buffer_pcs = 10000;      // PCs per CUPTI PC sampling buffer
     uint64_t seed = 0;                   // GPUPROF_SEED (0: from time and pid)
