@@ -56,6 +56,9 @@ type Stats struct {
 	Failed     uint64        // chunks given up on
 	InFlight   int           // chunks awaiting acknowledgement now
 	Blocked    time.Duration // time Publish spent waiting for the window
+	// What the window bounds: chunk bytes held awaiting acknowledgement,
+	// now and at most so far (at most Window chunks of MaxPayload bytes).
+	InFlightBytes, PeakInFlight, PeakInFlightBytes int
 }
 
 // Publisher publishes items of one job. It is safe for concurrent use.
@@ -73,6 +76,9 @@ type Publisher struct {
 	idle     chan struct{} // closed while inflight == 0
 	err      error         // first unrecoverable error
 	closed   bool
+	// Bytes held by chunks in flight, and the high-water marks, so that
+	// bounded memory can be checked rather than assumed.
+	inflightBytes, peak, peakBytes int
 
 	items, chunks, bytes, acked, dups, retries, full, failed atomic.Uint64
 	blocked                                                  atomic.Int64
@@ -158,7 +164,7 @@ func (p *Publisher) PublishChunks(ctx context.Context, chunks [][]byte) error {
 		if h.Flags&profile.FlagDone != 0 {
 			subj = broker.DoneSubject(p.cfg.Job, h.Rank)
 		}
-		if err := p.acquire(ctx, h, subj); err != nil {
+		if err := p.acquire(ctx, h, subj, len(c)); err != nil {
 			return err
 		}
 		p.chunks.Add(1)
@@ -181,7 +187,7 @@ func (p *Publisher) state() error {
 }
 
 // acquire takes a window slot, waiting while the window is full.
-func (p *Publisher) acquire(ctx context.Context, h *profile.Header, subj string) error {
+func (p *Publisher) acquire(ctx context.Context, h *profile.Header, subj string, size int) error {
 	select {
 	case p.window <- struct{}{}:
 	default:
@@ -198,14 +204,18 @@ func (p *Publisher) acquire(ctx context.Context, h *profile.Header, subj string)
 		p.idle = make(chan struct{})
 	}
 	p.inflight++
+	p.inflightBytes += size
+	p.peak = max(p.peak, p.inflight)
+	p.peakBytes = max(p.peakBytes, p.inflightBytes)
 	p.mu.Unlock()
 	return nil
 }
 
-func (p *Publisher) release() {
+func (p *Publisher) release(size int) {
 	<-p.window
 	p.mu.Lock()
 	p.inflight--
+	p.inflightBytes -= size
 	if p.inflight == 0 {
 		close(p.idle)
 	}
@@ -215,7 +225,7 @@ func (p *Publisher) release() {
 // send publishes one chunk until the stream acknowledges it, the retry
 // horizon passes, or Close gives up.
 func (p *Publisher) send(h *profile.Header, subj string, data []byte) {
-	defer p.release()
+	defer p.release(len(data))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -289,9 +299,9 @@ func (p *Publisher) Close(ctx context.Context) error {
 // Stats returns the counters.
 func (p *Publisher) Stats() Stats {
 	p.mu.Lock()
-	inflight := p.inflight
+	inflight, inflightBytes, peak, peakBytes := p.inflight, p.inflightBytes, p.peak, p.peakBytes
 	p.mu.Unlock()
 	return Stats{Items: p.items.Load(), Chunks: p.chunks.Load(), Bytes: p.bytes.Load(), Acked: p.acked.Load(),
 		Duplicates: p.dups.Load(), Retries: p.retries.Load(), Full: p.full.Load(), Failed: p.failed.Load(), InFlight: inflight,
-		Blocked: time.Duration(p.blocked.Load())}
+		Blocked: time.Duration(p.blocked.Load()), InFlightBytes: inflightBytes, PeakInFlight: peak, PeakInFlightBytes: peakBytes}
 }

@@ -2,8 +2,11 @@ package publish_test
 
 import (
 	"context"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,4 +269,126 @@ func TestUnrecoverable(t *testing.T) {
 	if err := q.Publish(ctx(t, time.Minute), it, false); err == nil || !strings.Contains(err.Error(), `"nostream"`) {
 		t.Fatalf("wrong job: %v", err)
 	}
+}
+
+// throttle is a TCP proxy between clients and the broker that passes at
+// most rate bytes per second each way, and passes nothing while stalled:
+// a slow broker as the collector sees it.
+type throttle struct {
+	ln      net.Listener
+	target  string
+	rate    int
+	stalled atomic.Bool
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func startThrottle(t *testing.T, target string, rate int) *throttle {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := &throttle{ln: ln, target: target, rate: rate}
+	t.Cleanup(func() {
+		ln.Close()
+		th.mu.Lock()
+		defer th.mu.Unlock()
+		for _, c := range th.conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			th.mu.Lock()
+			th.conns = append(th.conns, c, d)
+			th.mu.Unlock()
+			go th.pipe(d, c)
+			go th.pipe(c, d)
+		}
+	}()
+	return th
+}
+
+func (th *throttle) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 1024)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		for th.stalled.Load() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
+		time.Sleep(time.Duration(n) * time.Second / time.Duration(th.rate))
+	}
+}
+
+// A slow broker (the link throttled to 512 KB/s each way, then stalled for
+// three times the ack timeout) pushes back on the collector: Publish waits
+// on the full window, the chunk bytes held in flight never exceed the
+// window's bound, and nothing is dropped: every item is stored exactly
+// once, the chunks retried during the stall included.
+func TestThrottledBrokerWindowHolds(t *testing.T) {
+	e, _, s := setup(t, broker.EmbeddedOptions{MaxPayload: 16 << 10}, "slow", broker.StreamOptions{})
+	o := e.Options("slow collector")
+	u, err := url.Parse(o.URLs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := startThrottle(t, u.Host, 512<<10)
+	o.URLs = []string{"nats://" + th.ln.Addr().String()}
+	c, err := broker.Connect(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	const window = 4
+	p, err := publish.New(c, publish.Config{Job: "slow", Window: window, AckTimeout: 300 * time.Millisecond,
+		Retry: broker.RetryPolicy{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond, Horizon: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := proftest.Rank("slow", 6, proftest.Shape{Kernels: 6, HostDepth: 4, Lines: 20, InstPer: 6, Pairs: 300, Objects: 20, RankUnique: 10, Sketches: true}, 3, 16)
+	for i, it := range items {
+		if i == len(items)/2 {
+			th.stalled.Store(true)
+			time.AfterFunc(900*time.Millisecond, func() { th.stalled.Store(false) })
+		}
+		if err := p.Publish(ctx(t, 2*time.Minute), it, i == len(items)-1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx(t, 2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	t.Logf("through a throttled, stalling link: %+v", st)
+	bound := window * c.ChunkPayload()
+	if st.PeakInFlight != window || st.PeakInFlightBytes > bound || st.PeakInFlightBytes == 0 {
+		t.Errorf("peak in flight %d chunks, %d bytes: want the window of %d full and at most %d bytes", st.PeakInFlight, st.PeakInFlightBytes, window, bound)
+	}
+	if st.Blocked == 0 {
+		t.Error("Publish never waited for the window: the slow broker did not push back")
+	}
+	if st.Retries == 0 {
+		t.Error("no chunk was retried across a stall three times the ack timeout")
+	}
+	if st.Failed != 0 || st.InFlight != 0 || st.InFlightBytes != 0 || st.Acked != st.Chunks {
+		t.Errorf("after Close: %+v, want every chunk acknowledged and none held", st)
+	}
+	checkAll(t, stored(t, s, "slow"), items)
 }
