@@ -7,6 +7,7 @@ package collector
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gpuprof/broker"
 	"gpuprof/collector/analyze"
 	"gpuprof/collector/rawstream"
 	"gpuprof/profile"
@@ -69,6 +71,10 @@ type Options struct {
 	// PATH, else the nvdisasm outputs in SASSFiles.
 	Structures analyze.StructureSource
 	SASSFiles  []string
+	// Share, when set, shares nvdisasm listings with the job's other ranks
+	// through the broker's module bucket (one rank disassembles each
+	// module; docs/sass.md). Used by the default Structures only.
+	Share *broker.Conn
 	// OnModule is called once per module content hash with its cubin.
 	OnModule func(hash profile.ModuleHash, cubin []byte)
 
@@ -202,12 +208,16 @@ func New(o Options) (*Collector, error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	if o.Structures == nil {
-		o.Structures = &analyze.SASS{Files: o.SASSFiles}
-	}
 	r, _, err := ResolveRank(o.Rank, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("collector: %w", err)
+	}
+	if o.Structures == nil {
+		st := &analyze.SASS{Files: o.SASSFiles, Logf: o.Logf}
+		if o.Share != nil {
+			st.Share = BrokerListings(o.Share, o.Job, r)
+		}
+		o.Structures = st
 	}
 	o.Replay = ExpandRank(o.Replay, r)
 	o.Record = ExpandRank(o.Record, r)
@@ -578,4 +588,45 @@ func DefaultInjectLib() string {
 		exe = r
 	}
 	return filepath.Join(filepath.Dir(exe), "lib", "libgpuprof_inject.so")
+}
+
+// brokerListings shares nvdisasm listings through a job's module bucket
+// (analyze.ListingShare).
+type brokerListings struct {
+	conn       *broker.Conn
+	job, owner string
+}
+
+// BrokerListings shares the nvdisasm listings of job's modules through
+// conn, as rank.
+func BrokerListings(conn *broker.Conn, job string, rank int32) analyze.ListingShare {
+	host, _ := os.Hostname()
+	var nonce [4]byte
+	rand.Read(nonce[:])
+	// Unique per process: a claim retried after a lost acknowledgement
+	// recognises itself by it.
+	owner := fmt.Sprintf("rank %d pid %d on %s #%x", rank, os.Getpid(), host, nonce)
+	return &brokerListings{conn: conn, job: job, owner: owner}
+}
+
+func (b *brokerListings) Claim(ctx context.Context, h profile.ModuleHash) (bool, error) {
+	return b.conn.ClaimModule(ctx, b.job, h, broker.ModuleSASS, b.owner)
+}
+
+func (b *brokerListings) Store(ctx context.Context, h profile.ModuleHash, listing []byte, failure string) error {
+	var perr error
+	if failure == "" {
+		if _, perr = b.conn.PutModule(ctx, b.job, h, broker.ModuleSASS, listing); perr != nil {
+			failure = "storing the listing: " + perr.Error()
+		}
+	}
+	return errors.Join(perr, b.conn.SettleModule(ctx, b.job, h, broker.ModuleSASS, failure))
+}
+
+func (b *brokerListings) Await(ctx context.Context, h profile.ModuleHash) ([]byte, bool, error) {
+	data, err := b.conn.AwaitModule(ctx, b.job, h, broker.ModuleSASS)
+	if errors.Is(err, broker.ErrModuleNotClaimed) {
+		return nil, false, nil
+	}
+	return data, true, err
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
@@ -67,10 +69,42 @@ func fallbackKind(size uint8) AccessKind {
 	return AccessKind{}
 }
 
+// NVDisasmArgs are the nvdisasm options of every listing gpuprof makes
+// (before the cubin's path): code only, line information with inlining,
+// and the encodings, whose control bits the stall blamer needs. One set
+// for the collectors and the root, so a listing shared through the broker
+// serves both.
+var NVDisasmArgs = []string{"-c", "-g", "-gi", "-hex"}
+
+// ListingShare shares the nvdisasm listings of a job's modules between its
+// ranks, so that one rank disassembles each module (stored bytes are
+// EncodeListing's). Implementations must be safe for concurrent use.
+type ListingShare interface {
+	// Claim reports whether this rank is the one to produce module h's
+	// listing: true for exactly one rank of the job.
+	Claim(ctx context.Context, h profile.ModuleHash) (bool, error)
+	// Store stores the claimant's encoded listing, or with failure != ""
+	// (and no listing) says that it gave up.
+	Store(ctx context.Context, h profile.ModuleHash, listing []byte, failure string) error
+	// Await returns the encoded listing another rank produced. claimed is
+	// false when nobody claimed the module (nothing to wait for); err is
+	// set when the claimant gave up or ctx ended first.
+	Await(ctx context.Context, h profile.ModuleHash) (listing []byte, claimed bool, err error)
+}
+
+// ShareStats count what a SASS did with its modules' listings.
+type ShareStats struct {
+	Disassembled uint64 // nvdisasm runs
+	Shared       uint64 // listings another rank produced, parsed here
+	Fallbacks    uint64 // waits that ended without a listing: nvdisasm ran here
+	Stored       uint64 // listings this rank stored for the others
+}
+
 // SASS is a StructureSource backed by the sass package: it disassembles
 // cubins with nvdisasm when it can, and otherwise uses committed nvdisasm
 // output (for replays of recorded or generated streams). Parsed modules are
-// cached by content hash.
+// cached by content hash; with Share, a job's ranks disassemble each module
+// once (docs/sass.md, "Sharing listings").
 type SASS struct {
 	// NVDisasm is the nvdisasm to run; "" looks it up on PATH, "-" never
 	// runs one.
@@ -82,17 +116,41 @@ type SASS struct {
 	Files []string
 	// Timeout bounds one nvdisasm run (default 2 minutes).
 	Timeout time.Duration
+	// Share, when set, shares listings with the job's other ranks: the
+	// first rank to need a module claims it and runs nvdisasm, the others
+	// wait for its listing.
+	Share ListingShare
+	// ShareWait bounds a wait for another rank's listing (default Timeout
+	// plus 30s); a claimant that died is then replaced by running nvdisasm
+	// here.
+	ShareWait time.Duration
+	// Logf receives messages about sharing (nil: silent).
+	Logf func(format string, args ...any)
 
 	mu      sync.Mutex
 	cache   map[profile.ModuleHash]*sassStructure
 	parsed  []*parsedFile
 	scanned bool
+	stats   ShareStats
 }
 
 type parsedFile struct {
 	path string
 	mod  *sass.Module
 	err  error
+}
+
+// Stats returns the sharing counters so far.
+func (s *SASS) Stats() ShareStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+func (s *SASS) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
 }
 
 // Structure implements StructureSource.
@@ -109,16 +167,14 @@ func (s *SASS) Structure(hash profile.ModuleHash, cubin []byte, functions []stri
 		s.cache = map[profile.ModuleHash]*sassStructure{}
 	}
 	var errs []string
-	if len(cubin) > 0 {
-		m, err := s.disassemble(cubin)
-		if err == nil && covers(m, functions) {
-			st := newSASSStructure(hash, m)
-			s.cache[hash] = st
-			return st, nil
-		}
-		if err != nil {
-			errs = append(errs, err.Error())
-		}
+	m, err := s.module(hash, cubin)
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	if m != nil && covers(m, functions) {
+		st := newSASSStructure(hash, m)
+		s.cache[hash] = st
+		return st, nil
 	}
 	if m := s.fromFiles(functions, sm); m != nil {
 		st := newSASSStructure(hash, m)
@@ -141,18 +197,145 @@ func covers(m *sass.Module, functions []string) bool {
 	return len(functions) > 0
 }
 
-func (s *SASS) disassemble(cubin []byte) (*sass.Module, error) {
+// module returns the parsed listing of the module: another rank's through
+// Share, else nvdisasm's here (nil without an error when there is no way).
+func (s *SASS) module(hash profile.ModuleHash, cubin []byte) (*sass.Module, error) {
+	tool, toolErr := s.tool()
+	canRun := toolErr == nil && len(cubin) > 0
+	share := s.Share != nil
+	if share {
+		ctx := context.Background()
+		claimed := false
+		if canRun {
+			var err error
+			if claimed, err = s.Share.Claim(ctx, hash); err != nil {
+				// The broker is unreachable: work alone.
+				s.logf("module %v: claiming its listing: %v (disassembling here)", hash, err)
+				share = false
+			}
+		}
+		switch {
+		case claimed:
+			text, err := s.run(tool, cubin)
+			if err != nil {
+				if serr := s.Share.Store(ctx, hash, nil, firstLine(err.Error())); serr != nil {
+					s.logf("module %v: %v", hash, serr)
+				}
+				return nil, err
+			}
+			return s.parseAndStore(hash, text)
+		case share:
+			wait := s.ShareWait
+			if wait <= 0 {
+				wait = s.timeout() + 30*time.Second
+			}
+			wctx, cancel := context.WithTimeout(ctx, wait)
+			enc, wasClaimed, err := s.Share.Await(wctx, hash)
+			cancel()
+			switch {
+			case err == nil && wasClaimed:
+				m, err := decodeAndParse(enc)
+				if err == nil {
+					s.stats.Shared++
+					return m, nil
+				}
+				s.logf("module %v: the shared listing is unusable: %v", hash, err)
+			case err != nil:
+				s.logf("module %v: no shared listing: %v", hash, err)
+			}
+			if canRun {
+				s.stats.Fallbacks++
+			}
+		}
+	}
+	if !canRun {
+		if len(cubin) == 0 {
+			return nil, nil
+		}
+		return nil, toolErr
+	}
+	text, err := s.run(tool, cubin)
+	if err != nil {
+		return nil, err
+	}
+	if share {
+		// After a claimant failed or died: the next ranks need not wait.
+		return s.parseAndStore(hash, text)
+	}
+	return parseListing(text)
+}
+
+func (s *SASS) parseAndStore(hash profile.ModuleHash, text []byte) (*sass.Module, error) {
+	m, err := parseListing(text)
+	failure := ""
+	var enc []byte
+	if err != nil {
+		failure = firstLine(err.Error())
+	} else {
+		enc = EncodeListing(text)
+	}
+	if serr := s.Share.Store(context.Background(), hash, enc, failure); serr != nil {
+		s.logf("module %v: sharing its listing: %v", hash, serr)
+	} else if err == nil {
+		s.stats.Stored++
+	}
+	return m, err
+}
+
+func decodeAndParse(enc []byte) (*sass.Module, error) {
+	text, err := DecodeListing(enc)
+	if err != nil {
+		return nil, err
+	}
+	return parseListing(text)
+}
+
+func parseListing(text []byte) (*sass.Module, error) {
+	m, err := sass.Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("parsing nvdisasm output: %w", err)
+	}
+	return m, nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func (s *SASS) tool() (string, error) {
 	tool := s.NVDisasm
 	if tool == "-" {
-		return nil, fmt.Errorf("nvdisasm disabled")
+		return "", fmt.Errorf("nvdisasm disabled")
 	}
 	if tool == "" {
 		p, err := exec.LookPath("nvdisasm")
 		if err != nil {
-			return nil, fmt.Errorf("nvdisasm not on PATH")
+			return "", fmt.Errorf("nvdisasm not on PATH")
 		}
 		tool = p
 	}
+	return tool, nil
+}
+
+func (s *SASS) timeout() time.Duration {
+	if s.Timeout > 0 {
+		return s.Timeout
+	}
+	return 2 * time.Minute
+}
+
+// run runs nvdisasm on a cubin and returns its listing.
+func (s *SASS) run(tool string, cubin []byte) ([]byte, error) {
+	s.stats.Disassembled++
+	return RunNVDisasm(tool, cubin, s.timeout())
+}
+
+// RunNVDisasm writes cubin to a temporary file and returns nvdisasm's
+// listing of it (NVDisasmArgs), within timeout.
+func RunNVDisasm(tool string, cubin []byte, timeout time.Duration) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "gpuprof-cubin-")
 	if err != nil {
 		return nil, err
@@ -162,23 +345,37 @@ func (s *SASS) disassemble(cubin []byte) (*sass.Module, error) {
 	if err := os.WriteFile(f, cubin, 0o600); err != nil {
 		return nil, err
 	}
-	to := s.Timeout
-	if to <= 0 {
-		to = 2 * time.Minute
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), to)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, tool, "-c", "-g", "-gi", f)
+	cmd := exec.CommandContext(ctx, tool, append(append([]string(nil), NVDisasmArgs...), f)...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("nvdisasm: %v: %s", err, strings.TrimSpace(errb.String()))
 	}
-	m, err := sass.Parse(out.Bytes())
+	return out.Bytes(), nil
+}
+
+var (
+	listingEnc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1))
+	listingDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxListing))
+)
+
+// maxListing bounds a decoded listing (nvdisasm text of the largest
+// modules is tens of MB).
+const maxListing = 1 << 30
+
+// EncodeListing compresses an nvdisasm listing for the module store
+// (listings compress about 10x).
+func EncodeListing(text []byte) []byte { return listingEnc.EncodeAll(text, nil) }
+
+// DecodeListing reverses EncodeListing.
+func DecodeListing(b []byte) ([]byte, error) {
+	text, err := listingDec.DecodeAll(b, nil)
 	if err != nil {
-		return nil, fmt.Errorf("parsing nvdisasm output: %w", err)
+		return nil, fmt.Errorf("shared nvdisasm listing: %w", err)
 	}
-	return m, nil
+	return text, nil
 }
 
 func (s *SASS) fromFiles(functions []string, sm uint16) *sass.Module {
