@@ -112,6 +112,7 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 			return err
 		}
 		o.Publisher = pub
+		o.Share = conn // one rank disassembles each module
 		o.OnModule = func(h profile.ModuleHash, cubin []byte) {
 			// The first rank that sees a module uploads it; the others skip.
 			if _, err := conn.PutModule(ctx, o.Job, h, broker.ModuleCubin, cubin); err != nil {

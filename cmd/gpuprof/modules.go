@@ -1,26 +1,50 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
+	"gpuprof/broker"
+	"gpuprof/collector/analyze"
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
 
 // ModulesDir holds the cubins of a job's GPU modules in its output
-// directory, by content hash, so the analysis can run again offline.
+// directory, by content hash, and the nvdisasm listings the collectors
+// shared (HASH.sass.zst), so the analysis can run again offline.
 const ModulesDir = "modules"
 
+// listingFile is the saved listing of module h (analyze.EncodeListing's
+// bytes, a zstd frame).
+func listingFile(dir string, h profile.ModuleHash) string {
+	return filepath.Join(dir, ModulesDir, h.String()+".sass.zst")
+}
+
+// saveListing copies module h's listing, if a collector shared one, from
+// the broker into the output directory: the root then parses it instead of
+// running nvdisasm again (and report works offline without the toolkit).
+func saveListing(ctx context.Context, conn *broker.Conn, job, out string, h profile.ModuleHash) {
+	b, err := conn.GetModule(ctx, job, h, broker.ModuleSASS)
+	if err != nil {
+		return
+	}
+	os.MkdirAll(filepath.Join(out, ModulesDir), 0o700)
+	os.WriteFile(listingFile(out, h), b, 0o600)
+}
+
 // modules gives the analysis the parsed SASS of a profile's GPU modules:
-// disassembling the saved cubin with nvdisasm where the CUDA toolkit is,
-// else the committed nvdisasm output whose functions cover the module's.
+// the listing a collector shared (saved in the output directory), else the
+// saved cubin disassembled with nvdisasm where the CUDA toolkit is, else
+// the committed nvdisasm output whose functions cover the module's.
 type modules struct {
 	dir   string
 	files []string
@@ -73,6 +97,16 @@ func (m *modules) Module(h profile.ModuleHash) (*sass.Module, error) {
 }
 
 func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
+	if enc, err := os.ReadFile(listingFile(m.dir, h)); err == nil {
+		text, err := analyze.DecodeListing(enc)
+		if err == nil {
+			var mod *sass.Module
+			if mod, err = sass.Parse(text); err == nil {
+				return mod, nil
+			}
+		}
+		slog.Warn("saved listing unusable, trying the cubin", "file", listingFile(m.dir, h), "err", err)
+	}
 	if cubin, err := os.ReadFile(filepath.Join(m.dir, ModulesDir, h.String()+".cubin")); err == nil {
 		if mod, err := disassemble(cubin); err == nil {
 			return mod, nil
@@ -110,24 +144,16 @@ func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
 	return nil, fmt.Errorf("module %v: no cubin with nvdisasm, and no nvdisasm output covers its %d functions", h, len(want))
 }
 
-// disassemble runs nvdisasm on a cubin (the CUDA toolkit must be on PATH).
+// disassemble runs nvdisasm on a cubin (the CUDA toolkit must be on PATH)
+// with the collectors' options, so listings are alike wherever made.
 func disassemble(cubin []byte) (*sass.Module, error) {
 	nv, err := exec.LookPath("nvdisasm")
 	if err != nil {
 		return nil, fmt.Errorf("nvdisasm not on PATH: %w", err)
 	}
-	f, err := os.CreateTemp("", "gpuprof-*.cubin")
+	text, err := analyze.RunNVDisasm(nv, cubin, 10*time.Minute)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(f.Name())
-	f.Write(cubin)
-	f.Close()
-	var out, errb bytes.Buffer
-	cmd := exec.Command(nv, "-c", "-g", "-gi", "-poff", "-hex", f.Name()) // -hex: control bits for the blamer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("nvdisasm: %v: %s", err, strings.TrimSpace(errb.String()))
-	}
-	return sass.Parse(out.Bytes())
+	return sass.Parse(text)
 }

@@ -330,6 +330,7 @@ func runProcs(ctx context.Context, procs [][]string) int {
 func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *profile.Profile) {
 	dir := filepath.Join(out, ModulesDir)
 	for h := range p.Modules {
+		saveListing(ctx, conn, job, out, h)
 		b, err := conn.GetModule(ctx, job, h, broker.ModuleCubin)
 		if err != nil {
 			continue
