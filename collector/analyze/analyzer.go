@@ -159,6 +159,7 @@ type launchInfo struct {
 	local        uint32
 	instrumented bool
 	ended        bool
+	warps        int // warps per block (extra.go)
 	// seen: per partition, the values of each (object, kind) seen before
 	// the last barrier; written only at barriers.
 	seen []map[uint32]*valSet // per partition, by object << 1 | kind
@@ -228,14 +229,16 @@ type Analyzer struct {
 
 	places map[uint64]*Placement
 
-	// time spent waiting for workers, resolving candidates and building
-	// items (benchmarks report them)
-	tWait, tResolve, tBuild time.Duration
+	// time spent waiting for workers at barriers, resolving candidates,
+	// building items and blocked on a full worker queue (Busy reports them)
+	tWait, tResolve, tBuild, tBlocked time.Duration
 
 	anomalies uint64
 	firstAnom string
 	failed    error
 	closed    bool
+
+	x extra // launch statistics, bank conflicts, reuse distances (extra.go)
 }
 
 // New starts an analyzer and its workers; Close stops them.
@@ -270,6 +273,7 @@ func New(o Options) *Analyzer {
 		a.workers = append(a.workers, wk)
 		go wk.run()
 	}
+	a.x.start(o.Workers)
 	return a
 }
 
@@ -282,6 +286,7 @@ func (a *Analyzer) Close() {
 	for _, w := range a.workers {
 		close(w.in)
 	}
+	a.x.stop()
 }
 
 // Hello returns the stream's HELLO (nil before it).
@@ -397,9 +402,19 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 	}
 	for i, w := range a.workers {
 		if len(per[i]) > 0 {
-			w.in <- msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq, recs: per[i]}
+			m := msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq, recs: per[i]}
+			select {
+			case w.in <- m:
+			default:
+				// The worker's queue is full: the stream reader waits on
+				// the analysis (counted for the overhead figures).
+				t0 := time.Now()
+				w.in <- m
+				a.tBlocked += time.Since(t0)
+			}
 		}
 	}
+	a.x.ms.access(f, l)
 }
 
 func (a *Analyzer) module(f *rawstream.Module, off int64) {
@@ -548,6 +563,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers))}
 	a.launches[f.LaunchID] = l
 	a.bySeq[l.seq] = l
+	a.x.launch(ci, fn, f, l)
 	ka := a.kernAcc(ci)
 	ka.launches++
 	a.d.launches++
@@ -586,6 +602,7 @@ func (a *Analyzer) endLaunch(l *launchInfo) {
 	for _, w := range a.workers {
 		w.in <- m
 	}
+	a.x.ms.endLaunch(l)
 }
 
 func (a *Analyzer) kernelEnd(f *rawstream.KernelEnd, off int64) {
@@ -595,6 +612,7 @@ func (a *Analyzer) kernelEnd(f *rawstream.KernelEnd, off int64) {
 		return
 	}
 	ka := a.kernAcc(l.ctx)
+	a.x.ls.kernelEnd(l.ctx, f)
 	if f.EndNS > f.StartNS && f.StartNS != 0 {
 		ka.time += f.EndNS - f.StartNS
 	}
@@ -683,7 +701,12 @@ func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
 				ia.stalls = map[string]uint64{}
 			}
 			ia.stalls[name] += uint64(st.Samples)
-			ia.samples += uint64(st.Samples)
+			// CUPTI's _not_issued variants are a subset of their reason's
+			// samples (those taken when the scheduler issued nothing), and
+			// its sample_count/samples_data_dropped are not reasons.
+			if strings.HasPrefix(name, "smsp__pcsamp_warps_issue_stalled_") && !strings.HasSuffix(name, "_not_issued") || !strings.HasPrefix(name, "smsp__pcsamp_") {
+				ia.samples += uint64(st.Samples)
+			}
 		}
 	}
 }

@@ -389,6 +389,7 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		p.Add(id, InstThreadExecuted, ia.threads)
 	}
 	clear(a.insts)
+	a.x.build(b)
 	return p
 }
 

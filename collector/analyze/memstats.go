@@ -1,0 +1,508 @@
+package analyze
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"slices"
+	"strconv"
+
+	"gpuprof/collector/rawstream"
+	"gpuprof/profile"
+)
+
+// Shared-memory bank conflicts (per instruction) and CUDAAdvisor's reuse
+// distance histograms (per kernel context) from the access records
+// (docs/advice.md). Both need every record of a thread block in stream
+// order, which the redundancy workers (sharded by block and warp) do not
+// see, so they run on goroutines of their own, sharded by block.
+
+// Bank-conflict metrics at shared-memory instructions.
+var (
+	SharedWarpAccesses = profile.Metric("mem.shared.warp_accesses") // warp-level shared accesses traced
+	// SharedWavefronts adds, per warp access, the most distinct 4-byte
+	// words any one of the 32 banks must deliver: the passes the access
+	// needs (the conflict degree).
+	SharedWavefronts = profile.Metric("mem.shared.wavefronts")
+	// SharedIdeal adds the passes a conflict-free access of the same words
+	// needs: ⌈distinct words / 32⌉.
+	SharedIdeal = profile.Metric("mem.shared.ideal_wavefronts")
+)
+
+// ReuseWindow bounds the reuse distances measured: a distance of
+// ReuseWindow units or more counts as no reuse (the histogram's inf
+// bucket), as does a first load and a load after a store to the unit.
+// 2^14 units exceed the H100's 256 KB L1 at 32- and 128-byte granularity.
+const ReuseWindow = 1 << 14
+
+// Reuse granularities: the element (a lane's address), the 32-byte sector
+// and the 128-byte cache line.
+var reuseGrains = [...]struct {
+	name  string
+	shift uint
+}{{"elem", 0}, {"sector", 5}, {"line", 7}}
+
+// ReuseBuckets is the number of finite buckets: b0 counts distance 0,
+// bk (k ≥ 1) distances in [2^(k-1), 2^k).
+const ReuseBuckets = 15
+
+// ReuseMetric names a bucket of granularity g ("elem", "sector", "line"):
+// "reuse.<g>.b<k>", or "reuse.<g>.inf" for k = ReuseBuckets.
+func ReuseMetric(g string, k int) string {
+	if k >= ReuseBuckets {
+		return "reuse." + g + ".inf"
+	}
+	return "reuse." + g + ".b" + strconv.Itoa(k)
+}
+
+// reuseBucket is the bucket of distance d (d < window).
+func reuseBucket(d int) int { return bits.Len(uint(d)) }
+
+// reuseTracker measures one block's reuse distances at one granularity:
+// an LRU stack of loaded units as a Fenwick tree over load times, where
+// each unit's latest load holds a mark. A store turns the unit's mark into
+// a tombstone (the write restarts the unit: CUDAAdvisor counts the
+// rewritten address as a new element, L1 being write-evict), so distances
+// count distinct (unit, version) pairs.
+type reuseTracker struct {
+	window int
+	last   map[uint64]int32 // live unit -> time of its latest load
+	fen    []int32          // Fenwick tree over times 1..len-1
+	unitAt []uint64         // unit loaded at a time
+	state  []uint8          // 0 no mark, 1 live, 2 tombstone
+	now    int32
+}
+
+func newReuseTracker(window int) *reuseTracker {
+	return &reuseTracker{window: window, last: map[uint64]int32{}, fen: make([]int32, 17), unitAt: make([]uint64, 17), state: make([]uint8, 17)}
+}
+
+func (t *reuseTracker) add(i int32, v int32) {
+	for ; int(i) < len(t.fen); i += i & -i {
+		t.fen[i] += v
+	}
+}
+
+func (t *reuseTracker) prefix(i int32) int32 {
+	s := int32(0)
+	for ; i > 0; i -= i & -i {
+		s += t.fen[i]
+	}
+	return s
+}
+
+// load returns the bucket of a load of u (ReuseBuckets: no reuse).
+func (t *reuseTracker) load(u uint64) int {
+	b := ReuseBuckets
+	if at, ok := t.last[u]; ok {
+		if d := int(t.prefix(t.now) - t.prefix(at)); d < t.window {
+			b = reuseBucket(d)
+		}
+		t.add(at, -1)
+		t.state[at] = 0
+	}
+	if int(t.now)+1 >= len(t.fen) {
+		t.makeRoom()
+	}
+	t.now++
+	t.add(t.now, 1)
+	t.unitAt[t.now], t.state[t.now] = u, 1
+	t.last[u] = t.now
+	return b
+}
+
+// store restarts unit u.
+func (t *reuseTracker) store(u uint64) {
+	if at, ok := t.last[u]; ok {
+		t.state[at] = 2
+		delete(t.last, u)
+	}
+}
+
+// makeRoom grows the arrays up to twice the window, then compacts: only
+// the window's most recent marks are kept and renumbered from 1. A mark
+// older than those has window or more marks after it, and marks never
+// leave the part of the stack after a time (a reload moves its mark
+// later), so its unit's next distance would be window or more anyway: the
+// histogram is exact.
+func (t *reuseTracker) makeRoom() {
+	if n := len(t.fen); n < 2*t.window+1 {
+		n = min(2*n, 2*t.window+1)
+		t.unitAt = append(t.unitAt, make([]uint64, n-len(t.unitAt))...)
+		t.state = append(t.state, make([]uint8, n-len(t.state))...)
+		t.fen = make([]int32, n)
+		t.rebuild()
+		return
+	}
+	keep := 0
+	cut := int32(0)
+	for i := t.now; i > 0; i-- {
+		if t.state[i] == 0 {
+			continue
+		}
+		if keep == t.window {
+			cut = i
+			break
+		}
+		keep++
+	}
+	for i := int32(1); i <= cut; i++ { // dropped: older than the window
+		if t.state[i] == 1 {
+			delete(t.last, t.unitAt[i])
+		}
+		t.state[i] = 0
+	}
+	j := int32(0)
+	for i := cut + 1; i <= t.now; i++ {
+		if t.state[i] == 0 {
+			continue
+		}
+		j++
+		t.unitAt[j], t.state[j] = t.unitAt[i], t.state[i]
+		if t.state[j] == 1 {
+			t.last[t.unitAt[j]] = j
+		}
+	}
+	clear(t.state[j+1:])
+	t.now = j
+	t.rebuild()
+}
+
+// rebuild recomputes the Fenwick tree from the marks in O(n).
+func (t *reuseTracker) rebuild() {
+	clear(t.fen)
+	for i := 1; i < len(t.fen); i++ {
+		if t.state[i] != 0 {
+			t.fen[i]++
+		}
+		if p := i + (i & -i); p < len(t.fen) {
+			t.fen[p] += t.fen[i]
+		}
+	}
+}
+
+// ctaState is one thread block's reuse trackers.
+type ctaState struct {
+	tr     [len(reuseGrains)]*reuseTracker
+	exited uint64 // warps that left
+}
+
+type ctaKey struct {
+	launch, block uint32
+}
+
+type bankKey struct {
+	ctx uint32
+	pc  uint64 // packed
+}
+
+type bankAcc struct{ warps, wavefronts, ideal uint64 }
+
+// memAcc is what one memory worker accumulated since the last item.
+type memAcc struct {
+	reuse map[uint32]*[len(reuseGrains)][ReuseBuckets + 1]uint64
+	banks map[bankKey]*bankAcc
+}
+
+func newMemAcc() *memAcc {
+	return &memAcc{reuse: map[uint32]*[len(reuseGrains)][ReuseBuckets + 1]uint64{}, banks: map[bankKey]*bankAcc{}}
+}
+
+type memMsg struct {
+	acc  *rawstream.Access
+	l    *launchInfo
+	end  *launchInfo    // launch ended: drop its blocks
+	done chan<- *memAcc // sync: hand over the accumulator
+}
+
+// memWorker handles the blocks b with mix64(b) % n == id.
+type memWorker struct {
+	id, n  int
+	in     chan memMsg
+	ctas   map[ctaKey]*ctaState
+	acc    *memAcc
+	window int
+	pcs    map[uint64]uint64 // absolute PC -> packed, for PCs inside a known function
+	// scratch
+	units []uint64
+}
+
+// memStats runs the memory workers.
+type memStats struct {
+	ws      []*memWorker
+	started bool
+}
+
+func (s *memStats) start(n int) {
+	s.started = true
+	for i := 0; i < n; i++ {
+		w := &memWorker{id: i, n: n, in: make(chan memMsg, 16), ctas: map[ctaKey]*ctaState{}, acc: newMemAcc(), window: ReuseWindow, pcs: map[uint64]uint64{}}
+		s.ws = append(s.ws, w)
+		go w.run()
+	}
+}
+
+func (s *memStats) access(f *rawstream.Access, l *launchInfo) {
+	for _, w := range s.ws {
+		w.in <- memMsg{acc: f, l: l}
+	}
+}
+
+func (s *memStats) endLaunch(l *launchInfo) {
+	for _, w := range s.ws {
+		w.in <- memMsg{end: l}
+	}
+}
+
+func (s *memStats) stop() {
+	for _, w := range s.ws {
+		close(w.in)
+	}
+	s.ws = nil
+}
+
+// collect waits for the workers to handle everything sent so far and
+// returns their accumulators.
+func (s *memStats) collect() []*memAcc {
+	out := make([]*memAcc, len(s.ws))
+	for i, w := range s.ws {
+		ch := make(chan *memAcc, 1)
+		w.in <- memMsg{done: ch}
+		out[i] = <-ch
+	}
+	return out
+}
+
+func (w *memWorker) run() {
+	for m := range w.in {
+		switch {
+		case m.done != nil:
+			m.done <- w.acc
+			w.acc = newMemAcc()
+		case m.end != nil:
+			for k := range w.ctas {
+				if k.launch == m.end.seq {
+					delete(w.ctas, k)
+				}
+			}
+		default:
+			w.frame(m.acc, m.l)
+		}
+	}
+}
+
+// frame handles this worker's blocks of an access frame. The records were
+// validated by the decoder.
+func (w *memWorker) frame(f *rawstream.Access, l *launchInfo) {
+	it := f.Records()
+	for it.Next() {
+		r := it.Record()
+		if int(mix64(uint64(r.Block))%uint64(w.n)) != w.id {
+			continue
+		}
+		switch {
+		case r.Size == 0:
+			if r.Flags&rawstream.FlagBlockExit != 0 {
+				w.exit(l, r)
+			}
+		case r.Space == rawstream.SpaceShared:
+			w.bank(l, r)
+		case r.Space == rawstream.SpaceGlobal && r.Flags&rawstream.FlagPrefetch == 0:
+			w.reuse(l, r)
+		}
+	}
+}
+
+// packed returns the packed PC of an absolute one, as the redundancy
+// workers place it.
+func (w *memWorker) packed(l *launchInfo, pc uint64) uint64 {
+	if p, ok := w.pcs[pc]; ok {
+		return p
+	}
+	fn := l.funcs.find(pc)
+	if fn == nil { // outside every known function: the launched one's
+		return uint64(l.fn.idx)<<32 | uint64(uint32(pc-l.fn.pc))
+	}
+	p := uint64(fn.idx)<<32 | uint64(uint32(pc-fn.pc))
+	w.pcs[pc] = p
+	return p
+}
+
+// bank counts one shared warp access's passes: per bank, the distinct
+// 4-byte words the active lanes touch.
+func (w *memWorker) bank(l *launchInfo, r *rawstream.Record) {
+	words := w.units[:0]
+	stride := 8 + int(r.Size)
+	for e := 0; e < r.NumLanes(); e++ {
+		a := binary.LittleEndian.Uint64(r.Lanes[e*stride:])
+		for x := a >> 2; x <= (a+uint64(r.Size)-1)>>2; x++ {
+			words = append(words, x)
+		}
+	}
+	w.units = words
+	degree, distinct := bankDegree(words)
+	k := bankKey{l.ctx, w.packed(l, r.PC)}
+	b := w.acc.banks[k]
+	if b == nil {
+		b = &bankAcc{}
+		w.acc.banks[k] = b
+	}
+	b.warps++
+	b.wavefronts += uint64(degree)
+	b.ideal += uint64((distinct + 31) / 32)
+}
+
+// bankDegree returns the most distinct words of one bank and the number
+// of distinct words (words is sorted in place).
+func bankDegree(words []uint64) (int, int) {
+	slices.Sort(words)
+	var per [32]int
+	degree, distinct := 0, 0
+	for i, x := range words {
+		if i > 0 && x == words[i-1] {
+			continue
+		}
+		distinct++
+		b := x & 31
+		per[b]++
+		degree = max(degree, per[b])
+	}
+	return degree, distinct
+}
+
+func (w *memWorker) cta(l *launchInfo, block uint32) *ctaState {
+	k := ctaKey{l.seq, block}
+	c := w.ctas[k]
+	if c == nil {
+		c = &ctaState{}
+		for i := range c.tr {
+			c.tr[i] = newReuseTracker(w.window)
+		}
+		w.ctas[k] = c
+	}
+	return c
+}
+
+// exit drops a block's trackers once all its warps left (the launch's end
+// drops the rest).
+func (w *memWorker) exit(l *launchInfo, r *rawstream.Record) {
+	k := ctaKey{l.seq, r.Block}
+	c := w.ctas[k]
+	if c == nil || l.warps == 0 {
+		return
+	}
+	if r.Warp < 64 {
+		c.exited |= 1 << r.Warp
+	}
+	if bits.OnesCount64(c.exited) >= l.warps {
+		delete(w.ctas, k)
+	}
+}
+
+// reuse feeds one global warp access to its block's trackers: at each
+// granularity, the distinct units the active lanes touch, in ascending
+// order (the lanes of one access are simultaneous).
+func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record) {
+	c := w.cta(l, r.Block)
+	kind, ok := kindOf(r.Flags)
+	if !ok {
+		return
+	}
+	load := kind == kLoad && r.Flags&rawstream.FlagAtomic == 0 // an atomic writes (in L2): it restarts the unit
+	var h *[len(reuseGrains)][ReuseBuckets + 1]uint64
+	if load {
+		h = w.acc.reuse[l.ctx]
+		if h == nil {
+			h = &[len(reuseGrains)][ReuseBuckets + 1]uint64{}
+			w.acc.reuse[l.ctx] = h
+		}
+	}
+	stride := 8 + int(r.Size)
+	for g, gr := range reuseGrains {
+		us := w.units[:0]
+		for e := 0; e < r.NumLanes(); e++ {
+			a := binary.LittleEndian.Uint64(r.Lanes[e*stride:])
+			if gr.shift == 0 {
+				us = append(us, a)
+				continue
+			}
+			for x := a >> gr.shift; x <= (a+uint64(r.Size)-1)>>gr.shift; x++ {
+				us = append(us, x)
+			}
+		}
+		slices.Sort(us)
+		us = slices.Compact(us)
+		w.units = us
+		t := c.tr[g]
+		for _, u := range us {
+			if load {
+				h[g][t.load(u)]++
+			} else {
+				t.store(u)
+			}
+		}
+	}
+}
+
+// build adds the workers' bank and reuse counts to the item.
+func (s *memStats) build(b *builder) {
+	if !s.started {
+		return
+	}
+	reuse := map[uint32]*[len(reuseGrains)][ReuseBuckets + 1]uint64{}
+	banks := map[bankKey]*bankAcc{}
+	for _, ac := range s.collect() {
+		for ctx, h := range ac.reuse {
+			t := reuse[ctx]
+			if t == nil {
+				t = &[len(reuseGrains)][ReuseBuckets + 1]uint64{}
+				reuse[ctx] = t
+			}
+			for g := range h {
+				for k, n := range h[g] {
+					t[g][k] += n
+				}
+			}
+		}
+		for k, v := range ac.banks {
+			t := banks[k]
+			if t == nil {
+				t = &bankAcc{}
+				banks[k] = t
+			}
+			t.warps += v.warps
+			t.wavefronts += v.wavefronts
+			t.ideal += v.ideal
+		}
+	}
+	for _, ctx := range sortedKeys(reuse) {
+		id := b.kernel(ctx)
+		for g, gr := range reuseGrains {
+			for k, n := range reuse[ctx][g] {
+				b.p.Add(id, profile.Metric(ReuseMetric(gr.name, k)), n)
+			}
+		}
+	}
+	keys := make([]bankKey, 0, len(banks))
+	for k := range banks {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y bankKey) int {
+		if x.ctx != y.ctx {
+			return int(x.ctx) - int(y.ctx)
+		}
+		if x.pc < y.pc {
+			return -1
+		}
+		if x.pc > y.pc {
+			return 1
+		}
+		return 0
+	})
+	for _, k := range keys {
+		v := banks[k]
+		id := b.inst(k.ctx, kLoad, k.pc)
+		b.p.Add(id, SharedWarpAccesses, v.warps)
+		b.p.Add(id, SharedWavefronts, v.wavefronts)
+		b.p.Add(id, SharedIdeal, v.ideal)
+	}
+}

@@ -1,0 +1,75 @@
+package analyze
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"gpuprof/collector/rawstream"
+)
+
+// BenchmarkMemStats runs the bank-conflict and reuse-distance workers
+// alone over the fully traced H100 captures' access records, to set their
+// cost beside BenchmarkAnalyzeCaptures (which includes them).
+func BenchmarkMemStats(b *testing.B) {
+	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p1.gpr")
+	if len(files) == 0 {
+		b.Skip("no captures")
+	}
+	type item struct {
+		acc *rawstream.Access
+		l   *launchInfo
+	}
+	var items []item
+	var recs uint64
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := rawstream.NewDecoder(bytes.NewReader(data))
+		ls := map[uint64]*launchInfo{}
+		fn := &funcInfo{}
+		snap := &funcSnap{}
+		for seq := uint32(1); ; {
+			fr, err := d.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			switch x := fr.(type) {
+			case *rawstream.Launch:
+				ls[x.LaunchID] = &launchInfo{seq: seq, fn: fn, funcs: snap, warps: int((x.Block[0]*x.Block[1]*x.Block[2] + 31) / 32)}
+				seq++
+			case *rawstream.Access:
+				if l := ls[x.LaunchID]; l != nil {
+					items = append(items, item{x, l})
+					recs += uint64(x.Count)
+				}
+			}
+		}
+	}
+	for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				var s memStats
+				s.start(w)
+				for _, it := range items {
+					s.access(it.acc, it.l)
+				}
+				s.collect()
+				s.stop()
+			}
+			rps := float64(recs) * float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(rps, "records/s")
+			b.ReportMetric(rps/float64(w), "records/s/core")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
