@@ -2,9 +2,12 @@ package profile
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 )
@@ -19,8 +22,10 @@ const (
 )
 
 type enc struct {
-	b       []byte
-	metrics map[MetricID]uint64 // metric id -> index in the sorted name table
+	b []byte
+	// metrics maps a process-local metric id to its index in the sorted
+	// name table (-1: not used by this profile).
+	metrics []int32
 }
 
 func (e *enc) u(v uint64)   { e.b = binary.AppendUvarint(e.b, v) }
@@ -30,18 +35,34 @@ func (e *enc) s(v string)   { e.u(uint64(len(v))); e.b = append(e.b, v...) }
 
 func (e *enc) values(vs Values) {
 	// Written in name order, so the encoding does not depend on the
-	// process-local ids.
-	idx := make([]uint64, len(vs))
-	order := make([]int, len(vs))
-	for i, v := range vs {
-		idx[i] = e.metrics[v.ID]
-		order[i] = i
-	}
-	sort.Slice(order, func(a, b int) bool { return idx[order[a]] < idx[order[b]] })
+	// process-local ids. A node has a handful of values: an insertion sort
+	// on the stack, no allocation.
 	e.u(uint64(len(vs)))
-	for _, o := range order {
-		e.u(idx[o])
-		e.u(vs[o].V)
+	if len(vs) <= 8 {
+		var buf [8]MV
+		s := buf[:len(vs)]
+		for i, v := range vs {
+			v.ID = MetricID(e.metrics[v.ID])
+			j := i
+			for ; j > 0 && s[j-1].ID > v.ID; j-- {
+				s[j] = s[j-1]
+			}
+			s[j] = v
+		}
+		for _, v := range s {
+			e.u(uint64(v.ID))
+			e.u(v.V)
+		}
+		return
+	}
+	s := make([]MV, len(vs))
+	for i, v := range vs {
+		s[i] = MV{MetricID(e.metrics[v.ID]), v.V}
+	}
+	slices.SortFunc(s, func(a, b MV) int { return cmp.Compare(a.ID, b.ID) })
+	for _, v := range s {
+		e.u(uint64(v.ID))
+		e.u(v.V)
 	}
 }
 
@@ -84,6 +105,13 @@ func pcLess(a, b PC) bool {
 	return a.Offset < b.Offset
 }
 
+func pcCmp(a, b PC) int {
+	if c := cmp.Compare(a.Func, b.Func); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Offset, b.Offset)
+}
+
 // singleRank reports the one rank of a profile of one rank's items: its open
 // values, per-rank values and summaries are then derived from the node
 // values and not written.
@@ -97,245 +125,427 @@ func (p *Profile) singleRank() (int32, bool) {
 	return 0, false
 }
 
-// Encode returns the profile's deterministic binary encoding.
+// kv is a table entry gathered for sorting.
+type kv[K any, V any] struct {
+	k K
+	v V
+}
+
+func entries[K comparable, V any](m map[K]V) []kv[K, V] {
+	out := make([]kv[K, V], 0, len(m))
+	for k, v := range m {
+		out = append(out, kv[K, V]{k, v})
+	}
+	return out
+}
+
+// table is one table of the encoding: a count, then n entries in key
+// order. sort (if set) gathers and orders the entries; put writes entries
+// [lo, hi). per estimates an entry's bytes, so buffers rarely grow.
+type table struct {
+	n       int
+	per     int
+	sort    func()
+	put     func(e *enc, lo, hi int)
+	nocount bool // put writes the whole table, count included, as one entry
+	chunk   int  // entries per parallel task (default parChunk)
+}
+
+// Encode returns the profile's deterministic binary encoding. Large
+// profiles are gathered, sorted and written table by table in parallel, in
+// chunks that are joined in order at the end: the bytes are the same as a
+// sequential walk's.
 func (p *Profile) Encode() []byte {
-	e := &enc{metrics: map[MetricID]uint64{}}
-	used := map[MetricID]bool{}
-	for _, n := range p.Nodes {
-		for _, v := range n.Metrics {
-			used[v.ID] = true
-		}
-	}
-	for _, ss := range p.Summaries {
-		for _, s := range ss {
-			used[s.ID] = true
-		}
-	}
-	for _, m := range p.Open {
-		for _, vs := range m {
-			for _, v := range vs {
-				used[v.ID] = true
-			}
-		}
-	}
-	for _, m := range p.PerRank {
-		for _, vs := range m {
-			for _, v := range vs {
-				used[v.ID] = true
-			}
-		}
-	}
-	names := make([]string, 0, len(used))
-	byName := map[string]MetricID{}
-	for id := range used {
-		names = append(names, id.Name())
-		byName[id.Name()] = id
-	}
-	sort.Strings(names)
-	for i, n := range names {
-		e.metrics[byName[n]] = uint64(i)
+	names, index := p.metricTable()
+	var tables []table
+	var total int
+	add := func(t table) {
+		tables = append(tables, t)
+		total += t.n
 	}
 
-	e.b = append(e.b, profileMagic...)
-	e.u(profileVersion)
-	e.s(p.Job)
-	if p.Synthetic {
-		e.u(1)
-	} else {
-		e.u(0)
+	var nodes []*Node
+	add(table{n: len(p.Nodes), per: 48,
+		sort: func() {
+			nodes = make([]*Node, 0, len(p.Nodes))
+			for _, n := range p.Nodes {
+				nodes = append(nodes, n)
+			}
+			nodes = psort(nodes, func(n **Node) uint64 { return uint64((*n).ID) }, func(a, b *Node) int { return cmp.Compare(a.ID, b.ID) })
+		},
+		put: func(e *enc, lo, hi int) {
+			for _, n := range nodes[lo:hi] {
+				e.u64(uint64(n.ID))
+				e.u64(uint64(n.Parent))
+				e.u(uint64(n.Frame.Kind))
+				e.s(n.Frame.Module)
+				e.s(n.Frame.Function)
+				e.s(n.Frame.File)
+				e.u(uint64(n.Frame.Line))
+				e.u(n.Frame.Offset)
+				e.values(n.Metrics)
+			}
+		}})
+	// Modules, functions and objects: small tables, written in one piece.
+	add(table{n: 1, nocount: true, per: 64 * (len(p.Modules) + len(p.Funcs) + len(p.Objects)), put: func(e *enc, _, _ int) {
+		mods := sortedKeys(p.Modules, func(a, b ModuleHash) bool { return a < b })
+		e.u(uint64(len(mods)))
+		for _, h := range mods {
+			m := p.Modules[h]
+			e.u64(uint64(h))
+			e.u(m.Size)
+			e.s(m.Name)
+			e.u(uint64(m.SM))
+		}
+		fns := sortedKeys(p.Funcs, func(a, b FuncID) bool { return a < b })
+		e.u(uint64(len(fns)))
+		for _, id := range fns {
+			f := p.Funcs[id]
+			e.u64(uint64(id))
+			e.u64(uint64(f.Module))
+			e.s(f.Name)
+		}
+		objs := sortedKeys(p.Objects, func(a, b ObjectID) bool { return a < b })
+		e.u(uint64(len(objs)))
+		for _, id := range objs {
+			o := p.Objects[id]
+			e.u64(uint64(id))
+			e.u64(uint64(o.Context))
+			e.u(o.Size)
+			e.u(o.Count)
+			e.u(uint64(o.Space))
+		}
+	}})
+	var tks []kv[TemporalKey, uint64]
+	add(table{n: len(p.Temporal), per: 34,
+		sort: func() {
+			tks = psort(entries(p.Temporal), func(x *kv[TemporalKey, uint64]) uint64 { return uint64(x.k.Context) },
+				func(a, b kv[TemporalKey, uint64]) int {
+					if c := cmp.Compare(a.k.Context, b.k.Context); c != 0 {
+						return c
+					}
+					if c := pcCmp(a.k.Old, b.k.Old); c != 0 {
+						return c
+					}
+					if c := pcCmp(a.k.New, b.k.New); c != 0 {
+						return c
+					}
+					return cmp.Compare(a.k.Access, b.k.Access)
+				})
+		},
+		put: func(e *enc, lo, hi int) {
+			for _, x := range tks[lo:hi] {
+				e.u64(uint64(x.k.Context))
+				e.pc(x.k.Old)
+				e.pc(x.k.New)
+				e.u(uint64(x.k.Access))
+				e.u(x.v)
+			}
+		}})
+	var sks []kv[SpatialKey, uint64]
+	add(table{n: len(p.Spatial), per: 34,
+		sort: func() {
+			sks = psort(entries(p.Spatial), func(x *kv[SpatialKey, uint64]) uint64 { return uint64(x.k.Context) },
+				func(a, b kv[SpatialKey, uint64]) int {
+					if c := cmp.Compare(a.k.Context, b.k.Context); c != 0 {
+						return c
+					}
+					if c := cmp.Compare(a.k.Object, b.k.Object); c != 0 {
+						return c
+					}
+					if c := pcCmp(a.k.PC, b.k.PC); c != 0 {
+						return c
+					}
+					return cmp.Compare(a.k.Access, b.k.Access)
+				})
+		},
+		put: func(e *enc, lo, hi int) {
+			for _, x := range sks[lo:hi] {
+				e.u64(uint64(x.k.Context))
+				e.u64(uint64(x.k.Object))
+				e.pc(x.k.PC)
+				e.u(uint64(x.k.Access))
+				e.u(x.v)
+			}
+		}})
+	var pks []kv[PCKey, *PCStat]
+	add(table{n: len(p.PCs), per: 330,
+		sort: func() {
+			pks = psort(entries(p.PCs), func(x *kv[PCKey, *PCStat]) uint64 { return uint64(x.k.Context) },
+				func(a, b kv[PCKey, *PCStat]) int {
+					if c := cmp.Compare(a.k.Context, b.k.Context); c != 0 {
+						return c
+					}
+					if c := pcCmp(a.k.PC, b.k.PC); c != 0 {
+						return c
+					}
+					return cmp.Compare(a.k.Access, b.k.Access)
+				})
+		},
+		put: func(e *enc, lo, hi int) {
+			for _, x := range pks[lo:hi] {
+				e.u64(uint64(x.k.Context))
+				e.pc(x.k.PC)
+				e.u(uint64(x.k.Access))
+				e.u(x.v.Accesses)
+				e.sketch(x.v.Values)
+			}
+		}})
+	var oks []kv[ObjectKey, *ObjectStat]
+	add(table{n: len(p.ObjStats), per: 40,
+		sort: func() {
+			oks = psort(entries(p.ObjStats), func(x *kv[ObjectKey, *ObjectStat]) uint64 { return uint64(x.k.Context) },
+				func(a, b kv[ObjectKey, *ObjectStat]) int {
+					if c := cmp.Compare(a.k.Context, b.k.Context); c != 0 {
+						return c
+					}
+					if c := cmp.Compare(a.k.Object, b.k.Object); c != 0 {
+						return c
+					}
+					return cmp.Compare(a.k.Access, b.k.Access)
+				})
+		},
+		put: func(e *enc, lo, hi int) {
+			for _, x := range oks[lo:hi] {
+				e.u64(uint64(x.k.Context))
+				e.u64(uint64(x.k.Object))
+				e.u(uint64(x.k.Access))
+				e.u(x.v.Accesses)
+				e.sketch(x.v.Values)
+			}
+		}})
+	var rks []int32
+	add(table{n: len(p.Ranks), per: 96,
+		sort: func() { rks = p.SortedRanks() },
+		put: func(e *enc, lo, hi int) {
+			for _, r := range rks[lo:hi] {
+				ri := p.Ranks[r]
+				e.i(int64(r))
+				for _, s := range [...]string{ri.Host, ri.GPU, ri.GPUUUID, ri.Driver, ri.CUDA, ri.Mode, ri.Source, ri.Incomplete} {
+					e.s(s)
+				}
+				for _, v := range [...]uint64{uint64(ri.BlockP), uint64(ri.KernelK), ri.Launches, ri.LaunchesTraced, ri.Blocks, ri.BlocksTraced, ri.Records, ri.Dropped, ri.HostDropped} {
+					e.u(v)
+				}
+				e.i(ri.Batches)
+				e.i(int64(ri.ExitCode))
+			}
+		}})
+	_, single := p.singleRank()
+	add(table{n: 1, nocount: true, per: 1, put: func(e *enc, _, _ int) {
+		if single {
+			e.u(0) // derived: see singleRank
+		} else {
+			e.u(1)
+		}
+	}})
+	if !single {
+		var sids []kv[NodeID, Summaries]
+		add(table{n: len(p.Summaries), per: 60,
+			sort: func() {
+				sids = psort(entries(p.Summaries), func(x *kv[NodeID, Summaries]) uint64 { return uint64(x.k) },
+					func(a, b kv[NodeID, Summaries]) int { return cmp.Compare(a.k, b.k) })
+			},
+			put: func(e *enc, lo, hi int) {
+				var buf [8]MS
+				for _, x := range sids[lo:hi] {
+					ss := append(buf[:0], x.v...)
+					for i := range ss {
+						ss[i].ID = MetricID(e.metrics[ss[i].ID])
+					}
+					slices.SortFunc(ss, func(a, b MS) int { return cmp.Compare(a.ID, b.ID) })
+					e.u64(uint64(x.k))
+					e.u(uint64(len(ss)))
+					for _, m := range ss {
+						s := m.S
+						e.u(uint64(m.ID))
+						e.u(s.N)
+						e.u(s.Sum)
+						e.u(s.SumSqHi)
+						e.u(s.SumSqLo)
+						e.u(s.Min)
+						e.u(s.Max)
+						e.i(int64(s.ArgMin))
+						e.i(int64(s.ArgMax))
+					}
+				}
+			}})
+		for _, m := range [...]map[int32]map[NodeID]Values{p.Open, p.PerRank} {
+			add(rankValuesTable(m))
+		}
 	}
-	e.u(uint64(len(names)))
+
+	// Gather and sort every table, then write them in chunks.
+	e0 := enc{metrics: index}
+	if total < parMin {
+		e0.b = make([]byte, 0, 64+16*len(names)+estimate(tables))
+	}
+	e0.b = append(e0.b, profileMagic...)
+	e0.u(profileVersion)
+	e0.s(p.Job)
+	if p.Synthetic {
+		e0.u(1)
+	} else {
+		e0.u(0)
+	}
+	e0.u(uint64(len(names)))
 	for _, n := range names {
-		e.s(n)
+		e0.s(n)
 	}
 	// Items.
 	ranks := sortedKeys(p.Items, func(a, b int32) bool { return a < b })
-	e.u(uint64(len(ranks)))
+	e0.u(uint64(len(ranks)))
 	for _, r := range ranks {
-		e.i(int64(r))
+		e0.i(int64(r))
 		bm := p.Items[r]
 		bm.RunOptimize()
 		var buf bytes.Buffer
 		bm.WriteTo(&buf)
-		e.u(uint64(buf.Len()))
-		e.b = append(e.b, buf.Bytes()...)
+		e0.u(uint64(buf.Len()))
+		e0.b = append(e0.b, buf.Bytes()...)
 	}
-	// Nodes, parents first is not needed: ids are sorted, parents named.
-	ids := p.SortedNodeIDs()
-	e.u(uint64(len(ids)))
-	for _, id := range ids {
-		n := p.Nodes[id]
-		e.u64(uint64(id))
-		e.u64(uint64(n.Parent))
-		e.u(uint64(n.Frame.Kind))
-		e.s(n.Frame.Module)
-		e.s(n.Frame.Function)
-		e.s(n.Frame.File)
-		e.u(uint64(n.Frame.Line))
-		e.u(n.Frame.Offset)
-		e.values(n.Metrics)
+	if total < parMin {
+		// A collector's batch or a test profile: one buffer, one goroutine.
+		for _, t := range tables {
+			if t.sort != nil {
+				t.sort()
+			}
+			if !t.nocount {
+				e0.u(uint64(t.n))
+			}
+			t.put(&e0, 0, t.n)
+		}
+		return e0.b
 	}
-	mods := sortedKeys(p.Modules, func(a, b ModuleHash) bool { return a < b })
-	e.u(uint64(len(mods)))
-	for _, h := range mods {
-		m := p.Modules[h]
-		e.u64(uint64(h))
-		e.u(m.Size)
-		e.s(m.Name)
-		e.u(uint64(m.SM))
-	}
-	fns := sortedKeys(p.Funcs, func(a, b FuncID) bool { return a < b })
-	e.u(uint64(len(fns)))
-	for _, id := range fns {
-		f := p.Funcs[id]
-		e.u64(uint64(id))
-		e.u64(uint64(f.Module))
-		e.s(f.Name)
-	}
-	objs := sortedKeys(p.Objects, func(a, b ObjectID) bool { return a < b })
-	e.u(uint64(len(objs)))
-	for _, id := range objs {
-		o := p.Objects[id]
-		e.u64(uint64(id))
-		e.u64(uint64(o.Context))
-		e.u(o.Size)
-		e.u(o.Count)
-		e.u(uint64(o.Space))
-	}
-	tks := sortedKeys(p.Temporal, func(a, b TemporalKey) bool {
-		if a.Context != b.Context {
-			return a.Context < b.Context
-		}
-		if a.Old != b.Old {
-			return pcLess(a.Old, b.Old)
-		}
-		if a.New != b.New {
-			return pcLess(a.New, b.New)
-		}
-		return a.Access < b.Access
-	})
-	e.u(uint64(len(tks)))
-	for _, k := range tks {
-		e.u64(uint64(k.Context))
-		e.pc(k.Old)
-		e.pc(k.New)
-		e.u(uint64(k.Access))
-		e.u(p.Temporal[k])
-	}
-	sks := sortedKeys(p.Spatial, func(a, b SpatialKey) bool {
-		if a.Context != b.Context {
-			return a.Context < b.Context
-		}
-		if a.Object != b.Object {
-			return a.Object < b.Object
-		}
-		if a.PC != b.PC {
-			return pcLess(a.PC, b.PC)
-		}
-		return a.Access < b.Access
-	})
-	e.u(uint64(len(sks)))
-	for _, k := range sks {
-		e.u64(uint64(k.Context))
-		e.u64(uint64(k.Object))
-		e.pc(k.PC)
-		e.u(uint64(k.Access))
-		e.u(p.Spatial[k])
-	}
-	pks := sortedKeys(p.PCs, func(a, b PCKey) bool {
-		if a.Context != b.Context {
-			return a.Context < b.Context
-		}
-		if a.PC != b.PC {
-			return pcLess(a.PC, b.PC)
-		}
-		return a.Access < b.Access
-	})
-	e.u(uint64(len(pks)))
-	for _, k := range pks {
-		s := p.PCs[k]
-		e.u64(uint64(k.Context))
-		e.pc(k.PC)
-		e.u(uint64(k.Access))
-		e.u(s.Accesses)
-		e.sketch(s.Values)
-	}
-	oks := sortedKeys(p.ObjStats, func(a, b ObjectKey) bool {
-		if a.Context != b.Context {
-			return a.Context < b.Context
-		}
-		if a.Object != b.Object {
-			return a.Object < b.Object
-		}
-		return a.Access < b.Access
-	})
-	e.u(uint64(len(oks)))
-	for _, k := range oks {
-		s := p.ObjStats[k]
-		e.u64(uint64(k.Context))
-		e.u64(uint64(k.Object))
-		e.u(uint64(k.Access))
-		e.u(s.Accesses)
-		e.sketch(s.Values)
-	}
-	rks := p.SortedRanks()
-	e.u(uint64(len(rks)))
-	for _, r := range rks {
-		ri := p.Ranks[r]
-		e.i(int64(r))
-		for _, s := range []string{ri.Host, ri.GPU, ri.GPUUUID, ri.Driver, ri.CUDA, ri.Mode, ri.Source, ri.Incomplete} {
-			e.s(s)
-		}
-		for _, v := range []uint64{uint64(ri.BlockP), uint64(ri.KernelK), ri.Launches, ri.LaunchesTraced, ri.Blocks, ri.BlocksTraced, ri.Records, ri.Dropped, ri.HostDropped} {
-			e.u(v)
-		}
-		e.i(ri.Batches)
-		e.i(int64(ri.ExitCode))
-	}
-	if _, single := p.singleRank(); single {
-		e.u(0) // derived: see singleRank
-		return e.b
-	}
-	e.u(1)
-	sids := sortedKeys(p.Summaries, func(a, b NodeID) bool { return a < b })
-	e.u(uint64(len(sids)))
-	for _, id := range sids {
-		ss := p.Summaries[id]
-		order := make([]int, len(ss))
-		for i := range order {
-			order[i] = i
-		}
-		sort.Slice(order, func(a, b int) bool { return e.metrics[ss[order[a]].ID] < e.metrics[ss[order[b]].ID] })
-		e.u64(uint64(id))
-		e.u(uint64(len(ss)))
-		for _, o := range order {
-			s := ss[o].S
-			e.u(e.metrics[ss[o].ID])
-			e.u(s.N)
-			e.u(s.Sum)
-			e.u(s.SumSqHi)
-			e.u(s.SumSqLo)
-			e.u(s.Min)
-			e.u(s.Max)
-			e.i(int64(s.ArgMin))
-			e.i(int64(s.ArgMax))
+	var sorts []func()
+	for _, t := range tables {
+		if t.sort != nil {
+			sorts = append(sorts, t.sort)
 		}
 	}
-	for _, m := range []map[int32]map[NodeID]Values{p.Open, p.PerRank} {
-		rs := sortedKeys(m, func(a, b int32) bool { return a < b })
-		e.u(uint64(len(rs)))
-		for _, r := range rs {
-			e.i(int64(r))
-			vs := m[r]
-			ids := sortedKeys(vs, func(a, b NodeID) bool { return a < b })
-			e.u(uint64(len(ids)))
-			for _, id := range ids {
-				e.u64(uint64(id))
-				e.values(vs[id])
+	runAll(sorts)
+	// Pieces in output order: each table's count, then its chunks.
+	var pieces []*enc
+	var writes []func()
+	piece := func(f func(e *enc), size int) {
+		e := &enc{metrics: index, b: make([]byte, 0, size)}
+		pieces = append(pieces, e)
+		writes = append(writes, func() { f(e) })
+	}
+	pieces = append(pieces, &e0)
+	for _, t := range tables {
+		if !t.nocount {
+			piece(func(e *enc) { e.u(uint64(t.n)) }, 10)
+		}
+		chunk := t.chunk
+		if chunk == 0 {
+			chunk = parChunk
+		}
+		for lo := 0; lo < t.n; lo += chunk {
+			hi := min(lo+chunk, t.n)
+			piece(func(e *enc) { t.put(e, lo, hi) }, (hi-lo)*t.per)
+		}
+	}
+	runAll(writes)
+	size := 0
+	for _, e := range pieces {
+		size += len(e.b)
+	}
+	out := make([]byte, 0, size)
+	for _, e := range pieces {
+		out = append(out, e.b...)
+	}
+	return out
+}
+
+func estimate(ts []table) int {
+	n := 0
+	for _, t := range ts {
+		n += 10 + t.n*t.per
+	}
+	return n
+}
+
+// rankValuesTable is Open or PerRank: per rank (ascending), its node values
+// by node id. An entry of the table is a rank.
+func rankValuesTable(m map[int32]map[NodeID]Values) table {
+	var rs []int32
+	values := 0
+	for _, vs := range m {
+		values += len(vs)
+	}
+	per := 8 + 20*values/max(len(m), 1)
+	return table{n: len(m), per: per, chunk: max(1, parChunk*len(m)/max(values, 1)),
+		sort: func() { rs = sortedKeys(m, func(a, b int32) bool { return a < b }) },
+		put: func(e *enc, lo, hi int) {
+			var ids []kv[NodeID, Values]
+			for _, r := range rs[lo:hi] {
+				e.i(int64(r))
+				vs := m[r]
+				ids = ids[:0]
+				for id, v := range vs {
+					ids = append(ids, kv[NodeID, Values]{id, v})
+				}
+				slices.SortFunc(ids, func(a, b kv[NodeID, Values]) int { return cmp.Compare(a.k, b.k) })
+				e.u(uint64(len(ids)))
+				for _, x := range ids {
+					e.u64(uint64(x.k))
+					e.values(x.v)
+				}
+			}
+		}}
+}
+
+// metricTable returns the sorted names of the metrics p uses and, indexed
+// by metric id, each one's position among them (-1: unused).
+func (p *Profile) metricTable() ([]string, []int32) {
+	var used []bool
+	mark := func(id MetricID) {
+		if int(id) >= len(used) {
+			used = append(used, make([]bool, int(id)+1-len(used))...)
+		}
+		used[id] = true
+	}
+	for _, n := range p.Nodes {
+		for _, v := range n.Metrics {
+			mark(v.ID)
+		}
+	}
+	for _, ss := range p.Summaries {
+		for _, s := range ss {
+			mark(s.ID)
+		}
+	}
+	for _, t := range [...]map[int32]map[NodeID]Values{p.Open, p.PerRank} {
+		for _, m := range t {
+			for _, vs := range m {
+				for _, v := range vs {
+					mark(v.ID)
+				}
 			}
 		}
 	}
-	return e.b
+	type named struct {
+		name string
+		id   MetricID
+	}
+	var ns []named
+	for id, u := range used {
+		if u {
+			ns = append(ns, named{MetricID(id).Name(), MetricID(id)})
+		}
+	}
+	slices.SortFunc(ns, func(a, b named) int { return cmp.Compare(a.name, b.name) })
+	names := make([]string, len(ns))
+	index := make([]int32, len(used))
+	for i := range index {
+		index[i] = -1
+	}
+	for i, n := range ns {
+		names[i] = n.name
+		index[n.id] = int32(i)
+	}
+	return names, index
 }
 
 // DecodeError says where a profile encoding is wrong.
@@ -355,6 +565,11 @@ type dec struct {
 	err     error
 	field   string
 	metrics []MetricID
+	// Allocation in blocks: node values, sketch registers, and frame
+	// strings interned (a few file and module names repeat on every node).
+	vals []MV
+	hll  []byte
+	strs map[string]string
 }
 
 func (d *dec) fail(msg string) {
@@ -417,6 +632,20 @@ func (d *dec) bytes(n uint64) []byte {
 
 func (d *dec) s() string { return string(d.bytes(d.u())) }
 
+// str reads a string, interned.
+func (d *dec) str() string {
+	b := d.bytes(d.u())
+	if len(b) == 0 {
+		return ""
+	}
+	if s, ok := d.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	d.strs[s] = s
+	return s
+}
+
 // count reads a table length, bounded by the bytes left (each entry takes at
 // least minSize bytes), so a corrupt length cannot make us allocate wildly.
 func (d *dec) count(field string, minSize int) int {
@@ -448,13 +677,20 @@ func (d *dec) values() Values {
 	if n == 0 {
 		return nil
 	}
-	vs := make(Values, 0, n)
+	if cap(d.vals)-len(d.vals) < n {
+		d.vals = make([]MV, 0, max(n, 1<<12))
+	}
+	// The values' room in the block, capped, so a later Add that grows them
+	// copies rather than writes over the next node's.
+	at := len(d.vals)
+	vs := Values(d.vals[at : at : at+n])
 	for k := 0; k < n && d.err == nil; k++ {
 		m := d.metric()
 		v := d.u()
 		vs = vs.Add(m, v)
 	}
-	return vs
+	d.vals = d.vals[:at+len(vs)]
+	return vs[:len(vs):len(vs)]
 }
 
 func (d *dec) pc() PC { return PC{Func: FuncID(d.u64()), Offset: uint32(d.u())} }
@@ -486,15 +722,22 @@ func (d *dec) sketch() *ValueSketch {
 		return nil
 	}
 	if h != 0 {
-		s.HLL = append([]byte(nil), d.bytes(h)...)
+		if len(d.hll) < int(h) {
+			d.hll = make([]byte, 64<<sketchP)
+		}
+		s.HLL = d.hll[:h:h]
+		d.hll = d.hll[h:]
+		copy(s.HLL, d.bytes(h))
 	}
 	return s
 }
 
 // Decode parses a profile encoding. It never panics; errors name the offset
-// and the table being read.
+// and the table being read. The tables are parsed in order; a large
+// profile's maps are filled on other goroutines while the next table is
+// parsed (map insertion, not parsing, is most of the work).
 func Decode(b []byte) (*Profile, error) {
-	d := &dec{b: b, field: "magic"}
+	d := &dec{b: b, field: "magic", strs: map[string]string{}}
 	if !bytes.HasPrefix(b, []byte(profileMagic)) {
 		return nil, &DecodeError{0, "magic", "not a profile encoding"}
 	}
@@ -503,7 +746,40 @@ func Decode(b []byte) (*Profile, error) {
 	if v := d.u(); d.err == nil && v != profileVersion {
 		return nil, &DecodeError{d.off, "version", fmt.Sprintf("version %d, want %d", v, profileVersion)}
 	}
-	p := New("")
+	var wg sync.WaitGroup
+	parallel := len(b) >= 64*parMin && workers() > 1
+	fill := func(f func()) {
+		if !parallel {
+			f()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	p, single, err := d.profile(fill)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	if single {
+		r, _ := p.singleRank()
+		p.deriveSingle(r)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// profile parses the tables after the version; fill runs map fills (on
+// another goroutine for large profiles: nothing here reads a map it hands
+// to fill). single: the rank tables are to be derived (see singleRank).
+func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
+	b := d.b
+	p = New("")
 	d.field = "job"
 	p.Job = d.s()
 	p.Synthetic = d.u() == 1
@@ -529,15 +805,26 @@ func Decode(b []byte) (*Profile, error) {
 		p.Items[r] = bm
 	}
 	nn := d.count("nodes", 20)
+	nodes := make([]Node, nn)
 	for k := 0; k < nn && d.err == nil; k++ {
-		n := &Node{ID: NodeID(d.u64()), Parent: NodeID(d.u64())}
+		n := &nodes[k]
+		n.ID, n.Parent = NodeID(d.u64()), NodeID(d.u64())
 		kind := d.u()
 		if kind >= uint64(numKinds) {
 			d.fail(fmt.Sprintf("node kind %d", kind))
 		}
-		n.Frame = Frame{Kind: NodeKind(kind), Module: d.s(), Function: d.s(), File: d.s(), Line: uint32(d.u()), Offset: d.u()}
+		n.Frame = Frame{Kind: NodeKind(kind), Module: d.str(), Function: d.str(), File: d.str(), Line: uint32(d.u()), Offset: d.u()}
 		n.Metrics = d.values()
-		p.Nodes[n.ID] = n
+	}
+	if d.err == nil {
+		fill(func() {
+			m := make(map[NodeID]*Node, nn+1)
+			m[RootID] = p.Nodes[RootID]
+			for k := range nodes {
+				m[nodes[k].ID] = &nodes[k]
+			}
+			p.Nodes = m
+		})
 	}
 	nmod := d.count("modules", 11)
 	for k := 0; k < nmod && d.err == nil; k++ {
@@ -555,19 +842,31 @@ func Decode(b []byte) (*Profile, error) {
 		p.Objects[o.ID] = o
 	}
 	nt := d.count("temporal", 29)
+	ts := make([]kv[TemporalKey, uint64], nt)
 	for k := 0; k < nt && d.err == nil; k++ {
-		key := TemporalKey{Context: NodeID(d.u64()), Old: d.pc(), New: d.pc(), Access: d.access()}
-		p.Temporal[key] = d.u()
+		ts[k] = kv[TemporalKey, uint64]{TemporalKey{Context: NodeID(d.u64()), Old: d.pc(), New: d.pc(), Access: d.access()}, d.u()}
+	}
+	if d.err == nil {
+		fill(func() { p.Temporal = fillMap(ts) })
 	}
 	ns := d.count("spatial", 28)
+	ss := make([]kv[SpatialKey, uint64], ns)
 	for k := 0; k < ns && d.err == nil; k++ {
-		key := SpatialKey{Context: NodeID(d.u64()), Object: ObjectID(d.u64()), PC: d.pc(), Access: d.access()}
-		p.Spatial[key] = d.u()
+		ss[k] = kv[SpatialKey, uint64]{SpatialKey{Context: NodeID(d.u64()), Object: ObjectID(d.u64()), PC: d.pc(), Access: d.access()}, d.u()}
+	}
+	if d.err == nil {
+		fill(func() { p.Spatial = fillMap(ss) })
 	}
 	np := d.count("pcs", 20)
+	ps := make([]kv[PCKey, *PCStat], np)
+	stats := make([]PCStat, np)
 	for k := 0; k < np && d.err == nil; k++ {
 		key := PCKey{Context: NodeID(d.u64()), PC: d.pc(), Access: d.access()}
-		p.PCs[key] = &PCStat{Accesses: d.u(), Values: d.sketch()}
+		stats[k] = PCStat{Accesses: d.u(), Values: d.sketch()}
+		ps[k] = kv[PCKey, *PCStat]{key, &stats[k]}
+	}
+	if d.err == nil {
+		fill(func() { p.PCs = fillMap(ps) })
 	}
 	nos := d.count("object stats", 19)
 	for k := 0; k < nos && d.err == nil; k++ {
@@ -578,7 +877,7 @@ func Decode(b []byte) (*Profile, error) {
 	for k := 0; k < nri && d.err == nil; k++ {
 		ri := &RankInfo{Rank: int32(d.i())}
 		for _, s := range []*string{&ri.Host, &ri.GPU, &ri.GPUUUID, &ri.Driver, &ri.CUDA, &ri.Mode, &ri.Source, &ri.Incomplete} {
-			*s = d.s()
+			*s = d.str()
 		}
 		ri.BlockP, ri.KernelK = uint32(d.u()), uint32(d.u())
 		for _, v := range []*uint64{&ri.Launches, &ri.LaunchesTraced, &ri.Blocks, &ri.BlocksTraced, &ri.Records, &ri.Dropped, &ri.HostDropped} {
@@ -591,13 +890,14 @@ func Decode(b []byte) (*Profile, error) {
 	d.field = "rank tables"
 	explicit := d.u()
 	if d.err == nil && explicit == 0 {
-		if r, single := p.singleRank(); single {
-			p.deriveSingle(r)
+		if _, ok := p.singleRank(); ok {
+			single = true
 		} else if len(p.Items) > 1 {
 			d.fail("derived rank tables in a profile of several ranks")
 		}
 	} else if d.err == nil {
 		nsum := d.count("summaries", 9)
+		sums := make([]kv[NodeID, Summaries], nsum)
 		for k := 0; k < nsum && d.err == nil; k++ {
 			id := NodeID(d.u64())
 			cnt := d.count("summaries", 9)
@@ -607,19 +907,29 @@ func Decode(b []byte) (*Profile, error) {
 				s := Summary{N: d.u(), Sum: d.u(), SumSqHi: d.u(), SumSqLo: d.u(), Min: d.u(), Max: d.u(), ArgMin: int32(d.i()), ArgMax: int32(d.i())}
 				ss = ss.MergeAll(Summaries{{m, s}})
 			}
-			p.Summaries[id] = ss
+			sums[k] = kv[NodeID, Summaries]{id, ss}
+		}
+		if d.err == nil {
+			fill(func() { p.Summaries = fillMap(sums) })
 		}
 		for _, m := range []map[int32]map[NodeID]Values{p.Open, p.PerRank} {
 			nr := d.count("rank values", 2)
+			rows := make([]kv[int32, []kv[NodeID, Values]], nr)
 			for k := 0; k < nr && d.err == nil; k++ {
 				r := int32(d.i())
 				cnt := d.count("rank values", 9)
-				vals := make(map[NodeID]Values, cnt)
+				vals := make([]kv[NodeID, Values], cnt)
 				for j := 0; j < cnt && d.err == nil; j++ {
-					id := NodeID(d.u64())
-					vals[id] = d.values()
+					vals[j] = kv[NodeID, Values]{NodeID(d.u64()), d.values()}
 				}
-				m[r] = vals
+				rows[k] = kv[int32, []kv[NodeID, Values]]{r, vals}
+			}
+			if d.err == nil {
+				fill(func() {
+					for _, row := range rows {
+						m[row.k] = fillMap(row.v)
+					}
+				})
 			}
 		}
 	}
@@ -628,12 +938,19 @@ func Decode(b []byte) (*Profile, error) {
 		d.fail(fmt.Sprintf("%d bytes after the profile", len(b)-d.off))
 	}
 	if d.err != nil {
-		return nil, d.err
+		return nil, false, d.err
 	}
-	if err := p.Validate(); err != nil {
-		return nil, err
+	return p, single, nil
+}
+
+// fillMap makes a map of entries (a later duplicate key replaces an
+// earlier one, as inserting in order would).
+func fillMap[K comparable, V any](es []kv[K, V]) map[K]V {
+	m := make(map[K]V, len(es))
+	for _, e := range es {
+		m[e.k] = e.v
 	}
-	return p, nil
+	return m
 }
 
 // deriveSingle rebuilds the rank tables of a one-rank profile from its node

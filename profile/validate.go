@@ -33,6 +33,25 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("profile: Nodes[%#x]: id does not match its parent and frame", uint64(id))
 		}
 	}
+	// The remaining checks read disjoint tables; a large profile (a
+	// reducer's partial) runs them in parallel.
+	checks := []func() error{p.validateCycles, p.validateTables, p.validateTemporal, p.validateKeys}
+	errs := make([]error, len(checks))
+	fs := make([]func(), len(checks))
+	for i, c := range checks {
+		fs[i] = func() { errs[i] = c() }
+	}
+	if len(p.Nodes)+len(p.Temporal) < parMin {
+		for _, f := range fs {
+			f()
+		}
+	} else {
+		runAll(fs)
+	}
+	return firstErr(errs...)
+}
+
+func (p *Profile) validateCycles() error {
 	// Parents were checked to exist and ids to be hashes of (parent, frame),
 	// so a cycle would need a hash fixed point; still, bound the walk.
 	for id := range p.Nodes {
@@ -44,6 +63,37 @@ func (p *Profile) Validate() error {
 			}
 		}
 	}
+	return nil
+}
+
+// Checkers of table keys; where names the entry, formatted only for an
+// error (formatting every key was most of a large profile's validation).
+func (p *Profile) pcErr(where func() string, field string, pc PC) error {
+	if _, ok := p.Funcs[pc.Func]; !ok {
+		return fmt.Errorf("profile: %s%s: function %#x not in Funcs", where(), field, uint64(pc.Func))
+	}
+	return nil
+}
+
+func (p *Profile) ctxErr(where func() string, id NodeID) error {
+	n, ok := p.Nodes[id]
+	if !ok {
+		return fmt.Errorf("profile: %s.Context: %#x not in Nodes", where(), uint64(id))
+	}
+	if n.Frame.Kind != KindKernel {
+		return fmt.Errorf("profile: %s.Context: %#x is a %v node, not a kernel", where(), uint64(id), n.Frame.Kind)
+	}
+	return nil
+}
+
+func (p *Profile) objErr(where func() string, id ObjectID) error {
+	if _, ok := p.Objects[id]; !ok {
+		return fmt.Errorf("profile: %s.Object: %#x not in Objects", where(), uint64(id))
+	}
+	return nil
+}
+
+func (p *Profile) validateTables() error {
 	for id, f := range p.Funcs {
 		if f.ID != id || FuncIDOf(f.Module, f.Name) != id {
 			return fmt.Errorf("profile: Funcs[%#x]: id does not match module and name", uint64(id))
@@ -63,52 +113,6 @@ func (p *Profile) Validate() error {
 		}
 		if _, ok := p.Nodes[o.Context]; !ok {
 			return fmt.Errorf("profile: Objects[%#x].Context: %#x not in Nodes", uint64(id), uint64(o.Context))
-		}
-	}
-	pc := func(where string, pc PC) error {
-		if _, ok := p.Funcs[pc.Func]; !ok {
-			return fmt.Errorf("profile: %s: function %#x not in Funcs", where, uint64(pc.Func))
-		}
-		return nil
-	}
-	ctx := func(where string, id NodeID) error {
-		n, ok := p.Nodes[id]
-		if !ok {
-			return fmt.Errorf("profile: %s.Context: %#x not in Nodes", where, uint64(id))
-		}
-		if n.Frame.Kind != KindKernel {
-			return fmt.Errorf("profile: %s.Context: %#x is a %v node, not a kernel", where, uint64(id), n.Frame.Kind)
-		}
-		return nil
-	}
-	obj := func(where string, id ObjectID) error {
-		if _, ok := p.Objects[id]; !ok {
-			return fmt.Errorf("profile: %s.Object: %#x not in Objects", where, uint64(id))
-		}
-		return nil
-	}
-	for k := range p.Temporal {
-		w := fmt.Sprintf("Temporal[%#x %v]", uint64(k.Context), k.Access)
-		if err := firstErr(ctx(w, k.Context), pc(w+".Old", k.Old), pc(w+".New", k.New)); err != nil {
-			return err
-		}
-	}
-	for k := range p.Spatial {
-		w := fmt.Sprintf("Spatial[%#x %v]", uint64(k.Context), k.Access)
-		if err := firstErr(ctx(w, k.Context), obj(w, k.Object), pc(w+".PC", k.PC)); err != nil {
-			return err
-		}
-	}
-	for k := range p.PCs {
-		w := fmt.Sprintf("PCs[%#x %v]", uint64(k.Context), k.Access)
-		if err := firstErr(ctx(w, k.Context), pc(w+".PC", k.PC)); err != nil {
-			return err
-		}
-	}
-	for k := range p.ObjStats {
-		w := fmt.Sprintf("ObjStats[%#x %v]", uint64(k.Context), k.Access)
-		if err := firstErr(ctx(w, k.Context), obj(w, k.Object)); err != nil {
-			return err
 		}
 	}
 	for r := range p.Items {
@@ -139,6 +143,38 @@ func (p *Profile) Validate() error {
 	for id := range p.Summaries {
 		if _, ok := p.Nodes[id]; !ok {
 			return fmt.Errorf("profile: Summaries[%#x]: node not in Nodes", uint64(id))
+		}
+	}
+	return nil
+}
+
+func (p *Profile) validateTemporal() error {
+	for k := range p.Temporal {
+		w := func() string { return fmt.Sprintf("Temporal[%#x %v]", uint64(k.Context), k.Access) }
+		if err := firstErr(p.ctxErr(w, k.Context), p.pcErr(w, ".Old", k.Old), p.pcErr(w, ".New", k.New)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Profile) validateKeys() error {
+	for k := range p.Spatial {
+		w := func() string { return fmt.Sprintf("Spatial[%#x %v]", uint64(k.Context), k.Access) }
+		if err := firstErr(p.ctxErr(w, k.Context), p.objErr(w, k.Object), p.pcErr(w, ".PC", k.PC)); err != nil {
+			return err
+		}
+	}
+	for k := range p.PCs {
+		w := func() string { return fmt.Sprintf("PCs[%#x %v]", uint64(k.Context), k.Access) }
+		if err := firstErr(p.ctxErr(w, k.Context), p.pcErr(w, ".PC", k.PC)); err != nil {
+			return err
+		}
+	}
+	for k := range p.ObjStats {
+		w := func() string { return fmt.Sprintf("ObjStats[%#x %v]", uint64(k.Context), k.Access) }
+		if err := firstErr(p.ctxErr(w, k.Context), p.objErr(w, k.Object)); err != nil {
+			return err
 		}
 	}
 	return nil

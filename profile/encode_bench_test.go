@@ -1,0 +1,62 @@
+package profile_test
+
+import (
+	"sync"
+	"testing"
+
+	"gpuprof/profile"
+	"gpuprof/profile/proftest"
+)
+
+var (
+	leafOnce  sync.Once
+	leafState *profile.Profile
+)
+
+// leaf8 is a leaf's state after 8 complete realistic ranks: the partial a
+// reducer leaf encodes at the end of a job (~15 MB encoded).
+func leaf8(b *testing.B) *profile.Profile {
+	leafOnce.Do(func() {
+		p := profile.New("bench")
+		for r := int32(0); r < 8; r++ {
+			for _, it := range proftest.Rank("bench", 1, proftest.Realistic, r, 1) {
+				if err := p.Merge(it); err != nil {
+					panic(err)
+				}
+			}
+		}
+		leafState = p
+	})
+	return leafState
+}
+
+// BenchmarkEncode encodes a leaf state of 8 realistic ranks (MB/s of
+// canonical encoding).
+func BenchmarkEncode(b *testing.B) {
+	p := leaf8(b)
+	b.SetBytes(int64(len(p.Encode())))
+	for b.Loop() {
+		p.Encode()
+	}
+}
+
+// BenchmarkDecode decodes the same encoding.
+func BenchmarkDecode(b *testing.B) {
+	raw := leaf8(b).Encode()
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := profile.Decode(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncodeReference is the sequential encoder this package had
+// before (encode_ref_test.go), on the same state, for comparison.
+func BenchmarkEncodeReference(b *testing.B) {
+	p := leaf8(b)
+	b.SetBytes(int64(len(p.Encode())))
+	for b.Loop() {
+		refEncode(p)
+	}
+}
