@@ -427,9 +427,90 @@ func (c counter) Read(p []byte) (int, error) {
 }
 
 type decoded struct {
-	f   rawstream.Frame
-	off int64
-	err error
+	f    rawstream.Frame
+	off  int64
+	size int64
+	err  error
+}
+
+// readAhead bounds the decoded frames the stream reader holds ahead of the
+// analysis (bytes of stream).
+const readAhead = 256 << 20
+
+// byteBudget is a counting semaphore of bytes. One acquisition larger than
+// the whole budget is let through when nothing is held, so a huge frame
+// cannot deadlock the reader.
+type byteBudget struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	used   int64
+	max    int64
+	closed bool
+}
+
+func newByteBudget(max int64) *byteBudget {
+	b := &byteBudget{max: max}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// acquire takes n bytes, waiting while the budget is spent, and returns how
+// long it waited (0 after close).
+func (b *byteBudget) acquire(n int64) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var t0 time.Time
+	for !b.closed && b.used > 0 && b.used+n > b.max {
+		if t0.IsZero() {
+			t0 = time.Now()
+		}
+		b.cond.Wait()
+	}
+	b.used += n
+	if t0.IsZero() {
+		return 0
+	}
+	return time.Since(t0)
+}
+
+func (b *byteBudget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+func (b *byteBudget) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// logAnalysis writes the stream's final account of the analysis: records,
+// the workers' busy time against the wall time, and how long the reader
+// had to wait (the analysis was the bottleneck), for the overhead table's
+// analysis time / kernel time.
+func (c *Collector) logAnalysis(a *analyze.Analyzer, source string, wall, readerWait time.Duration) {
+	if c.o.Logf == nil {
+		return
+	}
+	b := a.Busy()
+	recs := c.records.Load()
+	rate := 0.0
+	if b.WorkerBusy > 0 {
+		rate = float64(recs) / b.WorkerBusy.Seconds()
+	}
+	msg := fmt.Sprintf("%s: analysed %d access records in %v: workers busy %v (%d workers, %.0f records/s per busy core), "+
+		"analysis loop waited %v (full worker queues %v, barriers %v, items %v), socket reader held up %v",
+		source, recs, wall.Round(time.Millisecond), b.WorkerBusy.Round(time.Millisecond), b.Workers, rate,
+		(b.Blocked + b.BarrierWait + b.Resolve + b.Build).Round(time.Millisecond), b.Blocked.Round(time.Millisecond),
+		(b.BarrierWait + b.Resolve).Round(time.Millisecond), b.Build.Round(time.Millisecond), readerWait.Round(time.Millisecond))
+	if s, ok := c.o.Structures.(*analyze.SASS); ok {
+		st := s.Stats()
+		msg += fmt.Sprintf("; modules: %d disassembled, %d shared by other ranks, %d fallbacks", st.Disassembled, st.Shared, st.Fallbacks)
+	}
+	c.logf("%s", msg)
 }
 
 // stream decodes and analyses one raw stream, publishing items as it goes.
@@ -453,12 +534,22 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, Structures: c.o.Structures, OnModule: c.o.OnModule})
 	defer a.Close()
 
-	frames := make(chan decoded, 64) // absorbs the library's bursts (a drained device buffer at each kernel end); bounds the frames held
+	// The reader runs ahead of the analysis by up to readAhead bytes of
+	// decoded frames: the library's bursts (a drained device buffer at each
+	// kernel end) and the analysis' pauses (barriers, items, a module's
+	// disassembly) are absorbed here rather than in the library's host
+	// queue, which drops records when full.
+	frames := make(chan decoded, 1<<14)
+	budget := newByteBudget(readAhead)
+	var readerWait time.Duration // the reader waiting for budget: the socket not drained
 	stop := make(chan struct{})
+	t0 := time.Now()
+	defer func() { c.logAnalysis(a, source, time.Since(t0), readerWait) }()
 	go func() {
 		defer close(frames)
 		d := rawstream.NewDecoder(in)
 		for {
+			prev := d.Offset()
 			f, err := d.Next()
 			if err != nil {
 				if err == io.EOF {
@@ -474,8 +565,12 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 				return
 			}
 			c.frames.Add(1)
+			size := d.Offset() - prev
+			if w := budget.acquire(size); w > 0 {
+				readerWait += w // read by the deferred log after the goroutine ended
+			}
 			select {
-			case frames <- decoded{f: f, off: d.Offset()}:
+			case frames <- decoded{f: f, off: d.Offset(), size: size}:
 			case <-stop:
 				io.Copy(io.Discard, raw)
 				return
@@ -484,6 +579,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 	}()
 	defer func() {
 		close(stop)
+		budget.close()
 		for range frames { // let the decoder goroutine finish
 		}
 	}()
@@ -513,6 +609,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			if !ok {
 				return streamErr
 			}
+			budget.release(d.size)
 			if d.err != nil || d.f == nil {
 				if d.err != nil {
 					var re *rawstream.Error

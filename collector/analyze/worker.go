@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sort"
+	"sync/atomic"
+	"time"
 
 	"gpuprof/collector/rawstream"
 )
@@ -270,6 +272,8 @@ type worker struct {
 	seenOK    uint32
 	// scratch
 	sect []uint64
+	// busy: nanoseconds spent analysing (Analyzer.Busy)
+	busy atomic.Int64
 }
 
 type msgKind uint8
@@ -295,7 +299,9 @@ func (w *worker) run() {
 		switch m.kind {
 		case msgAccess:
 			if failed == nil {
+				t0 := time.Now()
 				failed = w.safely(func() { w.access(m.acc, m.l, m.fseq, m.recs) })
+				w.busy.Add(int64(time.Since(t0)))
 			}
 		case msgEndLaunch:
 			if failed == nil {

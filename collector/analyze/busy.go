@@ -1,0 +1,29 @@
+package analyze
+
+import "time"
+
+// Busy is where an analyzer's time went, for the overhead figures
+// (analysis time against kernel time).
+type Busy struct {
+	Workers int
+	// WorkerBusy is the time the workers spent analysing records, summed
+	// over workers (about their CPU time: they never sleep while busy).
+	WorkerBusy time.Duration
+	// Blocked is the time the caller of Add waited on a full worker queue:
+	// the analysis was the bottleneck and the stream reader stood still.
+	Blocked time.Duration
+	// BarrierWait, Resolve and Build are the caller's waits for the
+	// workers at spatial barriers, the candidate resolution and the
+	// building of items.
+	BarrierWait, Resolve, Build time.Duration
+}
+
+// Busy returns the analyzer's time accounts so far. Call it from the
+// goroutine that calls Add.
+func (a *Analyzer) Busy() Busy {
+	b := Busy{Workers: len(a.workers), Blocked: a.tBlocked, BarrierWait: a.tWait, Resolve: a.tResolve, Build: a.tBuild}
+	for _, w := range a.workers {
+		b.WorkerBusy += time.Duration(w.busy.Load())
+	}
+	return b
+}
