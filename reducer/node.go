@@ -51,7 +51,8 @@ type Config struct {
 	// AckWait before the broker redelivers an unacknowledged input
 	// (default 2m; inputs wait at most about PartialInterval).
 	AckWait time.Duration
-	// PullBytes bounds the bytes one fetch brings (default 4 MiB). Nodes
+	// PullBytes bounds the bytes one fetch brings (default 4 MiB, and at
+	// least the server's max payload). Nodes
 	// sharing a connection share the server's per-client pending limit
 	// (64 MiB by default), past which the server cuts the client.
 	PullBytes int
@@ -190,6 +191,12 @@ func RunNode(ctx context.Context, cfg Config) (*NodeResult, error) {
 	spec, err := cfg.Tree.Node(cfg.Node)
 	if err != nil {
 		return nil, err
+	}
+	// A message larger than a fetch's byte bound is never delivered (the
+	// server ends the fetch with a 409 and the node would pull forever):
+	// every fetch must hold the largest message, with its subject and reply.
+	if mp := cfg.Conn.MaxPayload() + 4096; cfg.PullBytes < mp {
+		cfg.PullBytes = mp
 	}
 	n := &node{cfg: cfg, spec: spec, log: cfg.Logger.With("job", cfg.Job, "node", spec.Name.String())}
 	return n.run(ctx)
