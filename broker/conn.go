@@ -29,6 +29,10 @@ type Options struct {
 	CAFile, CertFile, KeyFile string
 	// Name shows in the server's connection list ("gpuprof collect rank 3").
 	Name string
+	// InboxPrefix replaces "_INBOX" for reply subjects (InboxPrefix(job,
+	// role)), so per-job permissions can confine each role to its own
+	// replies; empty keeps the default.
+	InboxPrefix string
 	// ConnectTimeout bounds the first connection (default 10s).
 	ConnectTimeout time.Duration
 	// ReconnectWait between reconnection attempts (default 250ms); a client
@@ -92,6 +96,9 @@ func Connect(o Options) (*Conn, error) {
 			c.asyncErr = err
 			c.mu.Unlock()
 		}),
+	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
 	}
 	if o.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(o.CredsFile))
