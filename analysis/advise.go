@@ -133,6 +133,10 @@ func (kv *kernelView) advice(m match) Advice {
 	}
 	eq := "eq. 3, T/(T-M)"
 	switch {
+	case m.est == estGiven && m.kind == OptRegisterIncrease:
+		eq = "eq. 3, T/(T-M)" + m.note
+	case m.est == estGiven:
+		eq = "the scheduler model of eq. 7-11"
 	case m.est == estHiding && m.starved:
 		eq = fmt.Sprintf("one eligible warp per scheduler: the %.0f samples waiting on arithmetic hide by instruction-level parallelism (eq. 4), the rest behind A = %.0f active samples (eq. 6)", m.Mexec, m.A)
 	case m.est == estHiding:

@@ -20,10 +20,16 @@ type kernelView struct {
 	T, A, L float64
 	hybrid  bool
 	gpaOnly bool
-	fns     []*fnView
-	byNode  map[profile.NodeID]instRef
+	// hasNI: the profile has CUPTI's _not_issued variants, so each
+	// instruction's latency samples are known (fnView.ni).
+	hasNI  bool
+	fns    []*fnView
+	byNode map[profile.NodeID]instRef
 	// noCode counts samples at instructions whose SASS is unknown.
 	noCode float64
+	// par caches the parallelism facts (parallelism.go).
+	par     *par
+	parDone bool
 }
 
 // fnView is one GPU function of a kernel context.
@@ -33,6 +39,9 @@ type fnView struct {
 	node []profile.NodeID // instruction node per instruction (0 if not sampled)
 	s    []blame.Samples
 	r    *blame.Result
+	// ni is each instruction's not-issued samples by reason (the samples
+	// taken when its scheduler issued nothing), when the profile has them.
+	ni []map[string]float64
 }
 
 type instRef struct {
@@ -44,6 +53,18 @@ type instRef struct {
 // reason (CUPTI's _not_issued variants left out) and the latency samples
 // those variants give (ok false when the profile has none).
 func reasonsOf(vs profile.Values) (by map[string]float64, notIssued float64, hasNI bool) {
+	by, ni := reasonsNI(vs)
+	for _, v := range ni {
+		notIssued += v
+	}
+	return by, notIssued, ni != nil
+}
+
+// reasonsNI splits an instruction node's stall metrics into the samples
+// by reason and the not-issued samples by base reason (nil when the
+// profile has no _not_issued variants). CUPTI's sample_count and
+// samples_data_dropped are totals, not reasons.
+func reasonsNI(vs profile.Values) (by, ni map[string]float64) {
 	by = map[string]float64{}
 	for _, mv := range vs {
 		name := mv.ID.Name()
@@ -51,14 +72,19 @@ func reasonsOf(vs profile.Values) (by map[string]float64, notIssued float64, has
 			continue
 		}
 		r := strings.TrimPrefix(name, profile.StallPrefix)
-		if strings.HasSuffix(r, "_not_issued") {
-			notIssued += float64(mv.V)
-			hasNI = true
+		if r == "sample_count" || r == "samples_data_dropped" {
+			continue
+		}
+		if base, ok := strings.CutSuffix(r, "_not_issued"); ok {
+			if ni == nil {
+				ni = map[string]float64{}
+			}
+			ni[base] += float64(mv.V)
 			continue
 		}
 		by[r] += float64(mv.V)
 	}
-	return by, notIssued, hasNI
+	return by, ni
 }
 
 // newKernelView assembles kernel context k; it returns nil when the kernel
@@ -73,7 +99,11 @@ func newKernelView(x *Index, k profile.NodeID, mods ModuleSource, opts Options) 
 	anyNI := false
 	for _, id := range x.InstNodes(k) {
 		n := p.Nodes[id]
-		by, ni, hasNI := reasonsOf(n.Metrics)
+		by, niBy := reasonsNI(n.Metrics)
+		ni, hasNI := 0.0, niBy != nil
+		for _, v := range niBy {
+			ni += v
+		}
 		var tot, active float64
 		for r, v := range by {
 			tot += v
@@ -124,12 +154,24 @@ func newKernelView(x *Index, k profile.NodeID, mods ModuleSource, opts Options) 
 		for r, v := range by {
 			fv.s[idx].ByReason[r] += v
 		}
+		if hasNI {
+			if fv.ni == nil {
+				fv.ni = make([]map[string]float64, len(fv.s))
+			}
+			if fv.ni[idx] == nil {
+				fv.ni[idx] = map[string]float64{}
+			}
+			for r, v := range niBy {
+				fv.ni[idx][r] += v
+			}
+		}
 		if exec > 0 {
 			fv.s[idx].Executed = exec
 		}
 		kv.byNode[id] = instRef{fv, idx}
 	}
 	if anyNI {
+		kv.hasNI = true
 		kv.L = notIssued
 		kv.A = kv.T - notIssued
 	} else {
@@ -202,9 +244,31 @@ func (fv *fnView) self(i int, reasons ...string) float64 {
 // total is instruction i's samples before blaming.
 func (fv *fnView) total(i int) float64 { return fv.s[i].Total() }
 
-// active is instruction i's active samples.
+// active is instruction i's active samples: those taken while its
+// scheduler issued (GPA §2.2), all samples less the not-issued ones where
+// the profile has them, else the selected and not_selected samples.
 func (fv *fnView) active(i int) float64 {
+	if fv.ni != nil {
+		t := fv.total(i)
+		for _, v := range fv.ni[i] {
+			t -= v
+		}
+		return max(t, 0)
+	}
 	return fv.s[i].ByReason["selected"] + fv.s[i].ByReason["not_selected"]
+}
+
+// latencyShare is the share of instruction i's samples of reason r that
+// were latency samples (not issued): 1 without not-issued data.
+func (fv *fnView) latencyShare(i int, r string) float64 {
+	if fv.ni == nil {
+		return 1
+	}
+	all := fv.s[i].ByReason[r]
+	if all <= 0 {
+		return 1
+	}
+	return min(1, fv.ni[i][r]/all)
 }
 
 // blamedOn is the latency samples blamed on instruction i as a source.

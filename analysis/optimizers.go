@@ -29,6 +29,7 @@ const (
 	OptBranchDivergence   = "branch divergence"
 	OptBlockIncrease      = "block increase"
 	OptThreadIncrease     = "thread increase"
+	OptOccupancyIncrease  = "occupancy increase"
 )
 
 // estimator says which of GPA's equations gives a match's speedup.
@@ -37,6 +38,7 @@ type estimator uint8
 const (
 	estElimination estimator = iota // eq. 3
 	estHiding                       // eq. 5/6 over the match's scope
+	estGiven                        // computed by the optimizer (match.S)
 )
 
 // hot is a hotspot of a match: instruction i of fv (the source of blamed
@@ -61,6 +63,8 @@ type match struct {
 	// those waits (eq. 4) while memory latency stays bounded by A (eq. 5).
 	Mexec   float64
 	starved bool
+	S       float64 // the speedup, for estGiven
+	note    string  // what the estimate adds to the evidence
 	hots    []hot
 	hint    string
 	detail  string
@@ -68,6 +72,9 @@ type match struct {
 
 // speedup applies the match's estimator.
 func (m *match) speedup(T float64) float64 {
+	if m.est == estGiven {
+		return m.S
+	}
 	if m.est == estHiding {
 		if m.starved {
 			return StallElimination(T, m.Mexec+math.Min(m.A, m.M-m.Mexec))
@@ -171,6 +178,7 @@ func (kv *kernelView) optimizers() []match {
 		}
 	}
 	out = append(out, kv.loopUnrolling()...)
+	out = append(out, kv.parallelismOptimizers()...)
 	return out
 }
 
@@ -187,6 +195,32 @@ func (kv *kernelView) edgeMatch(ok func(fv *fnView, e blame.Edge) bool, h *hotSe
 		}
 	}
 	return t
+}
+
+// latencyEdgeMatch is edgeMatch counting only each edge's latency samples
+// (GPA's M^L of eq. 4-6): a stall sampled while the scheduler issued
+// another warp's instruction cost no time, so hiding it saves none. The
+// stalled instruction's not-issued share of the edge's reason gives the
+// part; without not-issued data (or with GPAOnly) every sample counts.
+func (kv *kernelView) latencyEdgeMatch(ok func(fv *fnView, e blame.Edge) bool, h *hotSet) float64 {
+	t := 0.0
+	for _, fv := range kv.fns {
+		for _, e := range fv.r.Edges {
+			if ok(fv, e) {
+				v := e.Samples * kv.latShare(fv, e)
+				t += v
+				h.add(fv, e.Src, e.Dst, v)
+			}
+		}
+	}
+	return t
+}
+
+func (kv *kernelView) latShare(fv *fnView, e blame.Edge) float64 {
+	if kv.gpaOnly {
+		return 1
+	}
+	return fv.latencyShare(e.Dst, e.Reason)
 }
 
 // selfMatch sums instructions' own samples of the given reasons (all when
@@ -232,7 +266,8 @@ func (kv *kernelView) registerIncrease() *match {
 		}
 	}
 	m += kv.throttleRelief(spills)
-	return &match{kind: OptRegisterIncrease, M: m, hots: h.list(),
+	s, note := kv.registerIncreaseSpeedup(m)
+	return &match{kind: OptRegisterIncrease, est: estGiven, S: s, note: note, M: m, hots: h.list(),
 		hint:   "local-memory loads and stores (register spills) stall the kernel: give it more registers (__launch_bounds__ with fewer blocks per SM, -maxrregcount) or shrink the live state so nothing spills.",
 		detail: "samples at LDL/STL, stalls blamed on them and their share of the other instructions' lg_throttle"}
 }
@@ -338,7 +373,7 @@ func (kv *kernelView) indirectAccess() *match {
 // (GPA: the copy could be LDGSTS / cp.async).
 func (kv *kernelView) asyncCopy() *match {
 	h := newHotSet()
-	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool {
+	m := kv.latencyEdgeMatch(func(fv *fnView, e blame.Edge) bool {
 		return fv.c.Model.Insts[e.Src].Kind == blame.KGlobalMem && fv.c.F.Insts[e.Src].Mem.Op == sass.MemLoad &&
 			fv.c.Model.Insts[e.Dst].Kind == blame.KSharedMem && fv.c.F.Insts[e.Dst].Mem.Op == sass.MemStore
 	}, h)
@@ -356,8 +391,8 @@ func (kv *kernelView) codeReordering() *match {
 		return latencyReason(e.Reason) && (k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem ||
 			k == blame.KArithFixed || k == blame.KArithVar || k == blame.KSharedMem)
 	}
-	m := kv.edgeMatch(ok, h)
-	mx := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return ok(fv, e) && execEdge(fv, e) }, newHotSet())
+	m := kv.latencyEdgeMatch(ok, h)
+	mx := kv.latencyEdgeMatch(func(fv *fnView, e blame.Edge) bool { return ok(fv, e) && execEdge(fv, e) }, newHotSet())
 	return &match{kind: OptCodeReordering, est: estHiding, M: m, A: kv.A, Mexec: mx, starved: kv.starved(), hots: h.list(),
 		hint:   "instructions wait for results computed just before them: move independent work between producer and consumer (load earlier, interleave independent computations).",
 		detail: "memory and execution dependency stalls (latency samples) hidden behind the kernel's active samples"}
@@ -378,11 +413,12 @@ func (kv *kernelView) loopUnrolling() []match {
 				}
 				k := fv.c.Model.Insts[e.Src].Kind
 				if k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem || k == blame.KArithFixed || k == blame.KArithVar {
-					m += e.Samples
+					v := e.Samples * kv.latShare(fv, e)
+					m += v
 					if execEdge(fv, e) {
-						mx += e.Samples
+						mx += v
 					}
-					h.add(fv, e.Src, e.Dst, e.Samples)
+					h.add(fv, e.Src, e.Dst, v)
 				}
 			}
 			if m == 0 {

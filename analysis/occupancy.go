@@ -1,0 +1,191 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+
+	"gpuprof/profile"
+)
+
+// GPUSpec is what the occupancy calculation needs of a GPU (CUDA
+// programming guide, compute capabilities table).
+type GPUSpec struct {
+	Name              string
+	SMs               int
+	Schedulers        int // warp schedulers (sub-partitions) per SM
+	RegsPerSM         int
+	RegUnit           int // register allocation unit per warp
+	MaxRegsPerThread  int
+	ThreadsPerSM      int
+	BlocksPerSM       int
+	SharedPerSM       int // bytes usable by blocks
+	SharedPerBlock    int // the most one block may have (opt-in)
+	SharedUnit        int // shared memory allocation unit
+	SharedReservedBlk int // bytes the system reserves per block
+}
+
+// H100 (sm_90, SXM5): 132 SMs, 64K registers, 2048 threads, 32 blocks and
+// 228 KB of shared memory per SM, registers allocated 256 per warp.
+var H100 = GPUSpec{Name: "H100", SMs: 132, Schedulers: 4, RegsPerSM: 65536, RegUnit: 256, MaxRegsPerThread: 255,
+	ThreadsPerSM: 2048, BlocksPerSM: 32, SharedPerSM: 228 << 10, SharedPerBlock: 227 << 10, SharedUnit: 128, SharedReservedBlk: 1024}
+
+// A100 (sm_80): 108 SMs, 164 KB of shared memory per SM.
+var A100 = GPUSpec{Name: "A100", SMs: 108, Schedulers: 4, RegsPerSM: 65536, RegUnit: 256, MaxRegsPerThread: 255,
+	ThreadsPerSM: 2048, BlocksPerSM: 32, SharedPerSM: 164 << 10, SharedPerBlock: 163 << 10, SharedUnit: 128, SharedReservedBlk: 1024}
+
+// SpecFor returns the spec of a compute capability × 10 (nil if unknown).
+func SpecFor(sm uint16) *GPUSpec {
+	switch sm {
+	case 90:
+		return &H100
+	case 80:
+		return &A100
+	}
+	return nil
+}
+
+// Limiters of occupancy.
+const (
+	LimitRegisters = "registers per thread"
+	LimitShared    = "shared memory per block"
+	LimitThreads   = "threads per block" // the per-SM thread limit with this block size
+	LimitBlocks    = "blocks per SM"
+)
+
+// Occupancy is how many blocks and warps of a launch configuration an SM
+// holds, and what limits it.
+type Occupancy struct {
+	BlocksPerSM, WarpsPerSM int
+	Limiter                 string
+	// By limiter: the blocks per SM each resource alone allows.
+	ByRegs, ByShared, ByThreads, ByBlocks int
+}
+
+// Fraction is the occupancy: resident warps over the SM's maximum.
+func (o Occupancy) Fraction(g GPUSpec) float64 {
+	return float64(o.WarpsPerSM) / float64(g.ThreadsPerSM/32)
+}
+
+// Occupancy computes the resident blocks per SM of blocks of `threads`
+// threads using `regs` registers per thread and `shared` bytes of shared
+// memory per block (static and dynamic), as the CUDA occupancy calculator
+// does.
+func (g GPUSpec) Occupancy(threads, regs, shared int) (Occupancy, error) {
+	if threads <= 0 || threads > 1024 {
+		return Occupancy{}, fmt.Errorf("occupancy: %d threads per block", threads)
+	}
+	if regs < 0 || regs > g.MaxRegsPerThread || shared < 0 || shared > g.SharedPerBlock {
+		return Occupancy{}, fmt.Errorf("occupancy: %d registers per thread, %d bytes of shared memory per block exceed the %s's limits", regs, shared, g.Name)
+	}
+	warps := (threads + 31) / 32
+	o := Occupancy{ByBlocks: g.BlocksPerSM, ByThreads: g.ThreadsPerSM / (32 * warps)}
+	o.ByRegs = g.BlocksPerSM
+	if regs > 0 {
+		perWarp := ceilTo(regs*32, g.RegUnit)
+		o.ByRegs = (g.RegsPerSM / perWarp) / warps
+	}
+	o.ByShared = g.BlocksPerSM
+	if shared > 0 {
+		o.ByShared = g.SharedPerSM / ceilTo(shared+g.SharedReservedBlk, g.SharedUnit)
+	}
+	// Ties name the resource a programmer changes first.
+	o.BlocksPerSM, o.Limiter = o.ByBlocks, LimitBlocks
+	for _, c := range []struct {
+		n int
+		l string
+	}{{o.ByThreads, LimitThreads}, {o.ByShared, LimitShared}, {o.ByRegs, LimitRegisters}} {
+		if c.n <= o.BlocksPerSM {
+			o.BlocksPerSM, o.Limiter = c.n, c.l
+		}
+	}
+	o.WarpsPerSM = o.BlocksPerSM * warps
+	return o, nil
+}
+
+func ceilTo(x, unit int) int { return (x + unit - 1) / unit * unit }
+
+// LaunchConfig is a kernel context's mean launch configuration, from the
+// launch.* metrics the collector adds (docs/advice.md).
+type LaunchConfig struct {
+	Launches   float64
+	Threads    float64 // per block
+	GridBlocks float64
+	Regs       float64 // per thread; 0 when the cubin was not available
+	MaxRegs    float64 // the compiler's register limit (0: none stated)
+	FrameBytes float64 // local stack per thread
+	Shared     float64 // static + dynamic per block
+	HasAttrs   bool
+}
+
+// Metric names the collector writes (collector/analyze/launchstats.go).
+var (
+	mLaunchThreads  = profile.Metric("launch.block_threads")
+	mLaunchGrid     = profile.Metric("launch.grid_blocks")
+	mLaunchShDyn    = profile.Metric("launch.shared_dynamic")
+	mLaunchAttrs    = profile.Metric("launch.with_attrs")
+	mLaunchRegs     = profile.Metric("launch.regs")
+	mLaunchShStatic = profile.Metric("launch.shared_static")
+	mLaunchFrame    = profile.Metric("launch.frame_bytes")
+	mLaunchMaxRegs  = profile.Metric("launch.max_regs")
+)
+
+// LaunchConfig returns kernel context k's mean launch configuration (ok
+// false when the profile has none: no launch.* metrics).
+func (x *Index) LaunchConfig(k profile.NodeID) (LaunchConfig, bool) {
+	n := x.P.Nodes[k]
+	if n == nil {
+		return LaunchConfig{}, false
+	}
+	vs := n.Metrics
+	l := float64(vs.Get(profile.GPULaunches))
+	th := float64(vs.Get(mLaunchThreads))
+	if l == 0 || th == 0 {
+		return LaunchConfig{}, false
+	}
+	c := LaunchConfig{Launches: l, Threads: th / l, GridBlocks: float64(vs.Get(mLaunchGrid)) / l, Shared: float64(vs.Get(mLaunchShDyn)) / l}
+	if a := float64(vs.Get(mLaunchAttrs)); a > 0 {
+		c.HasAttrs = true
+		c.Regs = float64(vs.Get(mLaunchRegs)) / a
+		c.MaxRegs = float64(vs.Get(mLaunchMaxRegs)) / a
+		c.FrameBytes = float64(vs.Get(mLaunchFrame)) / a
+		c.Shared += float64(vs.Get(mLaunchShStatic)) / a
+	}
+	return c, true
+}
+
+// Occupancy of the configuration on g.
+func (c LaunchConfig) Occupancy(g GPUSpec) (Occupancy, error) {
+	return g.Occupancy(int(math.Round(c.Threads)), int(math.Round(c.Regs)), int(math.Round(c.Shared)))
+}
+
+// schedulerModel is GPA's parallelism model (eq. 7-11) for one kernel:
+// a scheduler with W resident warps, each ready to issue with probability
+// rI in a cycle, issues with probability I(W) = 1-(1-rI)^W (eq. 9/10).
+// The kernel's work (its warps' instructions) is fixed, so its time is the
+// work over the issue rate of all busy schedulers:
+//
+//	time ∝ work / (busy schedulers × I(W))
+//
+// This is eq. 11, S = C_I / C_W × f, where the change of warps per
+// scheduler C_W cancels against the change in the number of waves (a
+// scheduler with fewer resident warps runs more waves of them), and f is
+// the change in busy schedulers (a grid of fewer blocks than SMs leaves
+// SMs idle; a block of fewer than four warps leaves schedulers idle).
+type schedulerModel struct {
+	g  GPUSpec
+	rI float64
+}
+
+// rate is the issue rate of all busy schedulers for a grid of gridBlocks
+// blocks of warpsPerBlock warps, blocksPerSM of them resident per SM.
+func (m schedulerModel) rate(gridBlocks, warpsPerBlock, blocksPerSM float64) float64 {
+	if gridBlocks <= 0 || warpsPerBlock <= 0 || blocksPerSM <= 0 {
+		return 0
+	}
+	sms := float64(m.g.SMs)
+	busySMs := math.Min(sms, gridBlocks)
+	resident := math.Max(1, math.Min(blocksPerSM, gridBlocks/sms))
+	warps := resident * warpsPerBlock
+	scheds := math.Min(float64(m.g.Schedulers), warps)
+	return busySMs * scheds * IssueRate(m.rI, warps/scheds)
+}

@@ -1,0 +1,209 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+
+	"gpuprof/analysis/blame"
+)
+
+// par is what the parallelism model knows of a kernel context: its mean
+// launch configuration, the GPU, its occupancy and the resident warps per
+// scheduler.
+type par struct {
+	cfg LaunchConfig
+	g   GPUSpec
+	occ Occupancy
+	// W is the resident warps per busy scheduler (grid-limited).
+	W   float64
+	sel float64 // the kernel's selected (issued) samples
+}
+
+// parallelism returns the kernel's parallelism facts (nil when the profile
+// lacks the launch configuration or the GPU is unknown).
+func (kv *kernelView) parallelism() *par {
+	if kv.par != nil || kv.parDone {
+		return kv.par
+	}
+	kv.parDone = true
+	cfg, ok := kv.x.LaunchConfig(kv.k)
+	if !ok || !cfg.HasAttrs {
+		return nil
+	}
+	var g *GPUSpec
+	if m, err := parseModule(kv.x.P.Nodes[kv.k].Frame.Module); err == nil {
+		if mod := kv.x.P.Modules[m]; mod != nil {
+			g = SpecFor(mod.SM)
+		}
+	}
+	if g == nil {
+		return nil
+	}
+	occ, err := cfg.Occupancy(*g)
+	if err != nil || occ.BlocksPerSM == 0 {
+		return nil
+	}
+	p := &par{cfg: cfg, g: *g, occ: occ}
+	p.W = p.warpsPerScheduler(float64(occ.BlocksPerSM))
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			p.sel += fv.s[i].ByReason["selected"]
+		}
+	}
+	kv.par = p
+	return p
+}
+
+// warpsPerScheduler is the resident warps per busy scheduler with
+// blocksPerSM resident blocks (fewer when the grid is smaller).
+func (p *par) warpsPerScheduler(blocksPerSM float64) float64 {
+	wb := math.Ceil(p.cfg.Threads / 32)
+	resident := math.Max(1, math.Min(blocksPerSM, p.cfg.GridBlocks/float64(p.g.SMs)))
+	w := resident * wb
+	return w / math.Min(float64(p.g.Schedulers), w)
+}
+
+// issueFloor is the fewest samples the kernel can take once an
+// optimisation leaves selGone fewer issued samples and M fewer samples in
+// all, with wNew resident warps per scheduler: every issue cycle shows as
+// one selected sample among the W warps sampled, so the instructions left
+// need (sel - selGone) × W sample periods at the new issue rate
+// I(wNew) = 1-(1-rI)^wNew (GPA eq. 9/10), rI being the remaining code's
+// issued share of its samples. Eq. 3 alone lets the kernel shrink below
+// the time it needs to issue its remaining instructions when many warps
+// hid their latency behind each other's issue.
+func (kv *kernelView) issueFloor(M, selGone, wNew float64) float64 {
+	p := kv.parallelism()
+	if p == nil || kv.gpaOnly {
+		return 0
+	}
+	left := p.sel - selGone
+	rest := kv.T - M
+	if left <= 0 || rest <= 0 {
+		return 0
+	}
+	rI := math.Min(1, left/rest)
+	return left * p.W / IssueRate(rI, wNew)
+}
+
+// eliminationWithFloor is eq. 3 bounded by the issue floor.
+func (kv *kernelView) eliminationWithFloor(M, selGone, wNew float64) (float64, float64) {
+	rest := math.Max(kv.T-math.Min(M, 0.99*kv.T), kv.issueFloor(M, selGone, wNew))
+	if rest <= 0 {
+		return 1, 0
+	}
+	return kv.T / rest, rest
+}
+
+// selectedAt sums the selected samples of the instructions where ok holds.
+func (kv *kernelView) selectedAt(ok func(fv *fnView, i int) bool) float64 {
+	t := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			if ok(fv, i) {
+				t += fv.s[i].ByReason["selected"]
+			}
+		}
+	}
+	return t
+}
+
+// parallelismOptimizers are GPA's block increase and thread increase, and
+// occupancy increase where registers or shared memory limit the resident
+// blocks, each estimated with the scheduler model (eq. 7-11, see
+// schedulerModel).
+func (kv *kernelView) parallelismOptimizers() []match {
+	p := kv.parallelism()
+	if p == nil || kv.T == 0 || p.sel == 0 {
+		return nil
+	}
+	m := schedulerModel{g: p.g, rI: p.sel / kv.T}
+	wb := math.Ceil(p.cfg.Threads / 32)
+	bps := float64(p.occ.BlocksPerSM)
+	before := m.rate(p.cfg.GridBlocks, wb, bps)
+	if before <= 0 {
+		return nil
+	}
+	hot := []hot{}
+	var out []match
+	mk := func(kind, hint, detail string, after float64) {
+		s := after / before
+		if s <= 1 {
+			return
+		}
+		out = append(out, match{kind: kind, est: estGiven, S: s, M: kv.L, hots: hot, hint: hint,
+			detail: fmt.Sprintf("%s; resident warps per scheduler %.1f, issued share of samples R_I = %.3f, issue rate of the busy schedulers %.2f -> %.2f (eq. 9-11)", detail, p.W, m.rI, before, after)})
+	}
+	occ := p.occ
+	cfgText := fmt.Sprintf("%.0f blocks of %.0f threads, %.0f registers per thread, %.0f bytes of shared memory per block: %d blocks (%d warps) per SM on the %s, limited by %s",
+		p.cfg.GridBlocks, p.cfg.Threads, p.cfg.Regs, p.cfg.Shared, occ.BlocksPerSM, occ.WarpsPerSM, p.g.Name, occ.Limiter)
+	// Block increase: fewer blocks than SMs leave SMs idle.
+	if p.cfg.GridBlocks < float64(p.g.SMs) {
+		mk(OptBlockIncrease, fmt.Sprintf("the grid has %.0f blocks for %d SMs: split the work into at least %d blocks (smaller blocks or more work items per launch) so every SM runs.", p.cfg.GridBlocks, p.g.SMs, p.g.SMs),
+			cfgText, m.rate(float64(p.g.SMs)*bps, wb, bps))
+	}
+	// Thread increase: small blocks hit the blocks-per-SM limit before the
+	// threads do.
+	if occ.Limiter == LimitBlocks && occ.WarpsPerSM < p.g.ThreadsPerSM/32 {
+		th := p.cfg.Threads
+		best, bestOcc := 0.0, occ
+		for t := 2 * th; t <= 1024; t *= 2 {
+			o, err := p.g.Occupancy(int(t), int(p.cfg.Regs), int(p.cfg.Shared))
+			if err != nil || o.WarpsPerSM <= bestOcc.WarpsPerSM {
+				continue
+			}
+			best, bestOcc = t, o
+		}
+		if best > 0 {
+			grid := p.cfg.GridBlocks * th / best // the same threads in bigger blocks
+			mk(OptThreadIncrease, fmt.Sprintf("blocks of %.0f threads reach the %d-blocks-per-SM limit with %d warps resident: use %.0f threads per block (%d warps per SM).", th, p.g.BlocksPerSM, occ.WarpsPerSM, best, bestOcc.WarpsPerSM),
+				cfgText, m.rate(grid, math.Ceil(best/32), float64(bestOcc.BlocksPerSM)))
+		}
+	}
+	// Occupancy increase: registers or shared memory limit the blocks.
+	if occ.Limiter == LimitRegisters || occ.Limiter == LimitShared {
+		next := min(occ.ByThreads, occ.ByBlocks, occ.ByShared, occ.ByRegs+1000)
+		hint := ""
+		if occ.Limiter == LimitRegisters {
+			next = min(occ.ByThreads, occ.ByBlocks, occ.ByShared)
+			regs := (p.g.RegsPerSM / (next * int(wb)) / p.g.RegUnit * p.g.RegUnit) / 32
+			hint = fmt.Sprintf("registers limit the SM to %d blocks: at most %d registers per thread (__launch_bounds__(%.0f, %d) or -maxrregcount) would fit %d, if that does not spill.", occ.BlocksPerSM, regs, p.cfg.Threads, next, next)
+		} else {
+			next = min(occ.ByThreads, occ.ByBlocks, occ.ByRegs)
+			sh := p.g.SharedPerSM/next - p.g.SharedReservedBlk
+			hint = fmt.Sprintf("shared memory limits the SM to %d blocks: at most %d bytes per block would fit %d (smaller tiles, or fewer buffers).", occ.BlocksPerSM, sh, next)
+		}
+		if next > occ.BlocksPerSM {
+			mk(OptOccupancyIncrease, hint, cfgText, m.rate(p.cfg.GridBlocks, wb, float64(next)))
+		}
+	}
+	return out
+}
+
+// registerIncreaseSpeedup is eq. 3 for removing the spills, with the
+// registers the fix needs: each 4-byte slot of the local frame holds a
+// value that then lives in a register, which may lower the resident
+// warps; the issue floor at the new occupancy bounds what is left.
+func (kv *kernelView) registerIncreaseSpeedup(M float64) (float64, string) {
+	p := kv.parallelism()
+	local := kindIs(blame.KLocalMem)
+	if p == nil || kv.gpaOnly {
+		return StallElimination(kv.T, M), ""
+	}
+	regs := p.cfg.Regs
+	wNew := p.W
+	note := ""
+	if p.cfg.FrameBytes > 0 {
+		regs = math.Min(float64(p.g.MaxRegsPerThread), p.cfg.Regs+math.Ceil(p.cfg.FrameBytes/4))
+		if o, err := p.g.Occupancy(int(math.Round(p.cfg.Threads)), int(regs), int(math.Round(p.cfg.Shared))); err == nil && o.BlocksPerSM > 0 {
+			wNew = p.warpsPerScheduler(float64(o.BlocksPerSM))
+			note = fmt.Sprintf("; without spills about %.0f registers per thread (%.0f + %.0f-byte frame / 4): %d blocks per SM (was %d), %.1f warps per scheduler (was %.1f)",
+				regs, p.cfg.Regs, p.cfg.FrameBytes, o.BlocksPerSM, p.occ.BlocksPerSM, wNew, p.W)
+		}
+	}
+	s, rest := kv.eliminationWithFloor(M, kv.selectedAt(local), wNew)
+	if rest > kv.T-M+0.5 {
+		note += fmt.Sprintf("; the instructions left need %.0f samples to issue (issue floor) rather than T-M = %.0f", rest, kv.T-M)
+	}
+	return s, note
+}
