@@ -134,3 +134,25 @@ func ByKernel(as []Advice) map[string][]Advice {
 	}
 	return out
 }
+
+// NoGainShare is the share of the job's GPU time below which the best
+// estimated advice is not worth a change: the report then says there is
+// nothing big to gain.
+const NoGainShare = 0.05
+
+// NothingBigToGain returns the estimated advice that would save the most
+// of the job's GPU time, and whether even that one saves less than
+// NoGainShare (true also when nothing is estimated).
+func NothingBigToGain(as []Advice) (*Advice, bool) {
+	var best *Advice
+	for i := range as {
+		a := &as[i]
+		if a.Speedup <= 0 {
+			continue
+		}
+		if best == nil || a.JobGain() > best.JobGain() {
+			best = a
+		}
+	}
+	return best, best == nil || best.JobGain() < NoGainShare
+}

@@ -294,12 +294,15 @@ func (kv *kernelView) functionSplit() *match {
 
 // mathCode reports whether instruction i comes from the CUDA math library:
 // inlined from its headers or in one of its internal subroutines.
-func mathCode(fv *fnView, i int) bool {
-	name := fv.c.F.Name
+func mathCode(fv *fnView, i int) bool { return libraryCode(fv.c, i) }
+
+// libraryCode is mathCode on a function's code alone.
+func libraryCode(c *code, i int) bool {
+	name := c.F.Name
 	if strings.Contains(name, "__internal_") || strings.Contains(name, "__nv_") || strings.Contains(name, "__cuda_sm") {
 		return true
 	}
-	for _, f := range fv.c.inlinedFiles(i) {
+	for _, f := range c.inlinedFiles(i) {
 		if strings.Contains(f, "math_functions") || strings.Contains(f, "/crt/") || strings.Contains(f, "device_functions") || strings.Contains(f, "sm_20_intrinsics") {
 			return true
 		}

@@ -353,14 +353,16 @@ func hasModifier(in *sass.Instruction, m string) bool {
 }
 
 // conversions flags datatype conversions (GPUscout 4.7), per function,
-// noting those in loops.
+// noting those in loops. Conversions inside the CUDA math library's code
+// (sinf's range reduction, say) are left out: the user's types do not
+// decide them, and fast math advice covers that code.
 func conversions(c *code) []Advice {
 	var idx []int
 	inLoop := 0
 	ops := map[string]int{}
 	for i := range c.F.Insts {
 		in := &c.F.Insts[i]
-		if in.Class == sass.ClassConvert {
+		if in.Class == sass.ClassConvert && !libraryCode(c, i) {
 			idx = append(idx, i)
 			ops[in.Opcode]++
 			if c.Loop[i] >= 0 {

@@ -39,20 +39,24 @@ type pairSpec struct {
 	kernels []string // the bad twin's kernels (demangled names)
 	kinds   []string // acceptable advice kinds, preferred first
 	markers []string // the hotspot's source line contains one of these
+	// noGain: the fix gains nothing worth doing; the advice must say so
+	// (analysis.NothingBigToGain) while still naming the candidate.
+	noGain bool
 }
 
 var pairSpecs = []pairSpec{
-	{"single_value", []string{"fill_weights", "scale_by_weights"}, []string{analysis.KindConstant}, []string{"single-value store", "single-value load"}},
-	{"dominant_load", []string{"sparse_mul"}, []string{analysis.KindConditional}, []string{"a[i] is 0 for 95%"}},
-	{"loop_reload", []string{"accumulate_reload"}, []string{analysis.KindScalarRepl}, []string{"reloads s[0]"}},
-	{"wide_type", []string{"classify<long long>", "apply_class_weight<long long>"}, []string{analysis.KindNarrowType, analysis.KindCompression}, []string{"4 distinct values", "table[label[i]]"}},
-	{"strided", []string{"push_aos"}, []string{analysis.OptGlobalAdjust}, []string{"stride of 32 bytes"}},
-	{"spill", []string{"accumulators_spilled"}, []string{analysis.OptRegisterIncrease, analysis.StaticSpill}, []string{"acc[j] = acc[j]", "acc[j] = v", "s += acc[j]", "register-limited"}},
-	{"divergent", []string{"transform_divergent"}, []string{analysis.OptBranchDivergence}, []string{"v * 0.9999f", "v * 1.0001f", "path_odd(x[i]", "path_even(x[i]"}},
-	{"bank_conflict", []string{"transpose_tile<0>"}, []string{analysis.OptSharedAdjust, analysis.OptSharedTransactions}, []string{"column read"}},
-	{"stall_memory", []string{"chase_sequential"}, []string{analysis.OptCodeReordering, analysis.OptLoopUnrolling}, []string{"dependent global load"}},
-	{"stall_exec", []string{"chains_sequential"}, []string{analysis.OptCodeReordering, analysis.OptLoopUnrolling}, []string{"depends on the previous v"}},
-	{"reload_compute", []string{"evolve_reload"}, []string{analysis.KindScalarRepl}, []string{"reloaded every iteration"}},
+	{"single_value", []string{"fill_weights", "scale_by_weights"}, []string{analysis.KindConstant}, []string{"single-value store", "single-value load"}, false},
+	{"dominant_load", []string{"sparse_mul"}, []string{analysis.KindConditional}, []string{"a[i] is 0 for 95%"}, false},
+	{"loop_reload", []string{"accumulate_reload"}, []string{analysis.KindScalarRepl}, []string{"reloads s[0]"}, false},
+	{"wide_type", []string{"classify<long long>", "apply_class_weight<long long>"}, []string{analysis.KindNarrowType, analysis.KindCompression}, []string{"4 distinct values", "table[label[i]]"}, false},
+	{"strided", []string{"push_aos"}, []string{analysis.OptGlobalAdjust}, []string{"stride of 32 bytes"}, false},
+	{"spill", []string{"accumulators_spilled"}, []string{analysis.OptRegisterIncrease, analysis.StaticSpill}, []string{"acc[j] = acc[j]", "acc[j] = v", "s += acc[j]", "register-limited"}, false},
+	{"divergent", []string{"transform_divergent"}, []string{analysis.OptBranchDivergence}, []string{"v * 0.9999f", "v * 1.0001f", "path_odd(x[i]", "path_even(x[i]"}, false},
+	{"bank_conflict", []string{"transpose_tile<0>"}, []string{analysis.OptSharedAdjust, analysis.OptSharedTransactions}, []string{"column read"}, false},
+	{"stall_memory", []string{"chase_sequential"}, []string{analysis.OptCodeReordering, analysis.OptLoopUnrolling}, []string{"dependent global load"}, false},
+	{"stall_exec", []string{"chains_sequential"}, []string{analysis.OptCodeReordering, analysis.OptLoopUnrolling}, []string{"depends on the previous v"}, false},
+	{"reload_compute", []string{"evolve_reload"}, []string{analysis.KindScalarRepl}, []string{"reloaded every iteration"}, false},
+	{"no_gain", []string{"polish_loaded"}, []string{analysis.KindConstant}, []string{"one value, loaded by every thread"}, true},
 }
 
 // validationDirs finds the captures, listings, sources and timings.
@@ -271,7 +275,10 @@ func TestValidationPairs(t *testing.T) {
 		ps := ps
 		t.Run(ps.prog, func(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(d.captures, ps.prog+".pcsampling.gpr")); err != nil {
-				t.Skip("no pcsampling capture")
+				t.Skipf("no captures of %s yet (%s.pcsampling.gpr in %s)", ps.prog, ps.prog, d.captures)
+			}
+			if tm[ps.prog]["bad"] == 0 || tm[ps.prog]["fixed"] == 0 {
+				t.Skipf("no native timings of %s's twins in %s", ps.prog, d.timings)
 			}
 			p, modes := programProfile(t, d, ps.prog)
 			mods := programModules(t, d, ps.prog, p)
@@ -294,6 +301,15 @@ func TestValidationPairs(t *testing.T) {
 				r.error = math.Abs(r.est-r.achieved) / r.achieved
 			}
 			t.Logf("%s: %s at %s, estimated %.3f, achieved %.3f (%.3f / %.3f ms), error %.1f%%; %s", ps.prog, a.Kind, r.where, r.est, r.achieved, bad, fixed, 100*r.error, a.Evidence)
+			if ps.noGain {
+				// The candidate fix must come out below the threshold at
+				// which the report says there is nothing big to gain.
+				if g := a.JobGain(); a.Speedup <= 0 || g >= analysis.NoGainShare {
+					t.Errorf("%s estimates %.3f, %.1f%% of the job's GPU time: not below the nothing-big-to-gain threshold %.0f%%", a.Kind, a.Speedup, 100*g, 100*analysis.NoGainShare)
+				}
+				best, nothing := analysis.NothingBigToGain(as)
+				t.Logf("job verdict: nothing big to gain %v; best estimated advice %s [%s] %.3f (%.1f%% of the job's GPU time)", nothing, best.Kind, best.Hotspots[0].Kernel, best.Speedup, 100*best.JobGain())
+			}
 			rows = append(rows, r)
 		})
 	}
