@@ -88,13 +88,14 @@ func (g GPUSpec) Occupancy(threads, regs, shared int) (Occupancy, error) {
 	if shared > 0 {
 		o.ByShared = g.SharedPerSM / ceilTo(shared+g.SharedReservedBlk, g.SharedUnit)
 	}
-	// Ties name the resource a programmer changes first.
+	// A resource limits only when it allows strictly fewer blocks than
+	// those before it: at full occupancy the per-SM thread limit is named.
 	o.BlocksPerSM, o.Limiter = o.ByBlocks, LimitBlocks
 	for _, c := range []struct {
 		n int
 		l string
 	}{{o.ByThreads, LimitThreads}, {o.ByShared, LimitShared}, {o.ByRegs, LimitRegisters}} {
-		if c.n <= o.BlocksPerSM {
+		if c.n < o.BlocksPerSM {
 			o.BlocksPerSM, o.Limiter = c.n, c.l
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"gpuprof/analysis/blame"
+	"gpuprof/profile"
 	"gpuprof/sass"
 )
 
@@ -171,7 +172,7 @@ func (kv *kernelView) optimizers() []match {
 	for _, f := range []func() *match{
 		kv.registerIncrease, kv.strengthReduction, kv.functionSplit, kv.fastMath, kv.warpBalance,
 		kv.globalTransactions, kv.sharedTransactions, kv.indirectAccess, kv.asyncCopy, kv.codeReordering,
-		kv.functionInlining,
+		kv.functionInlining, kv.sharedAdjust,
 	} {
 		if m := f(); m != nil && m.M > 0 {
 			out = append(out, *m)
@@ -464,4 +465,50 @@ func (kv *kernelView) functionInlining() *match {
 	return &match{kind: OptFunctionInlining, est: estHiding, M: m, A: kv.A, hots: h.list(),
 		hint:   "calls to device functions and their prologues/epilogues stall the kernel: inline them (__forceinline__) so the compiler can schedule across the call.",
 		detail: "latency samples in called device functions and at call sites"}
+}
+
+// Bank-conflict metrics the collector adds at shared-memory instructions
+// (collector/analyze/memstats.go).
+var (
+	mSharedWarps      = profile.Metric("mem.shared.warp_accesses")
+	mSharedWavefronts = profile.Metric("mem.shared.wavefronts")
+	mSharedIdeal      = profile.Metric("mem.shared.ideal_wavefronts")
+)
+
+// sharedAdjust is GPA's shared memory access adjustment, which needs the
+// accesses' efficiency: a shared instruction whose warp accesses take
+// `wavefronts` passes where `ideal` would do (bank conflicts) spends the
+// share 1 - ideal/wavefronts of its cost (its own samples and the stalls
+// blamed on it) on the extra passes (eq. 3).
+func (kv *kernelView) sharedAdjust() *match {
+	h := newHotSet()
+	m := 0.0
+	var worst float64
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			if fv.c.Model.Insts[i].Kind != blame.KSharedMem {
+				continue
+			}
+			id := kv.nodeOf(fv, i)
+			if id == 0 {
+				continue
+			}
+			vs := kv.x.P.Nodes[id].Metrics
+			wf, ideal := float64(vs.Get(mSharedWavefronts)), float64(vs.Get(mSharedIdeal))
+			if wf <= ideal || ideal == 0 {
+				continue
+			}
+			excess := 1 - ideal/wf
+			worst = math.Max(worst, wf/ideal)
+			v := fv.cost(i) * excess
+			m += v
+			h.add(fv, i, -1, v)
+		}
+	}
+	if m == 0 {
+		return nil
+	}
+	return &match{kind: OptSharedAdjust, M: m, hots: h.list(),
+		hint:   fmt.Sprintf("shared memory accesses conflict on banks (up to %.1f passes per warp access where one would do): pad the array's rows (e.g. [32][33]) or swizzle the index so a warp's lanes hit distinct banks.", worst),
+		detail: "cost of the shared instructions (own samples and stalls blamed on them) times their share of extra passes, 1 - ideal/wavefronts (mem.shared.wavefronts)"}
 }

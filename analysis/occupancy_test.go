@@ -1,0 +1,62 @@
+package analysis
+
+import (
+	"math"
+	"testing"
+)
+
+// Occupancy by number on the H100 (sm_90), as the CUDA occupancy
+// calculator gives it.
+func TestOccupancyH100(t *testing.T) {
+	for _, tc := range []struct {
+		threads, regs, shared int
+		blocks, warps         int
+		limiter               string
+	}{
+		// 64 registers × 32 lanes = 2048 per warp: 32 warps fit, 4 blocks of 8.
+		{256, 64, 0, 4, 32, LimitRegisters},
+		{256, 32, 0, 8, 64, LimitThreads},
+		// 50 registers round up to 56 per thread (256 per warp): 1792 per warp, 36 warps, 4 blocks of 8.
+		{256, 50, 0, 4, 32, LimitRegisters},
+		// 32-thread blocks: the 32-blocks-per-SM limit leaves 32 warps.
+		{32, 16, 0, 32, 32, LimitBlocks},
+		// 48 KB of shared memory (+1 KB reserved) per block: 4 blocks in 228 KB.
+		{128, 16, 48 << 10, 4, 16, LimitShared},
+		{1024, 255, 0, 0, 0, LimitRegisters},
+	} {
+		o, err := H100.Occupancy(tc.threads, tc.regs, tc.shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.BlocksPerSM != tc.blocks || o.WarpsPerSM != tc.warps || o.Limiter != tc.limiter {
+			t.Errorf("%d threads, %d regs, %d B shared: %d blocks, %d warps, %s; want %d, %d, %s", tc.threads, tc.regs, tc.shared, o.BlocksPerSM, o.WarpsPerSM, o.Limiter, tc.blocks, tc.warps, tc.limiter)
+		}
+	}
+	for _, bad := range [][3]int{{0, 32, 0}, {2048, 32, 0}, {256, 300, 0}, {256, 32, 300 << 10}} {
+		if _, err := H100.Occupancy(bad[0], bad[1], bad[2]); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+}
+
+// The scheduler model: filling idle SMs scales by the busy SMs; more warps
+// help only while the issue probability leaves idle cycles.
+func TestSchedulerModel(t *testing.T) {
+	m := schedulerModel{g: H100, rI: 0.1}
+	// 66 blocks of 8 warps on 132 SMs, one block each at most: doubling the
+	// grid to 132 blocks doubles the busy SMs.
+	if s := m.rate(132, 8, 1) / m.rate(66, 8, 1); math.Abs(s-2) > 1e-9 {
+		t.Errorf("block increase 66 -> 132 blocks: %.3f, want 2", s)
+	}
+	// 2 warps per scheduler with rI = 0.1 issue 19% of cycles, 16 warps 81%.
+	s := m.rate(1e5, 8, 1) / m.rate(1e5, 8, 8)
+	want := IssueRate(0.1, 2) / IssueRate(0.1, 16)
+	if math.Abs(s-want) > 1e-9 {
+		t.Errorf("occupancy 8 -> 64 warps: %.4f, want %.4f", 1/s, 1/want)
+	}
+	// A busy scheduler (rI near 1) gains nothing from more warps.
+	busy := schedulerModel{g: H100, rI: 0.99}
+	if s := busy.rate(1e5, 8, 8) / busy.rate(1e5, 8, 4); s > 1.001 {
+		t.Errorf("issue-bound kernel gains %.3f from twice the warps", s)
+	}
+}
