@@ -198,12 +198,10 @@ func (ri *RankInfo) merge(o *RankInfo) {
 	str(&ri.CUDA, o.CUDA)
 	str(&ri.Source, o.Source)
 	ri.Mode = joinSet(ri.Mode, o.Mode)
-	if ri.BlockP == 0 {
-		ri.BlockP = o.BlockP
-	}
-	if ri.KernelK == 0 {
-		ri.KernelK = o.KernelK
-	}
+	// Passes of one rank may differ (PC sampling traces no blocks): the
+	// coarsest period, whatever the order items arrive in.
+	ri.BlockP = max(ri.BlockP, o.BlockP)
+	ri.KernelK = max(ri.KernelK, o.KernelK)
 	ri.Launches += o.Launches
 	ri.LaunchesTraced += o.LaunchesTraced
 	ri.Blocks += o.Blocks

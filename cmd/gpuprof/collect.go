@@ -102,6 +102,7 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 		if len(bo.URLs) == 0 {
 			return errors.New("no broker: give --nats URL (gpuprof run sets it) or --local FILE")
 		}
+		bo.InboxPrefix = broker.InboxPrefix(o.Job, broker.RoleCollector) // what per-job permissions allow
 		conn, err := broker.Connect(bo)
 		if err != nil {
 			return err

@@ -48,6 +48,11 @@ type jobConfig struct {
 	Spawn      []string // demo: per-rank replay files, run as local processes
 	RankLabels map[int32]string
 	Stdout     io.Writer
+
+	// Collectors' own credentials (an external cluster with per-job
+	// permissions, gpuprof nats-config): they replace Broker's for the ranks.
+	CollectorNKey, CollectorCreds string
+	StreamMaxBytes                int64 // 0: broker.DefaultStreamMaxBytes
 }
 
 func newJobID() string {
@@ -83,6 +88,9 @@ application's.
 	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
 	nats := natsFlags(fs)
+	fs.StringVar(&cfg.CollectorNKey, "collector-nkey", "", "nkey seed the collectors use instead of run's own credentials (gpuprof nats-config writes J.collector.nk)")
+	fs.StringVar(&cfg.CollectorCreds, "collector-creds", "", "NATS credentials file the collectors use instead of run's own")
+	fs.Int64Var(&cfg.StreamMaxBytes, "stream-max-bytes", 0, "the job stream's byte limit (default 8 GiB; a cluster account with less storage needs less)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -116,6 +124,18 @@ application's.
 		cfg.Collect = append(cfg.Collect, "--sass", absList(cfg.SASS))
 	}
 	return runJob(cfg)
+}
+
+// absPath makes a file given to run usable by collectors started in
+// another directory ("" stays "").
+func absPath(f string) string {
+	if f == "" {
+		return ""
+	}
+	if a, err := filepath.Abs(f); err == nil {
+		return a
+	}
+	return f
 }
 
 func absList(list string) string {
@@ -166,18 +186,29 @@ func runJob(cfg jobConfig) error {
 	} else if cfg.Replicas == 0 {
 		cfg.Replicas = 3
 	}
+	bo.InboxPrefix = broker.InboxPrefix(cfg.Job, broker.RoleReducer)
 	conn, err := broker.Connect(bo)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if _, err := conn.EnsureStream(ctx, cfg.Job, cfg.Replicas); err != nil {
+	conn.Replicas = cfg.Replicas
+	if _, err := conn.EnsureStreamWith(ctx, cfg.Job, broker.StreamOptions{Replicas: cfg.Replicas, MaxBytes: cfg.StreamMaxBytes}); err != nil {
+		return err
+	}
+	// Collectors may not create buckets under per-job permissions, and the
+	// bucket needs the stream's replicas to survive a node.
+	if err := conn.EnsureModuleBucket(ctx, cfg.Job, cfg.Replicas); err != nil {
 		return err
 	}
 
 	// The ranks' command line.
 	wrap := []string{self, "collect", "--job", cfg.Job, "--nats", strings.Join(bo.URLs, ",")}
-	wrap = append(wrap, brokerArgs(bo)...)
+	cb := bo
+	if cfg.CollectorNKey != "" || cfg.CollectorCreds != "" {
+		cb.NKeySeedFile, cb.CredsFile, cb.User, cb.Password, cb.Token = absPath(cfg.CollectorNKey), absPath(cfg.CollectorCreds), "", "", ""
+	}
+	wrap = append(wrap, brokerArgs(cb)...)
 	wrap = append(wrap, cfg.Collect...)
 	var procs [][]string
 	switch {
@@ -279,7 +310,8 @@ func runJob(cfg jobConfig) error {
 // brokerArgs passes the run's broker credentials to the collectors.
 func brokerArgs(o broker.Options) []string {
 	var a []string
-	for _, kv := range [][2]string{{"--creds", o.CredsFile}, {"--nkey", o.NKeySeedFile}, {"--user", o.User}, {"--tls-ca", o.CAFile}, {"--tls-cert", o.CertFile}, {"--tls-key", o.KeyFile}} {
+	for _, kv := range [][2]string{{"--creds", absPath(o.CredsFile)}, {"--nkey", absPath(o.NKeySeedFile)}, {"--user", o.User},
+		{"--tls-ca", absPath(o.CAFile)}, {"--tls-cert", absPath(o.CertFile)}, {"--tls-key", absPath(o.KeyFile)}} {
 		if kv[1] != "" {
 			a = append(a, kv[0], kv[1])
 		}
@@ -434,6 +466,7 @@ from the stream; merging is idempotent, so the result is the same.`)
 	if len(bo.URLs) == 0 {
 		return errors.New("--nats is required")
 	}
+	bo.InboxPrefix = broker.InboxPrefix(*job, broker.RoleReducer)
 	conn, err := broker.Connect(bo)
 	if err != nil {
 		return err
