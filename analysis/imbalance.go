@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gpuprof/profile"
@@ -29,11 +30,33 @@ type KernelStats struct {
 	Launches Spread // gpu.launches over ranks
 	// PerLaunch is the mean time of one instance on each rank that ran it.
 	PerLaunch map[int32]float64
-	// InstanceMean/Min/Max/Stddev describe the per-instance time over all
-	// instances of all ranks as far as the profile allows: mean exactly;
-	// min and max over the ranks' per-instance means; Stddev over those
-	// means (NaN with fewer than two ranks).
+	// InstanceMean/Min/Max/Stddev describe the time of one instance over
+	// all instances of all ranks (CUDAAdvisor's per-call-path statistics).
+	// With the collector's instance metrics (PerInstance true): the mean
+	// and standard deviation exactly, from the sums of times and of their
+	// squares; min and max as the bounds of the extreme quarter-octave
+	// histogram buckets (InstanceMin ≤ true min < InstanceMinHi, and
+	// InstanceMaxLo ≤ true max < InstanceMax). Without them: the mean
+	// exactly, min, max and standard deviation over the ranks'
+	// per-instance means (NaN with fewer than two ranks).
 	InstanceMean, InstanceMin, InstanceMax, InstanceStddev float64
+	InstanceMinHi, InstanceMaxLo                           float64
+	PerInstance                                            bool
+	Instances                                              uint64 // timed instances
+}
+
+// Instance-time metrics the collector adds (collector/analyze/launchstats.go).
+var (
+	mTimeSqHi = profile.Metric("gpu.time_sq_hi")
+	mTimeSqLo = profile.Metric("gpu.time_sq_lo")
+)
+
+const timeHistPrefix = "gpu.time_hist."
+
+// timeBucketLow is the smallest time of histogram bucket i (a quarter
+// octave: i = 4k+s covers [2^k (1+s/4), 2^k (1+(s+1)/4))).
+func timeBucketLow(i int) float64 {
+	return math.Ldexp(1+float64(i%4)/4, i/4)
 }
 
 // Stats computes kernel context k's statistics.
@@ -41,6 +64,9 @@ func (x *Index) Stats(k profile.NodeID) KernelStats {
 	s := KernelStats{Ranks: uint64(len(x.P.Ranks)), Time: x.Spread(k, profile.GPUTime), Launches: x.Spread(k, profile.GPULaunches), PerLaunch: map[int32]float64{}}
 	if s.Launches.Raw.Sum > 0 {
 		s.InstanceMean = float64(s.Time.Raw.Sum) / float64(s.Launches.Raw.Sum)
+	}
+	if x.instanceStats(k, &s) {
+		return s
 	}
 	var xs []float64
 	for _, r := range x.P.SortedRanks() {
@@ -67,7 +93,57 @@ func (x *Index) Stats(k profile.NodeID) KernelStats {
 			s.InstanceStddev = math.Sqrt(ss / float64(len(xs)))
 		}
 	}
+	s.InstanceMinHi, s.InstanceMaxLo = s.InstanceMin, s.InstanceMax
 	return s
+}
+
+// instanceStats fills the per-instance statistics from the instance-time
+// histogram and squares at k (false when the profile has none).
+func (x *Index) instanceStats(k profile.NodeID, s *KernelStats) bool {
+	n := x.P.Nodes[k]
+	if n == nil {
+		return false
+	}
+	lo, hi := -1, -1
+	var count uint64
+	for _, mv := range n.Metrics {
+		name := mv.ID.Name()
+		if !strings.HasPrefix(name, timeHistPrefix) || mv.V == 0 {
+			continue
+		}
+		i, err := strconv.Atoi(strings.TrimPrefix(name, timeHistPrefix))
+		if err != nil || i < 0 || i > 4*64 {
+			continue
+		}
+		count += mv.V
+		if lo < 0 || i < lo {
+			lo = i
+		}
+		if i > hi {
+			hi = i
+		}
+	}
+	if count == 0 {
+		return false
+	}
+	for _, r := range x.P.SortedRanks() {
+		v := x.P.PerRank[r][k]
+		if t, l := v.Get(profile.GPUTime), v.Get(profile.GPULaunches); t > 0 && l > 0 {
+			s.PerLaunch[r] = float64(t) / float64(l)
+		}
+	}
+	// The mean of the timed instances: the time is only summed over them.
+	s.PerInstance, s.Instances = true, count
+	mean := float64(n.Metrics.Get(profile.GPUTime)) / float64(count)
+	s.InstanceMean = mean
+	sq := math.Ldexp(float64(n.Metrics.Get(mTimeSqHi)), 32) + float64(n.Metrics.Get(mTimeSqLo))
+	s.InstanceStddev = math.NaN()
+	if count > 1 {
+		s.InstanceStddev = math.Sqrt(math.Max(0, sq/float64(count)-mean*mean))
+	}
+	s.InstanceMin, s.InstanceMinHi = timeBucketLow(lo), timeBucketLow(lo+1)
+	s.InstanceMaxLo, s.InstanceMax = timeBucketLow(hi), timeBucketLow(hi+1)
+	return true
 }
 
 // Imbalance reports kernel contexts whose GPU time differs across ranks:

@@ -107,13 +107,14 @@ func captureItem(t *testing.T, path string, structs analyze.StructureSource, seq
 	return p
 }
 
-// stripTimes drops kernel times of an instrumented pass (they measure the
-// instrumentation, not the kernel).
+// stripTimes drops kernel times of an instrumented pass, and their
+// per-instance squares and histogram (they measure the instrumentation,
+// not the kernel).
 func stripTimes(p *profile.Profile) {
 	clean := func(vs profile.Values) profile.Values {
 		out := vs[:0]
 		for _, v := range vs {
-			if v.ID != profile.GPUTime {
+			if n := v.ID.Name(); v.ID != profile.GPUTime && !strings.HasPrefix(n, "gpu.time_") {
 				out = append(out, v)
 			}
 		}

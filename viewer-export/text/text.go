@@ -7,6 +7,7 @@ package text
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -35,8 +36,10 @@ func Write(w io.Writer, p *profile.Profile, advice []analysis.Advice, o Options)
 	r.advice(advice)
 	kernels := view.Kernels(p)
 	r.kernelsByTime(kernels)
+	r.instances()
 	r.kernelsByAccesses(kernels)
 	r.redundancy(kernels)
+	r.memory()
 	r.imbalance(kernels)
 	_, err := io.WriteString(w, r.b.String())
 	return err
@@ -171,18 +174,27 @@ func (r *report) header() {
 	r.table(rows)
 }
 
-// SortAdvice orders advice by estimated speedup (unestimated last), then
-// importance; ties keep the analysis's order.
+// SortAdvice orders advice across the job by the share of the job's GPU
+// time it would save (analysis.SortAdvice): a large speedup of a kernel
+// that hardly runs ranks below a modest one of the kernel that dominates.
 func SortAdvice(advice []analysis.Advice) []analysis.Advice {
 	out := append([]analysis.Advice(nil), advice...)
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Speedup != b.Speedup {
-			return a.Speedup > b.Speedup
-		}
-		return a.Importance > b.Importance
-	})
+	analysis.SortAdvice(out)
 	return out
+}
+
+// NoGainLine is the report's verdict when no estimated advice would save
+// analysis.NoGainShare of the job's GPU time ("" otherwise).
+func NoGainLine(advice []analysis.Advice) string {
+	best, nothing := analysis.NothingBigToGain(advice)
+	switch {
+	case !nothing:
+		return ""
+	case best == nil:
+		return ""
+	}
+	return fmt.Sprintf("Nothing big to gain: the best estimated advice (%s, speedup %.2fx of its kernel) would save %s of the job's GPU time, under %s.",
+		best.Kind, best.Speedup, pct(best.JobGain()), pct(analysis.NoGainShare))
 }
 
 // funcLabel makes a GPU function name readable.
@@ -239,10 +251,13 @@ func WhereLabel(p *profile.Profile, w analysis.Where) string {
 }
 
 func (r *report) advice(advice []analysis.Advice) {
-	r.section("Top advice (by estimated speedup, then importance)")
+	r.section("Top advice across the job (by share of GPU time saved)")
 	if len(advice) == 0 {
 		r.b.WriteString("No advice: the analysis found nothing above its thresholds.\n")
 		return
+	}
+	if l := NoGainLine(advice); l != "" {
+		r.b.WriteString(l + "\n")
 	}
 	for i, a := range SortAdvice(advice) {
 		if i == r.o.Top {
@@ -252,6 +267,9 @@ func (r *report) advice(advice []analysis.Advice) {
 		sp := "speedup n/a"
 		if a.Speedup > 0 {
 			sp = fmt.Sprintf("speedup %.2fx", a.Speedup)
+			if a.KernelShare > 0 {
+				sp += fmt.Sprintf(" (saves %s of the job's GPU time)", pct(a.JobGain()))
+			}
 		}
 		ranks := "all ranks"
 		if len(a.Ranks) > 0 {
@@ -415,5 +433,73 @@ func (r *report) imbalance(ks []view.Kernel) {
 		r.b.WriteString("No per-rank kernel time.\n")
 		return
 	}
+	r.table(rows)
+}
+
+// instances lists the kernel contexts' per-instance times (CUDAAdvisor's
+// statistics across the instances of a calling context).
+func (r *report) instances() {
+	x := analysis.NewIndex(r.p)
+	rows := [][]string{{"kernel", "instances", "mean", "min", "max", "stddev", "called from"}}
+	for i, k := range x.Kernels {
+		if i == r.o.Top || x.KernelTime[k] == 0 {
+			break
+		}
+		st := x.Stats(k)
+		n := st.Instances
+		if !st.PerInstance {
+			n = st.Launches.Raw.Sum
+		}
+		rng := func(lo, hi float64) string {
+			if !st.PerInstance || lo == hi {
+				return view.Duration(lo)
+			}
+			return view.Duration(lo) + "-" + view.Duration(hi)
+		}
+		sd := "n/a"
+		if !math.IsNaN(st.InstanceStddev) {
+			sd = view.Duration(st.InstanceStddev)
+		}
+		rows = append(rows, []string{view.ShortName(r.p.Nodes[k].Frame.Function), fmt.Sprint(n), view.Duration(st.InstanceMean),
+			rng(st.InstanceMin, st.InstanceMinHi), rng(st.InstanceMaxLo, st.InstanceMax), sd, view.CallerPath(r.p, k)})
+	}
+	if len(rows) == 1 {
+		return
+	}
+	r.section("Kernel instances (time of one launch per calling context)")
+	r.table(rows)
+}
+
+// memory shows the reuse-distance histograms (CUDAAdvisor) and the bank
+// conflicts of shared memory per kernel context.
+func (r *report) memory() {
+	x := analysis.NewIndex(r.p)
+	rows := [][]string{{"kernel", "grain", "loads", "reuse <2^4", "<2^8", "<2^14", "no reuse", "shared passes/ideal", "called from"}}
+	for _, k := range x.Kernels {
+		inc := x.Inclusive(k)
+		sh := ""
+		if w, id := inc.Get(profile.Metric("mem.shared.wavefronts")), inc.Get(profile.Metric("mem.shared.ideal_wavefronts")); id > 0 {
+			sh = fmt.Sprintf("%.2f", float64(w)/float64(id))
+		}
+		for _, g := range []string{"elem", "line"} {
+			h := analysis.ReuseHistogram(inc, g)
+			if h.Loads == 0 {
+				continue
+			}
+			f := func(v uint64) string { return pct(float64(v) / float64(h.Loads)) }
+			rows = append(rows, []string{view.ShortName(r.p.Nodes[k].Frame.Function), g, view.Count(float64(h.Loads)), f(h.Below(4)), f(h.Below(8)), f(h.Below(14)), f(h.Inf), sh, view.CallerPath(r.p, k)})
+			sh = ""
+		}
+		if sh != "" {
+			rows = append(rows, []string{view.ShortName(r.p.Nodes[k].Frame.Function), "", "", "", "", "", "", sh, view.CallerPath(r.p, k)})
+		}
+		if len(rows) > 2*r.o.Top {
+			break
+		}
+	}
+	if len(rows) == 1 {
+		return
+	}
+	r.section("Reuse distance of global loads (CUDAAdvisor, per block) and shared-memory bank conflicts")
 	r.table(rows)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"gpuprof/analysis"
 	"gpuprof/profile"
 	"gpuprof/viewer-export/internal/exporttest"
 )
@@ -102,5 +103,26 @@ func TestReportEmpty(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// The verdict line: said when the best estimated advice saves under
+// analysis.NoGainShare of the job's GPU time, not otherwise.
+func TestNoGainLine(t *testing.T) {
+	small := []analysis.Advice{
+		{Kind: "constant replacement", Speedup: 1.01, KernelShare: 1},
+		{Kind: "code reordering", Speedup: 1.8, KernelShare: 0.02}, // fast, but on a kernel that hardly runs
+	}
+	l := NoGainLine(small)
+	if !strings.Contains(l, "Nothing big to gain") || !strings.Contains(l, "constant replacement") { // 1% of the job against 0.9%
+		t.Errorf("%q", l)
+	}
+	big := append(small, analysis.Advice{Kind: "register increase", Speedup: 1.3, KernelShare: 0.5})
+	if l := NoGainLine(big); l != "" {
+		t.Errorf("a 1.3x speedup of half the job: %q", l)
+	}
+	// The order across the job follows the time saved.
+	if s := SortAdvice(big); s[0].Kind != "register increase" || s[len(s)-1].Kind != "code reordering" {
+		t.Errorf("order %s, %s, %s", s[0].Kind, s[1].Kind, s[2].Kind)
 	}
 }
