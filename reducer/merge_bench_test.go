@@ -158,3 +158,75 @@ func BenchmarkMerge64(b *testing.B) {
 		b.ReportMetric(peak, "heap-MB")
 	})
 }
+
+// BenchmarkTail64 is the work on the tail's critical path for 64 realistic
+// ranks and fan-in 8, without the broker: "leaf" encodes a leaf's final
+// state of 8 ranks as a partial; "root" decodes the 8 leaf partials in
+// parallel (as they arrive together), merges them and encodes the final
+// profile. The tail is about leaf + root plus publishing.
+func BenchmarkTail64(b *testing.B) {
+	items := realistic64()
+	leaves := make([]*profile.Profile, 8)
+	var parts [][]byte
+	var hdrs []partialHeader
+	for l := range leaves {
+		p := profile.New("bench")
+		for r := l * 8; r < l*8+8; r++ {
+			for _, it := range items[r] {
+				if err := p.Merge(it); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		leaves[l] = p
+		chunks, h, err := encodePartial(partialHeader{Node: uint32(l), Job: "bench"}, p, 1<<30)
+		if err != nil {
+			b.Fatal(err)
+		}
+		parts, hdrs = append(parts, chunks[0]), append(hdrs, h)
+	}
+	b.Run("leaf", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := encodePartial(partialHeader{Job: "bench"}, leaves[0], 1<<30); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("root", func(b *testing.B) {
+		var dec, merge, enc time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			qs := make([]*profile.Profile, len(parts))
+			var wg sync.WaitGroup
+			for i := range parts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					h := hdrs[i]
+					q, err := decodePartial(&h, parts[i][partialFixed+len(h.Job):])
+					if err != nil {
+						panic(err)
+					}
+					qs[i] = q
+				}()
+			}
+			wg.Wait()
+			t1 := time.Now()
+			fin := profile.NewSized("bench", qs...)
+			for _, err := range fin.MergeAll(qs) {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			t2 := time.Now()
+			if _, _, err := encodePartial(partialHeader{Level: 1, Job: "bench"}, fin, 1<<30); err != nil {
+				b.Fatal(err)
+			}
+			dec, merge, enc = dec+t1.Sub(t0), merge+t2.Sub(t1), enc+time.Since(t2)
+		}
+		n := float64(b.N)
+		b.ReportMetric(dec.Seconds()/n, "decode-s")
+		b.ReportMetric(merge.Seconds()/n, "merge-s")
+		b.ReportMetric(enc.Seconds()/n, "encode-s")
+	})
+}

@@ -1187,18 +1187,21 @@ func (n *node) merged() *profile.Profile {
 	}
 	t0 := time.Now()
 	defer func() { n.stats.MergeTime += time.Since(t0) }()
-	var parts []*profile.Profile
-	for _, c := range n.latest {
+	parts := make([]*profile.Profile, len(n.latest))
+	for i, c := range n.latest {
 		if c != nil {
-			parts = append(parts, c.decoded)
+			parts[i] = c.decoded
 		}
 	}
+	// MergeAll: as merging the children one by one, with the tables merged
+	// in parallel (this merge is on the tail's critical path).
 	p := profile.NewSized(n.cfg.Job, parts...)
+	errs := p.MergeAll(parts)
 	for i, c := range n.latest {
 		if c == nil {
 			continue
 		}
-		if err := p.Merge(c.decoded); err != nil {
+		if err := errs[i]; err != nil {
 			n.log.Error("reducer: child partial not merged", "child", n.spec.Children[i].String(), "version", c.h.PVer, "err", err)
 		}
 		// Ranks the child sealed with no data at all hold no item, which
