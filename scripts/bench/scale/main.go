@@ -4,21 +4,31 @@
 // prints per size the bytes on the wire, merge throughput, peak memory per
 // reducer process and the tail latency from the last done item to the final
 // profile. A flat merge (one node for all ranks) can be run beside the tree
-// for comparison.
+// for comparison. Results accumulate in OUT/results.{json,md,tsv} across
+// invocations, so each size can be its own command.
 //
-//	go run ./scripts/bench/scale -sizes 64,256,1024 -fanin 8,16 -flat 64,256 -o OUT
+// One command per size (realistic shape; times and memory for a 16-core,
+// 128 GiB host are in docs/scale.md):
+//
+//	scripts/bench/scale/run.sh -sizes 64 -fanin 8,16 -flat 64 -o scale-out
+//	scripts/bench/scale/run.sh -sizes 256 -fanin 8,16 -flat 256 -o scale-out
+//	scripts/bench/scale/run.sh -sizes 1024 -fanin 8,16 -flat 0 -o scale-out
+//	scripts/bench/scale/run.sh -sizes 4096 -fanin 16 -flat 0 -variants 64 -o scale-out
 //
 // Ranks publish in two phases, as ranks of a real job do: their data
 // batches first (the tree merges them while the ranks "run"), then, once
 // the leaves have merged them, their done items; the tail is measured from
-// the last done item stored to the final profile stored. The same binary
-// plays the roles it spawns (-role ranks, -role reduce).
+// the last done item stored to the final profile stored. Each simulator
+// process generates one template rank and derives its ranks from it (see
+// gen.go). The same binary plays the roles it spawns (-role ranks, -role
+// reduce).
 package main
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -26,7 +36,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,12 +55,26 @@ var shapes = map[string]proftest.Shape{
 	"small":     proftest.Small,
 }
 
+// shapeOf is the named shape with RankUnique overridden (unique >= 0).
+func shapeOf(name string, unique int) (proftest.Shape, error) {
+	s, ok := shapes[name]
+	if !ok {
+		return s, fmt.Errorf("unknown shape %q (realistic, medium, small)", name)
+	}
+	if unique >= 0 {
+		s.RankUnique = unique
+	}
+	return s, nil
+}
+
 func main() {
 	role := flag.String("role", "driver", "driver, ranks or reduce (the last two are spawned by the driver)")
 	sizes := flag.String("sizes", "64,256", "rank counts")
 	fanins := flag.String("fanin", "8,16", "fan-ins")
-	flat := flag.String("flat", "64", "rank counts to also merge flat (one node), for comparison")
-	shape := flag.String("shape", "realistic", "rank profile shape: realistic (~20k contexts, ~100k pairs per rank), medium, small")
+	flat := flag.String("flat", "64", "rank counts to also merge flat (one node), for comparison; 0: none")
+	shape := flag.String("shape", "realistic", "rank profile shape: realistic (~22k contexts, ~100k pairs per rank), medium, small")
+	unique := flag.Int("unique", -1, "percent of kernels launched from rank-specific host paths (default: the shape's; realistic: 5)")
+	variants := flag.Int("variants", 0, "0: rank-specific paths are each rank's own; V: ranks share them by class (rank mod V)")
 	rankProcs := flag.Int("rankprocs", runtime.NumCPU(), "rank simulator processes")
 	leafProcs := flag.Int("leafprocs", max(runtime.NumCPU()/2, 1), "processes sharing the leaves (inner nodes get one process each)")
 	out := flag.String("o", "scale-out", "output directory (broker storage, results)")
@@ -68,11 +91,12 @@ func main() {
 	var err error
 	switch *role {
 	case "ranks":
-		err = runRanks(*url, *job, *shape, *from, *to, *phase)
+		err = runRanks(*url, *job, *shape, *unique, *variants, *from, *to, *phase)
 	case "reduce":
 		err = runReduce(*url, *job, *ranks, *fanin, *nodes)
 	case "driver":
-		err = drive(*sizes, *fanins, *flat, *shape, *rankProcs, *leafProcs, *out)
+		err = drive(config{sizes: *sizes, fanins: *fanins, flat: *flat, shape: *shape, unique: *unique, variants: *variants,
+			rankProcs: *rankProcs, leafProcs: *leafProcs, out: *out})
 	default:
 		err = fmt.Errorf("unknown role %q", *role)
 	}
@@ -94,10 +118,10 @@ type rankReport struct {
 	Retries uint64
 }
 
-func runRanks(url, job, shape string, from, to int, phase string) error {
-	s, ok := shapes[shape]
-	if !ok {
-		return fmt.Errorf("unknown shape %q", shape)
+func runRanks(url, job, shape string, unique, variants, from, to int, phase string) error {
+	s, err := shapeOf(shape, unique)
+	if err != nil {
+		return err
 	}
 	c, err := broker.Connect(broker.Options{URLs: []string{url}, Name: fmt.Sprintf("ranks %d-%d", from, to-1)})
 	if err != nil {
@@ -110,19 +134,30 @@ func runRanks(url, job, shape string, from, to int, phase string) error {
 	}
 	ctx := context.Background()
 	var rep rankReport
+	t0 := time.Now()
+	var g *rankGen
+	if phase == "data" {
+		g = newRankGen(job, s, variants)
+	}
+	rep.GenS += time.Since(t0).Seconds()
 	for r := from; r < to; r++ {
 		t0 := time.Now()
-		it := proftest.Item(job, 1, s, int32(r), 0, false, 0)
-		done := false
-		if phase == "done" {
+		var it *profile.Profile
+		done := phase == "done"
+		if done {
 			it = proftest.Item(job, 1, s, int32(r), 1, true, 1)
-			done = true
+		} else {
+			it = g.item(int32(r))
 		}
 		chunks, err := profile.EncodeBatch(it, done, c.ChunkPayload())
 		if err != nil {
 			return err
 		}
-		rep.RawB += uint64(len(it.Encode()))
+		h, err := profile.ParseHeader(chunks[0])
+		if err != nil {
+			return err
+		}
+		rep.RawB += uint64(h.RawLen)
 		t1 := time.Now()
 		rep.GenS += t1.Sub(t0).Seconds()
 		if err := p.PublishChunks(ctx, chunks); err != nil {
@@ -147,8 +182,10 @@ type nodeReport struct {
 	Level                                 int
 	WallS, MergeS, DecodeS, EncodeS, PubS float64
 	ItemsMerged, BytesIn, BytesOut        uint64
+	Partials                              uint64
 	LastDoneNs, FinishNs                  int64
 	Incomplete                            int
+	FinalRawMB                            float64 // root: the final profile's canonical encoding
 }
 
 func runReduce(url, job string, ranks, k int, list string) error {
@@ -156,11 +193,6 @@ func runReduce(url, job string, ranks, k int, list string) error {
 	if err != nil {
 		return err
 	}
-	c, err := broker.Connect(broker.Options{URLs: []string{url}, Name: "reduce " + list})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var (
 		wg   sync.WaitGroup
@@ -173,33 +205,45 @@ func runReduce(url, job string, ranks, k int, list string) error {
 		if err != nil {
 			return err
 		}
+		// A connection per node: nodes sharing one share the server's
+		// per-client pending limit, which many leaves fetching at once
+		// can pass (the server then cuts the connection).
+		c, err := broker.Connect(broker.Options{URLs: []string{url}, Name: "reduce " + name})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			res, err := reducer.RunNode(context.Background(), reducer.Config{Job: job, Conn: c, Tree: tree, Node: nn, Logger: log,
 				RankTimeout: 10 * time.Minute, ChildGrace: time.Minute})
-			mu.Lock()
-			defer mu.Unlock()
 			if err != nil {
+				mu.Lock()
 				errs = append(errs, err)
+				mu.Unlock()
 				return
 			}
 			s := res.Stats
 			rep := nodeReport{Node: nn.String(), Level: nn.Level, WallS: s.Finish.Sub(s.Start).Seconds(), MergeS: s.MergeTime.Seconds(),
 				DecodeS: s.DecodeTime.Seconds(), EncodeS: s.EncodeTime.Seconds(), PubS: s.PublishTime.Seconds(),
-				ItemsMerged: s.ItemsMerged, BytesIn: s.BytesIn, BytesOut: s.BytesOut, FinishNs: s.Finish.UnixNano(), Incomplete: len(s.Incomplete)}
+				ItemsMerged: s.ItemsMerged, BytesIn: s.BytesIn, BytesOut: s.BytesOut, Partials: s.PartialsOut,
+				FinishNs: s.Finish.UnixNano(), Incomplete: len(s.Incomplete)}
 			if !s.LastDone.IsZero() {
 				rep.LastDoneNs = s.LastDone.UnixNano()
 			}
 			if res.Profile != nil {
 				rep.Incomplete = len(res.Profile.IncompleteRanks())
+				rep.FinalRawMB = float64(len(res.Profile.Encode())) / (1 << 20)
 			}
+			mu.Lock()
 			reps = append(reps, rep)
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	if len(errs) > 0 {
-		return errs[0]
+		return errors.Join(errs...)
 	}
 	return json.NewEncoder(os.Stdout).Encode(reps)
 }
@@ -238,39 +282,63 @@ func (p *proc) wait() (rss float64, cpu float64, err error) {
 type result struct {
 	Ranks, FanIn, Levels, Nodes int
 	Shape                       string
+	Cores                       int
 	WireMB, RawMB               float64
 	GenS                        float64 // rank simulators: generating and encoding (not the tree's work)
 	DataWallS                   float64 // from the first data batch to the leaves having merged them all
 	TailS                       float64 // last done item stored -> final stored
+	WallS                       float64 // the whole run, processes started to final
 	ReduceCPUS                  float64 // CPU seconds of every reducer process
 	MBps, RawMBps, ProfPerS     float64 // per core: over reducer CPU seconds
 	LeafRSSMB                   float64 // largest leaf process (it runs several leaves)
 	LeavesPerProc               int
 	InnerRSSMB                  []float64 // per level above the leaves: largest process (one node each)
 	MaxNodeWorkS                []float64 // per level: largest node's merge+decode+encode seconds
+	FinishAfterDoneS            []float64 // per level: latest node finish after the last done item
+	PartialMB                   []float64 // per level: largest node's mean partial, compressed MB (bytes out / partials)
+	FinalRawMB                  float64
 	Incomplete                  int
+	NodeReports                 []nodeReport // every node's own figures (JSON only)
 }
 
-func drive(sizesS, faninsS, flatS, shape string, rankProcs, leafProcs int, out string) error {
-	if _, ok := shapes[shape]; !ok {
-		return fmt.Errorf("unknown shape %q", shape)
-	}
-	sizes, err := ints(sizesS)
+type config struct {
+	sizes, fanins, flat, shape string
+	unique, variants           int
+	rankProcs, leafProcs       int
+	out                        string
+}
+
+func drive(cfg config) error {
+	s, err := shapeOf(cfg.shape, cfg.unique)
 	if err != nil {
 		return err
 	}
-	fanins, err := ints(faninsS)
+	shapeName := fmt.Sprintf("%s (unique %d%%", cfg.shape, s.RankUnique)
+	if cfg.variants > 0 {
+		shapeName += fmt.Sprintf(", %d classes", cfg.variants)
+	}
+	shapeName += ")"
+	sizes, err := ints(cfg.sizes)
 	if err != nil {
 		return err
 	}
-	flats, err := ints(flatS)
+	fanins, err := ints(cfg.fanins)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o700); err != nil {
+	flats, err := ints(cfg.flat)
+	if err != nil {
 		return err
 	}
-	e, err := broker.StartEmbeddedWith(broker.EmbeddedOptions{Dir: filepath.Join(out, "broker"), MaxPayload: 8 << 20})
+	if err := os.MkdirAll(cfg.out, 0o700); err != nil {
+		return err
+	}
+	// Broker storage is per invocation; results accumulate.
+	dir := filepath.Join(cfg.out, "broker")
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	e, err := broker.StartEmbeddedWith(broker.EmbeddedOptions{Dir: dir, MaxPayload: 8 << 20})
 	if err != nil {
 		return err
 	}
@@ -281,6 +349,11 @@ func drive(sizesS, faninsS, flatS, shape string, rankProcs, leafProcs int, out s
 	}
 	defer c.Close()
 	var results []result
+	if b, err := os.ReadFile(filepath.Join(cfg.out, "results.json")); err == nil {
+		if err := json.Unmarshal(b, &results); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(cfg.out, "results.json"), err)
+		}
+	}
 	type run struct{ n, k int }
 	var runs []run
 	for _, n := range sizes {
@@ -289,17 +362,17 @@ func drive(sizesS, faninsS, flatS, shape string, rankProcs, leafProcs int, out s
 		}
 	}
 	for _, n := range flats {
-		runs = append(runs, run{n, n})
+		runs = append(runs, run{n, max(n, 2)})
 	}
 	for _, r := range runs {
-		fmt.Fprintf(os.Stderr, "scale: %d ranks, fan-in %d, shape %s\n", r.n, r.k, shape)
-		res, err := one(e, c, r.n, r.k, shape, rankProcs, leafProcs)
+		fmt.Fprintf(os.Stderr, "scale: %d ranks, fan-in %d, shape %s\n", r.n, r.k, shapeName)
+		res, err := one(e, c, r.n, r.k, cfg)
 		if err != nil {
 			return fmt.Errorf("%d ranks, fan-in %d: %w", r.n, r.k, err)
 		}
+		res.Shape = shapeName
 		results = append(results, *res)
-		b, _ := json.MarshalIndent(results, "", "  ")
-		if err := os.WriteFile(filepath.Join(out, "results.json"), b, 0o600); err != nil {
+		if err := save(cfg.out, results); err != nil {
 			return err
 		}
 		fmt.Println(row(res))
@@ -312,9 +385,33 @@ func drive(sizesS, faninsS, flatS, shape string, rankProcs, leafProcs int, out s
 	return nil
 }
 
+// save writes every result so far as JSON, a markdown table and TSV.
+func save(out string, results []result) error {
+	b, _ := json.MarshalIndent(results, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "results.json"), b, 0o600); err != nil {
+		return err
+	}
+	var md, tsv strings.Builder
+	md.WriteString(header() + "\n")
+	tsv.WriteString(strings.Join(columns, "\t") + "\n")
+	for i := range results {
+		r := row(&results[i])
+		md.WriteString(r + "\n")
+		cells := strings.Split(strings.Trim(r, "| "), " | ")
+		tsv.WriteString(strings.Join(cells, "\t") + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(out, "results.md"), []byte(md.String()), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, "results.tsv"), []byte(tsv.String()), 0o600)
+}
+
+var columns = []string{"ranks", "fan-in", "levels", "cores", "shape", "wire MB", "raw MB", "final raw MB", "data phase s", "tail s", "wall s",
+	"reducer CPU s", "MB/s/core", "raw MB/s/core", "profiles/s/core", "leaf proc RSS MB (leaves)", "inner RSS MB by level",
+	"max node work s by level", "finish after last done s by level", "mean partial MB by level", "incomplete"}
+
 func header() string {
-	return "| ranks | fan-in | levels | wire MB | raw MB | data phase s | tail s | reducer CPU s | MB/s/core | raw MB/s/core | profiles/s/core | leaf proc RSS MB (leaves) | inner RSS MB by level | max node work s by level | incomplete |\n" +
-		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	return "| " + strings.Join(columns, " | ") + " |\n|" + strings.Repeat("---|", len(columns))
 }
 
 func row(r *result) string {
@@ -329,16 +426,18 @@ func row(r *result) string {
 	if r.FanIn >= r.Ranks {
 		k = "flat"
 	}
-	return fmt.Sprintf("| %d | %s | %d | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.1f | %.2f | %.0f (%d) | %s | %s | %d |",
-		r.Ranks, k, r.Levels, r.WireMB, r.RawMB, r.DataWallS, r.TailS, r.ReduceCPUS, r.MBps, r.RawMBps, r.ProfPerS,
-		r.LeafRSSMB, r.LeavesPerProc, f(r.InnerRSSMB), f(r.MaxNodeWorkS), r.Incomplete)
+	return fmt.Sprintf("| %d | %s | %d | %d | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %.1f | %.2f | %.0f (%d) | %s | %s | %s | %s | %d |",
+		r.Ranks, k, r.Levels, r.Cores, r.Shape, r.WireMB, r.RawMB, r.FinalRawMB, r.DataWallS, r.TailS, r.WallS, r.ReduceCPUS, r.MBps, r.RawMBps, r.ProfPerS,
+		r.LeafRSSMB, r.LeavesPerProc, f(r.InnerRSSMB), f(r.MaxNodeWorkS), f(r.FinishAfterDoneS), f(r.PartialMB), r.Incomplete)
 }
 
-func one(e *broker.Embedded, c *broker.Conn, n, k int, shape string, rankProcs, leafProcs int) (*result, error) {
+func one(e *broker.Embedded, c *broker.Conn, n, k int, cfg config) (*result, error) {
 	ctx := context.Background()
 	job := fmt.Sprintf("scale-%d-k%d", n, k)
 	_ = c.DeleteJob(ctx, job)
-	if _, err := c.EnsureStreamWith(ctx, job, broker.StreamOptions{MaxBytes: int64(n) * (16 << 20)}); err != nil {
+	// Leaves purge what they merged, so the stream holds what is not yet
+	// merged plus the partials; the bound only has to fit the disk.
+	if _, err := c.EnsureStreamWith(ctx, job, broker.StreamOptions{MaxBytes: min(max(int64(n)*(4<<20), 2<<30), 24<<30)}); err != nil {
 		return nil, err
 	}
 	defer c.DeleteJob(ctx, job)
@@ -346,17 +445,22 @@ func one(e *broker.Embedded, c *broker.Conn, n, k int, shape string, rankProcs, 
 	if err != nil {
 		return nil, err
 	}
-	res := &result{Ranks: n, FanIn: k, Levels: len(tree.Levels), Nodes: len(tree.Nodes()), Shape: shape}
+	res := &result{Ranks: n, FanIn: k, Levels: len(tree.Levels), Nodes: len(tree.Nodes()), Cores: runtime.NumCPU()}
+	start := time.Now()
 	// Reducers: leaves spread over leafProcs processes, every inner node in
 	// a process of its own (its memory is what grows with the tree).
 	type rproc struct {
 		p     *proc
 		level int
-		nodes int
 	}
 	var reds []rproc
+	kill := func() {
+		for _, r := range reds {
+			_ = r.p.cmd.Process.Kill()
+		}
+	}
 	leaves := tree.Levels[0]
-	lp := min(leafProcs, len(leaves))
+	lp := min(cfg.leafProcs, len(leaves))
 	res.LeavesPerProc = (len(leaves) + lp - 1) / lp
 	for i := 0; i < lp; i++ {
 		var names []string
@@ -365,37 +469,44 @@ func one(e *broker.Embedded, c *broker.Conn, n, k int, shape string, rankProcs, 
 		}
 		p, err := spawn("leaves "+names[0], "-role", "reduce", "-url", e.URL, "-job", job, "-ranks", fmt.Sprint(n), "-k", fmt.Sprint(k), "-nodes", strings.Join(names, ","))
 		if err != nil {
+			kill()
 			return nil, err
 		}
-		reds = append(reds, rproc{p, 0, len(names)})
+		reds = append(reds, rproc{p, 0})
 	}
 	for _, l := range tree.Levels[1:] {
 		for _, nd := range l {
 			p, err := spawn("node "+nd.Name.String(), "-role", "reduce", "-url", e.URL, "-job", job, "-ranks", fmt.Sprint(n), "-k", fmt.Sprint(k), "-nodes", nd.Name.String())
 			if err != nil {
+				kill()
 				return nil, err
 			}
-			reds = append(reds, rproc{p, nd.Name.Level, 1})
+			reds = append(reds, rproc{p, nd.Name.Level})
 		}
 	}
 	// Wait for every node's consumer.
 	stream, err := c.Stream(ctx, job)
 	if err != nil {
+		kill()
 		return nil, err
 	}
-	for {
+	for t0 := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		info, err := stream.Info(ctx)
 		if err == nil && info.State.Consumers >= len(tree.Nodes()) {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		if time.Since(t0) > 2*time.Minute {
+			kill()
+			return nil, fmt.Errorf("the reducer nodes did not all start within 2 minutes")
+		}
 	}
 	ranksPhase := func(phase string) ([]rankReport, error) {
-		rp := min(rankProcs, n)
+		rp := min(cfg.rankProcs, n)
 		var ps []*proc
 		for i := 0; i < rp; i++ {
 			a, b := i*n/rp, (i+1)*n/rp
-			p, err := spawn(fmt.Sprintf("ranks %d-%d", a, b-1), "-role", "ranks", "-url", e.URL, "-job", job, "-shape", shape, "-from", fmt.Sprint(a), "-to", fmt.Sprint(b), "-phase", phase)
+			p, err := spawn(fmt.Sprintf("ranks %d-%d", a, b-1), "-role", "ranks", "-url", e.URL, "-job", job, "-shape", cfg.shape,
+				"-unique", fmt.Sprint(cfg.unique), "-variants", fmt.Sprint(cfg.variants), "-from", fmt.Sprint(a), "-to", fmt.Sprint(b), "-phase", phase)
 			if err != nil {
 				return nil, err
 			}
@@ -417,6 +528,7 @@ func one(e *broker.Embedded, c *broker.Conn, n, k int, shape string, rankProcs, 
 	t0 := time.Now()
 	data, err := ranksPhase("data")
 	if err != nil {
+		kill()
 		return nil, err
 	}
 	for _, r := range data {
@@ -440,6 +552,7 @@ func one(e *broker.Embedded, c *broker.Conn, n, k int, shape string, rankProcs, 
 	res.DataWallS = time.Since(t0).Seconds()
 	done, err := ranksPhase("done")
 	if err != nil {
+		kill()
 		return nil, err
 	}
 	for _, r := range done {
@@ -447,10 +560,10 @@ func one(e *broker.Embedded, c *broker.Conn, n, k int, shape string, rankProcs, 
 	}
 	var reps []nodeReport
 	inner := map[int]float64{}
-	work := map[int]float64{}
 	for _, r := range reds {
 		rss, cpu, err := r.p.wait()
 		if err != nil {
+			kill()
 			return nil, err
 		}
 		res.ReduceCPUS += cpu
@@ -465,26 +578,31 @@ func one(e *broker.Embedded, c *broker.Conn, n, k int, shape string, rankProcs, 
 		}
 		reps = append(reps, nr...)
 	}
+	res.WallS = time.Since(start).Seconds()
 	var lastDone, final int64
 	for _, r := range reps {
-		work[r.Level] = max(work[r.Level], r.MergeS+r.DecodeS+r.EncodeS)
 		lastDone = max(lastDone, r.LastDoneNs)
+	}
+	levels := len(tree.Levels)
+	res.MaxNodeWorkS = make([]float64, levels)
+	res.FinishAfterDoneS = make([]float64, levels)
+	res.PartialMB = make([]float64, levels)
+	for _, r := range reps {
+		res.MaxNodeWorkS[r.Level] = max(res.MaxNodeWorkS[r.Level], r.MergeS+r.DecodeS+r.EncodeS)
+		res.FinishAfterDoneS[r.Level] = max(res.FinishAfterDoneS[r.Level], float64(r.FinishNs-lastDone)/1e9)
+		if r.Partials > 0 {
+			res.PartialMB[r.Level] = max(res.PartialMB[r.Level], float64(r.BytesOut)/float64(r.Partials)/(1<<20))
+		}
 		if r.Node == tree.Root().Name.String() {
 			final = r.FinishNs
 			res.Incomplete = r.Incomplete
+			res.FinalRawMB = r.FinalRawMB
 		}
 	}
 	res.TailS = float64(final-lastDone) / 1e9
-	for l := 1; l < len(tree.Levels); l++ {
+	res.NodeReports = reps
+	for l := 1; l < levels; l++ {
 		res.InnerRSSMB = append(res.InnerRSSMB, inner[l])
-	}
-	levels := make([]int, 0, len(work))
-	for l := range work {
-		levels = append(levels, l)
-	}
-	sort.Ints(levels)
-	for _, l := range levels {
-		res.MaxNodeWorkS = append(res.MaxNodeWorkS, work[l])
 	}
 	res.MBps = res.WireMB / res.ReduceCPUS
 	res.RawMBps = res.RawMB / res.ReduceCPUS
@@ -497,7 +615,7 @@ func ints(s string) ([]int, error) {
 	sc := bufio.NewScanner(strings.NewReader(strings.ReplaceAll(s, ",", "\n")))
 	for sc.Scan() {
 		t := strings.TrimSpace(sc.Text())
-		if t == "" {
+		if t == "" || t == "0" {
 			continue
 		}
 		v, err := strconv.Atoi(t)
