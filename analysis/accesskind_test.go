@@ -35,6 +35,7 @@ var accessKinds = map[string]struct {
 	// table (unsigned int) at the caller's line.
 	"reload_compute": {"float32", []kindRule{{"evolve_", "sinf(v)", []string{"float32", "int32"}}}},
 	"mpi_imbalance":  {"float32", []kindRule{{"relax", "sinf(v)", []string{"float32", "int32"}}}},
+	"no_gain":        {"float32", []kindRule{{"polish_", "sinf(v)", []string{"float32", "int32"}}}},
 	"stall_memory":   {"int32", nil},
 	"wide_type": {"float32", []kindRule{
 		{"classify<long long>", "label[i] =", []string{"int64"}},
