@@ -387,6 +387,9 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 	if n == 1 {
 		per[0] = make([]uint32, 0, 2*f.Count)
 	}
+	// The memory workers' records are split in the same pass, so no worker
+	// reads records that are not its own.
+	mem := a.x.ms.split()
 	it := f.Records()
 	for {
 		off := it.Offset()
@@ -399,6 +402,7 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 			per[w] = make([]uint32, 0, 2*int(f.Count)/n+16)
 		}
 		per[w] = append(per[w], uint32(it.Index()), uint32(off))
+		mem.add(r, uint32(off))
 	}
 	for i, w := range a.workers {
 		if len(per[i]) > 0 {
@@ -414,7 +418,7 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 			}
 		}
 	}
-	a.x.ms.access(f, l)
+	a.x.ms.access(f, l, mem)
 }
 
 func (a *Analyzer) module(f *rawstream.Module, off int64) {

@@ -209,6 +209,7 @@ func newMemAcc() *memAcc {
 
 type memMsg struct {
 	acc  *rawstream.Access
+	offs []uint32 // offsets in acc.Data of this worker's records
 	l    *launchInfo
 	end  *launchInfo    // launch ended: drop its blocks
 	done chan<- *memAcc // sync: hand over the accumulator
@@ -241,9 +242,44 @@ func (s *memStats) start(n int) {
 	}
 }
 
-func (s *memStats) access(f *rawstream.Access, l *launchInfo) {
-	for _, w := range s.ws {
-		w.in <- memMsg{acc: f, l: l}
+// memSplit collects, per memory worker, the offsets of a frame's records
+// that worker handles (block exits, shared and global non-prefetch
+// accesses of its blocks).
+type memSplit struct {
+	n   int
+	per [][]uint32
+}
+
+func (s *memStats) split() memSplit {
+	if len(s.ws) == 0 {
+		return memSplit{}
+	}
+	return memSplit{n: len(s.ws), per: make([][]uint32, len(s.ws))}
+}
+
+func (m *memSplit) add(r *rawstream.Record, off uint32) {
+	if m.n == 0 {
+		return
+	}
+	switch {
+	case r.Size == 0:
+		if r.Flags&rawstream.FlagBlockExit == 0 {
+			return
+		}
+	case r.Space == rawstream.SpaceShared:
+	case r.Space == rawstream.SpaceGlobal && r.Flags&rawstream.FlagPrefetch == 0:
+	default:
+		return
+	}
+	i := int(mix64(uint64(r.Block)) % uint64(m.n))
+	m.per[i] = append(m.per[i], off)
+}
+
+func (s *memStats) access(f *rawstream.Access, l *launchInfo, m memSplit) {
+	for i, w := range s.ws {
+		if len(m.per[i]) > 0 {
+			w.in <- memMsg{acc: f, l: l, offs: m.per[i]}
+		}
 	}
 }
 
@@ -285,20 +321,20 @@ func (w *memWorker) run() {
 				}
 			}
 		default:
-			w.frame(m.acc, m.l)
+			w.frame(m.acc, m.offs, m.l)
 		}
 	}
 }
 
-// frame handles this worker's blocks of an access frame. The records were
-// validated by the decoder.
-func (w *memWorker) frame(f *rawstream.Access, l *launchInfo) {
-	it := f.Records()
-	for it.Next() {
-		r := it.Record()
-		if int(mix64(uint64(r.Block))%uint64(w.n)) != w.id {
-			continue
+// frame handles this worker's records of an access frame, at offs (the
+// records were validated by the decoder).
+func (w *memWorker) frame(f *rawstream.Access, offs []uint32, l *launchInfo) {
+	var rec rawstream.Record
+	for _, off := range offs {
+		if _, err := rawstream.ParseRecord(f.Data[off:], &rec); err != nil {
+			return // cannot happen: the dispatcher parsed it
 		}
+		r := &rec
 		switch {
 		case r.Size == 0:
 			if r.Flags&rawstream.FlagBlockExit != 0 {

@@ -61,7 +61,16 @@ func BenchmarkMemStats(b *testing.B) {
 				var s memStats
 				s.start(w)
 				for _, it := range items {
-					s.access(it.acc, it.l)
+					m := s.split()
+					r := it.acc.Records()
+					for {
+						off := r.Offset()
+						if !r.Next() {
+							break
+						}
+						m.add(r.Record(), uint32(off))
+					}
+					s.access(it.acc, it.l, m)
 				}
 				s.collect()
 				s.stop()
