@@ -511,3 +511,102 @@ func TestReducerProcessKilledAndRestarted(t *testing.T) {
 	}
 	sameAsLocal(t, got, want)
 }
+
+// The broker is restarted (same port, same file storage) while collector
+// processes publish and a reducer process merges: every item is merged
+// exactly once (the reducer's count equals the items published, and the
+// final profile equals the in-process merge of the same streams).
+func TestBrokerRestartUnderProcesses(t *testing.T) {
+	bin := buildGpuprof(t)
+	const job, ranks, batch = "brestart", 4, 128
+	e, err := broker.StartEmbedded(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	url := e.Options("").URLs[0]
+	c, err := broker.Connect(e.Options("fault test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := c.EnsureStream(ctx, job, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := t.TempDir()
+	files, err := synth.WriteFiles(streams, synth.Options{Ranks: ranks, Seed: 23, Iterations: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sassDir, _ := filepath.Abs("../../testdata/sass/probe")
+	want := profile.New(job)
+	var items uint64
+	for r, f := range files {
+		its := rankItems(t, job, f, r, batch, sassDir)
+		items += uint64(len(its))
+		mergeItems(t, want, its)
+	}
+	var feeders []*feeder
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		feeders = append(feeders, feedFIFO(t, f, int(st.Size()/2)))
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	var procs []*exec.Cmd
+	var logs []*bytes.Buffer
+	spawn := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, args...)
+		lb := &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = lb, lb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs, logs = append(procs, cmd), append(logs, lb)
+		return cmd
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.Process.Kill()
+			p.Wait()
+		}
+	})
+	spawn("reduce", "--job", job, "--ranks", fmt.Sprint(ranks), "--fan-in", "2", "--node", "all", "--nats", url, "-o", out)
+	for r := range ranks {
+		spawn("collect", "--job", job, "--rank", fmt.Sprint(r), "--nats", url, "--replay", files[r],
+			"--batch-records", fmt.Sprint(batch), "--batch-interval", "1h", "--sass", sassDir)
+	}
+	for r := range ranks {
+		waitItems(t, s, broker.BatchSubject(job, int32(r)), 1, 60*time.Second)
+	}
+	if err := e.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range feeders {
+		f.rest(t)
+	}
+	for i, p := range procs {
+		if err := p.Wait(); err != nil {
+			t.Fatalf("%v: %v\n%s", p.Args[1:], err, logs[i].String())
+		}
+	}
+	got, err := profile.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs[0].String(), "reconnected; recreating the consumer") {
+		t.Errorf("the reducer did not see the broker restart:\n%s", logs[0].String())
+	}
+	if line := fmt.Sprintf("items=%d ", items); !strings.Contains(logs[0].String(), line) {
+		t.Errorf("the reducer did not merge each of the %d items once:\n%s", items, logs[0].String())
+	}
+	if got.SealedRanks() != ranks || len(got.IncompleteRanks()) != 0 {
+		t.Fatalf("%d ranks sealed, incomplete %v", got.SealedRanks(), got.IncompleteRanks())
+	}
+	sameAsLocal(t, got, want)
+}
