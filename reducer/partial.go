@@ -3,6 +3,8 @@ package reducer
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
@@ -167,6 +169,36 @@ func zdecoder() *zstd.Decoder {
 	return zdec
 }
 
+// zframe is the size of the pieces a large partial is compressed in:
+// independent zstd frames, compressed in parallel and concatenated, which
+// any zstd decoder reads as one body (a root's final profile of tens of MB
+// is otherwise compressed on one core on the tail's critical path).
+var zframe = 4 << 20
+
+func compress(raw []byte) []byte {
+	if len(raw) <= 2*zframe {
+		zw := zencPool.Get().(*zstd.Encoder)
+		defer zencPool.Put(zw)
+		return zw.EncodeAll(raw, nil)
+	}
+	parts := make([][]byte, (len(raw)+zframe-1)/zframe)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range parts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			zw := zencPool.Get().(*zstd.Encoder)
+			parts[i] = zw.EncodeAll(raw[i*zframe:min(len(raw), (i+1)*zframe)], nil)
+			zencPool.Put(zw)
+		}()
+	}
+	wg.Wait()
+	return slices.Concat(parts...)
+}
+
 // encodePartial encodes p under header h (node, version, flags, progress)
 // as chunks of at most maxPayload bytes; it fills h's sizes and checksum.
 func encodePartial(h partialHeader, p *profile.Profile, maxPayload int) ([][]byte, partialHeader, error) {
@@ -174,9 +206,7 @@ func encodePartial(h partialHeader, p *profile.Profile, maxPayload int) ([][]byt
 	if len(raw) > profile.MaxRawBytes {
 		return nil, h, fmt.Errorf("partial of node %d.%d: %d bytes exceeds %d", h.Level, h.Node, len(raw), profile.MaxRawBytes)
 	}
-	zw := zencPool.Get().(*zstd.Encoder)
-	body := zw.EncodeAll(raw, nil)
-	zencPool.Put(zw)
+	body := compress(raw)
 	h.RawLen, h.BodyLen, h.Sum = uint32(len(raw)), uint32(len(body)), xxhash.Sum64(body)
 	h.Items = p.MergedItems()
 	room := maxPayload - partialFixed - len(h.Job)
