@@ -23,15 +23,19 @@ import (
 // The generated permissions, checked on a real 3-node cluster with TLS: a
 // collector stores its job's batches and modules and nothing else; a
 // reducer manages its job and nothing else; clients without credentials,
-// with unknown keys, with the wrong CA or dialling a name the certificates
-// do not carry are refused.
+// with unknown keys, with the wrong CA, without a client certificate from
+// the cluster's CA, or dialling a name the certificates do not carry are
+// refused.
 //
 // The same cluster then serves testClusterLeaderKilled's checks, which
 // saves starting another.
 func TestCluster(t *testing.T) {
-	cl := brokertest.Start(t, brokertest.Options{Jobs: []string{"jobA", "jobB", "kill"}})
+	cl := brokertest.Start(t, brokertest.Options{Jobs: []string{"jobA", "jobB", "kill", "small", "watch"}, VerifyClients: true,
+		JobOptions: map[string]broker.JobConfigOptions{"small": {MaxFileStore: 64 << 20}}})
 	t.Run("permissions", func(t *testing.T) { testClusterPermissions(t, cl) })
+	t.Run("account limit", func(t *testing.T) { testClusterAccountLimit(t, cl) })
 	t.Run("leader killed", func(t *testing.T) { testClusterLeaderKilled(t, cl) })
+	t.Run("consumer leader watch", func(t *testing.T) { testConsumerLeaderWatch(t, cl) })
 }
 
 func testClusterPermissions(t *testing.T, cl *brokertest.Cluster) {
@@ -180,6 +184,23 @@ func testClusterPermissions(t *testing.T, cl *brokertest.Cluster) {
 		t.Fatal(err)
 	}
 	refuse("a CA that did not sign the servers' certificates", wrongCA, "unknown authority", "x509")
+
+	// The servers verify clients too: no client certificate, or one from
+	// another CA, is refused.
+	noCert := base
+	noCert.CertFile, noCert.KeyFile = "", ""
+	// With TLS 1.3 the client may learn of the refusal only after its
+	// handshake; and it offers no certificate from a CA the server does
+	// not accept.
+	certRefused := []string{"certificate required", "closed by remote after tls handshake", "bad certificate", "unknown certificate authority", "connection reset"}
+	refuse("no client certificate", noCert, certRefused...)
+	foreignCert := base
+	d := t.TempDir()
+	foreignCert.CertFile, foreignCert.KeyFile = filepath.Join(d, "c.pem"), filepath.Join(d, "k.pem")
+	if err := otherCA.WriteFiles(filepath.Join(d, "ca.pem"), foreignCert.CertFile, foreignCert.KeyFile, []string{"intruder"}); err != nil {
+		t.Fatal(err)
+	}
+	refuse("a client certificate from another CA", foreignCert, certRefused...)
 
 	noCA := base
 	noCA.CAFile = ""
@@ -353,5 +374,93 @@ func TestWriteJobConfig(t *testing.T) {
 		if !strings.Contains(s, "perm") || strings.Contains(s, "partial") || strings.Contains(s, ".final") || strings.Contains(s, "gpuprof.perm.>") {
 			t.Errorf("collector may publish to %s", s)
 		}
+	}
+}
+
+// A job account's storage bound (nats-config --max-file-store) holds, and
+// a stream's byte limit counts once per replica against it, as
+// docs/cluster.md tells administrators.
+func testClusterAccountLimit(t *testing.T, cl *brokertest.Cluster) {
+	cx := ctx(t)
+	red := conn(t, cl.ClientOptions("small", broker.RoleReducer, "reducer"))
+	if _, err := red.EnsureStreamWith(cx, "small", broker.StreamOptions{Replicas: 3, MaxBytes: 16 << 20}); err != nil {
+		t.Fatalf("3 x 16 MiB in a 64 MiB account: %v", err)
+	}
+	_, err := red.EnsureStreamWith(cx, "small", broker.StreamOptions{Replicas: 3, MaxBytes: 32 << 20})
+	if err == nil || !strings.Contains(err.Error(), "a smaller stream limit may fit") {
+		t.Fatalf("3 x 32 MiB in a 64 MiB account: %v, want a refusal that suggests a smaller limit", err)
+	}
+	t.Logf("refused: %v", err)
+}
+
+// A message delivered by a consumer leader that then dies counts as
+// delivered on the new leader and would come back only after AckWait;
+// LeaderWatch notices the change, and a consumer recreated then gets the
+// message at once (what the reducer nodes do).
+func testConsumerLeaderWatch(t *testing.T, cl *brokertest.Cluster) {
+	cx := ctx(t)
+	red := conn(t, cl.ClientOptions("watch", broker.RoleReducer, "reducer"))
+	s, err := red.EnsureStream(cx, "watch", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := red.JS.Publish(cx, broker.PartialSubject("watch", 0, 0), []byte("partial")); err != nil {
+		t.Fatal(err)
+	}
+	cc := jetstream.ConsumerConfig{Durable: "node_1_0", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Minute,
+		FilterSubjects: []string{broker.PartialSubject("watch", 0, 0)}}
+	cons, err := s.CreateOrUpdateConsumer(cx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The delivery that the failure loses: fetched, never acknowledged.
+	b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range b.Messages() {
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("fetched %d messages, want 1", n)
+	}
+	w := broker.NewLeaderWatch(cons, 100*time.Millisecond)
+	if w.Changed(cx) || w.Leader() == "" {
+		t.Fatalf("first answer: leader %q reported as a change, or no leader", w.Leader())
+	}
+	old := w.Leader()
+	killed := cl.Index(old)
+	// The last subtest: the node stays dead until the cluster stops.
+	cl.Kill(killed)
+	deadline := time.Now().Add(45 * time.Second)
+	for !w.Changed(cx) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader change seen 45s after killing %s (leader now %q)", old, w.Leader())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("consumer leader %s killed; %s leads now", old, w.Leader())
+	// The same consumer keeps the message as delivered...
+	if m, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second)); err == nil {
+		for range m.Messages() {
+			t.Fatal("the new leader redelivered before AckWait: LeaderWatch would not be needed")
+		}
+	}
+	// ...a recreated one delivers it now.
+	err = broker.Retry(cx, broker.DefaultRetry, func() error {
+		if err := s.DeleteConsumer(cx, cc.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+		var err error
+		cons, err = s.CreateOrUpdateConsumer(cx, cc)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+	if err != nil || string(m.Data()) != "partial" {
+		t.Fatalf("recreated consumer: %v", err)
 	}
 }

@@ -237,8 +237,10 @@ func (c *Conn) EnsureStreamWith(ctx context.Context, job string, o StreamOptions
 	})
 	if err != nil {
 		var ae *jetstream.APIError
-		if errors.As(err, &ae) && ae.Code == 400 && cfg.MaxBytes > 0 {
-			return nil, fmt.Errorf("broker: stream %s (max %d bytes, %d replicas): %w (a smaller stream limit may fit the server)", cfg.Name, cfg.MaxBytes, cfg.Replicas, err)
+		// 10047: the account's or server's storage cannot reserve the
+		// limit, which counts once per replica.
+		if errors.As(err, &ae) && (ae.Code == 400 || ae.ErrorCode == 10047) && cfg.MaxBytes > 0 {
+			return nil, fmt.Errorf("broker: stream %s (max %d bytes, %d replicas): %w (a smaller stream limit may fit the server or account)", cfg.Name, cfg.MaxBytes, cfg.Replicas, err)
 		}
 		return nil, fmt.Errorf("broker: stream %s: %w", cfg.Name, err)
 	}

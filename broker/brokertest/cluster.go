@@ -24,12 +24,17 @@ import (
 type Options struct {
 	// Nodes in the cluster (default 3).
 	Nodes int
-	// Jobs to generate accounts for (broker.WriteJobConfig into Dir/jobs).
-	Jobs []string
+	// Jobs to generate accounts for (broker.WriteJobConfig into Dir/jobs),
+	// with JobOptions[job] if given.
+	Jobs       []string
+	JobOptions map[string]broker.JobConfigOptions
 	// AccountsFiles are further job accounts to include, written by
 	// another generator (gpuprof nats-config); their seeds are looked for
 	// beside them by broker.SeedFileName.
 	AccountsFiles []string
+	// VerifyClients makes the servers require a client certificate signed
+	// by the test CA (mutual TLS); ClientOptions then carry one.
+	VerifyClients bool
 }
 
 // Cluster is a running test cluster.
@@ -40,6 +45,10 @@ type Cluster struct {
 	// CA signed the servers' certificates; CAFile holds it.
 	CA     *CA
 	CAFile string
+	// ClientCert and ClientKey are a client certificate from CA (for
+	// VerifyClients).
+	ClientCert, ClientKey string
+	verifyClients         bool
 	// Host is the name clients dial (the certificates are issued for it
 	// and nothing else, so a client dialling another name fails
 	// verification).
@@ -68,7 +77,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.Nodes == 0 {
 		o.Nodes = 3
 	}
-	c := &Cluster{t: t, Dir: t.TempDir(), Host: "localhost", Seeds: map[string]map[broker.Role]string{}}
+	c := &Cluster{t: t, Dir: t.TempDir(), Host: "localhost", Seeds: map[string]map[broker.Role]string{}, verifyClients: o.VerifyClients}
 	var err error
 	if c.CA, err = NewCA("gpuprof test CA"); err != nil {
 		t.Fatal(err)
@@ -78,9 +87,13 @@ func Start(t testing.TB, o Options) *Cluster {
 	if err := c.CA.WriteFiles(c.CAFile, certFile, keyFile, []string{c.Host}); err != nil {
 		t.Fatal(err)
 	}
+	c.ClientCert, c.ClientKey = filepath.Join(c.Dir, "client.pem"), filepath.Join(c.Dir, "client-key.pem")
+	if err := c.CA.WriteFiles(c.CAFile, c.ClientCert, c.ClientKey, []string{"gpuprof-client"}); err != nil {
+		t.Fatal(err)
+	}
 	includes := append([]string{}, o.AccountsFiles...)
 	for _, job := range o.Jobs {
-		jc, err := broker.WriteJobConfig(filepath.Join(c.Dir, "jobs"), job, broker.JobConfigOptions{})
+		jc, err := broker.WriteJobConfig(filepath.Join(c.Dir, "jobs"), job, o.JobOptions[job])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,6 +143,7 @@ tls {
   cert_file: %q
   key_file: %q
   ca_file: %q
+  verify: %v
   timeout: 5
 }
 cluster {
@@ -148,7 +162,7 @@ system_account: SYS
 accounts {
   SYS: { users: [ { user: "sys", password: %q } ] }
 %s}
-`, n.name, n.port, n.mPort, filepath.Join(dir, "js"), certFile, keyFile, c.CAFile, n.routePort, strings.Join(routes, ", "),
+`, n.name, n.port, n.mPort, filepath.Join(dir, "js"), certFile, keyFile, c.CAFile, o.VerifyClients, n.routePort, strings.Join(routes, ", "),
 			certFile, keyFile, c.CAFile, randomHex(16), acc.String())
 		if err := os.WriteFile(n.conf, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
@@ -280,16 +294,20 @@ func (c *Cluster) Index(name string) int {
 }
 
 // ClientOptions returns options for a client of job in role: the
-// cluster's URLs, the role's nkey seed, the test CA and the role's inbox
-// prefix.
+// cluster's URLs, the role's nkey seed, the test CA, the role's inbox
+// prefix, and the client certificate if the servers verify clients.
 func (c *Cluster) ClientOptions(job string, role broker.Role, name string) broker.Options {
 	c.t.Helper()
 	seed := c.Seeds[job][role]
 	if seed == "" {
 		c.t.Fatalf("brokertest: no %s credentials for job %s", role, job)
 	}
-	return broker.Options{URLs: c.URLs(), NKeySeedFile: seed, CAFile: c.CAFile, Name: name,
+	o := broker.Options{URLs: c.URLs(), NKeySeedFile: seed, CAFile: c.CAFile, Name: name,
 		InboxPrefix: broker.InboxPrefix(job, role), ConnectTimeout: 5 * time.Second}
+	if c.verifyClients {
+		o.CertFile, o.KeyFile = c.ClientCert, c.ClientKey
+	}
+	return o
 }
 
 // Kill sends SIGKILL to node i and waits until it is gone: no shutdown,
