@@ -684,6 +684,16 @@ func (n *node) loop(ctx context.Context, cons jetstream.Consumer) (*NodeResult, 
 			}
 			startPull(c)
 		case err := <-errs:
+			if errors.Is(err, broker.ErrConsumerLeaderChanged) {
+				n.log.Info("reducer: the consumer's leader changed; recreating the consumer so that lost deliveries come back now")
+				stopPull()
+				c, err := n.consumer(ctx)
+				if err != nil {
+					return nil, err
+				}
+				startPull(c)
+				continue
+			}
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionClosed) {
 				return nil, fmt.Errorf("reducer: node %v: pulling inputs: %w (another process may have taken this node)", n.spec.Name, err)
 			}
@@ -718,6 +728,8 @@ func (n *node) loop(ctx context.Context, cons jetstream.Consumer) (*NodeResult, 
 // and the next one reaches the new server.
 func (n *node) pull(cons jetstream.Consumer, msgs chan<- jetstream.Msg, errs chan<- error, stop <-chan struct{}) {
 	fails := 0
+	lw := broker.NewLeaderWatch(cons, 2*time.Second)
+	lw.Changed(context.Background())
 	for {
 		select {
 		case <-stop:
@@ -728,8 +740,10 @@ func (n *node) pull(cons jetstream.Consumer, msgs chan<- jetstream.Msg, errs cha
 		// million messages and the client allocates channels of that many
 		// slots (32 MB) for every fetch.
 		b, err := cons.Fetch(min(n.cfg.MaxAckPending, 4096), jetstream.FetchMaxBytes(n.cfg.PullBytes), jetstream.FetchMaxWait(2*time.Second))
+		got := 0
 		if err == nil {
 			for m := range b.Messages() {
+				got++
 				select {
 				case msgs <- m:
 				case <-stop:
@@ -737,6 +751,11 @@ func (n *node) pull(cons jetstream.Consumer, msgs chan<- jetstream.Msg, errs cha
 				}
 			}
 			err = b.Error()
+		}
+		// Idle on a cluster: if a node failed, the new consumer leader
+		// counts what the old one was sending as delivered.
+		if got == 0 && lw.Changed(context.Background()) {
+			err = broker.ErrConsumerLeaderChanged
 		}
 		if err == nil || errors.Is(err, nats.ErrTimeout) {
 			fails = 0

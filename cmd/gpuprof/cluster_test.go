@@ -39,7 +39,7 @@ exit $st
 `
 
 // TestRunOnCluster: gpuprof run against a real 3-node NATS cluster (separate
-// processes, TLS, the accounts and keys written by gpuprof nats-config,
+// processes, mutual TLS, the accounts and keys written by gpuprof nats-config,
 // collectors on their own restricted keys, stream replicas 3) gives the
 // byte-identical profile of the embedded-broker run of the same captures;
 // and again when the node leading the job's stream is killed with SIGKILL
@@ -58,7 +58,7 @@ func TestRunOnCluster(t *testing.T) {
 	if !strings.Contains(string(out), "--collector-nkey") {
 		t.Errorf("nats-config does not say how to run the job:\n%s", out)
 	}
-	cl := brokertest.Start(t, brokertest.Options{AccountsFiles: []string{filepath.Join(confDir, broker.AccountsFileName(job))}})
+	cl := brokertest.Start(t, brokertest.Options{AccountsFiles: []string{filepath.Join(confDir, broker.AccountsFileName(job))}, VerifyClients: true})
 	seed := func(r broker.Role) string { return filepath.Join(confDir, broker.SeedFileName(job, r)) }
 
 	captures, _ := filepath.Abs("../../testdata/captures")
@@ -72,7 +72,8 @@ func TestRunOnCluster(t *testing.T) {
 	replay := filepath.Join(captures, "mpi_imbalance.pcsampling.rank{rank}.gpr") + "," + filepath.Join(captures, "mpi_imbalance.redundancy.rank{rank}.gpr")
 	common := []string{"run", "--job", job, "--fan-in", "2", "--rank-timeout", "60s", "--batch-records", "2048", "--batch-interval", "1h",
 		"--sass", sassDir, "--replay", replay}
-	clusterArgs := []string{"--nats", cl.URL(), "--replicas", "3", "--tls-ca", cl.CAFile, "--nkey", seed(broker.RoleReducer), "--collector-nkey", seed(broker.RoleCollector)}
+	clusterArgs := []string{"--nats", cl.URL(), "--replicas", "3", "--tls-ca", cl.CAFile, "--tls-cert", cl.ClientCert, "--tls-key", cl.ClientKey,
+		"--nkey", seed(broker.RoleReducer), "--collector-nkey", seed(broker.RoleCollector)}
 	run := func(name string, extra []string, env []string, during func()) string {
 		t.Helper()
 		dir := filepath.Join(t.TempDir(), name)
@@ -210,4 +211,37 @@ func firstDiff(a, b, aName, bName string) string {
 		}
 	}
 	return "the texts are equal; the encodings differ"
+}
+
+// gpuprof nats-config: files user-only, bad input refused with errors that
+// name it.
+func TestNATSConfigCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "conf")
+	if err := cmdNATSConfig([]string{"--job", "nc-1", "-o", dir, "--max-file-store", "1073741824"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{broker.AccountsFileName("nc-1"), broker.SeedFileName("nc-1", broker.RoleCollector), broker.SeedFileName("nc-1", broker.RoleReducer)} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", f, st.Mode().Perm())
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, broker.AccountsFileName("nc-1"))); !strings.Contains(string(b), "max_file: 1073741824") {
+		t.Errorf("account lacks the storage bound:\n%s", b)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--job", "x"}, "-o DIR is required"},
+		{[]string{"--job", "a b", "-o", dir}, `' ' at byte 1`},
+		{[]string{"--job", "x", "-o", dir, "--max-file-store", "-1"}, "negative max file store"},
+	} {
+		if err := cmdNATSConfig(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("nats-config %v: %v, want an error saying %s", tc.args, err, tc.want)
+		}
+	}
 }

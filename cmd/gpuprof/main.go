@@ -39,8 +39,12 @@ func usage() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	w := 0
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+		w = max(w, len(n))
+	}
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-*s %s\n", w, n, commands[n].summary)
 	}
 	fmt.Fprintf(os.Stderr, "\n'gpuprof COMMAND --help' describes a command.\n")
 }
