@@ -261,7 +261,7 @@ func (p *Profile) sealIfComplete(r int32) {
 
 func (p *Profile) seal(r int32) {
 	for id, v := range p.Open[r] {
-		p.Summaries[id] = p.Summaries[id].MergeAll(FromValues(r, v))
+		p.Summaries[id] = p.Summaries[id].addRank(r, v)
 	}
 	delete(p.Open, r)
 }
