@@ -72,7 +72,7 @@ func main() {
 	flag.Float64Var(&o.heapTol, "heap-tol", 0.05, "live heap growth allowed over the second half, as a fraction of its mean")
 	flag.Float64Var(&o.heapTolMB, "heap-tol-mb", 2, "or this many MB, whichever is larger")
 	flag.Float64Var(&o.gorTol, "goroutine-tol", 5, "goroutine growth allowed over the second half (fitted)")
-	flag.StringVar(&o.heapProfile, "heapprofile", "", "write a heap profile here halfway through the steady phase (and one named *-end.pb.gz once the tree finished)")
+	flag.StringVar(&o.heapProfile, "heapprofiles", "", "write heap profiles PREFIX-<seconds>.pb.gz at a quarter and at 95% of the steady phase, and PREFIX-end.pb.gz once the tree finished")
 	flag.BoolVar(&o.check, "check", true, "compare the final profile with a merge of the same items done here")
 	flag.Parse()
 	ok, err := run(o)
@@ -208,10 +208,7 @@ func run(o options) (bool, error) {
 		}()
 	}
 
-	heapProfileEnd := ""
-	if o.heapProfile != "" {
-		heapProfileEnd = strings.TrimSuffix(o.heapProfile, ".pb.gz") + "-end.pb.gz"
-	}
+	var profiled [2]bool
 	tsv, err := os.Create(filepath.Join(o.out, "samples.tsv"))
 	if err != nil {
 		return false, err
@@ -259,11 +256,16 @@ loop:
 			return false, err
 		case <-tick.C:
 			sm := take()
-			if o.heapProfile != "" && sm.t >= o.duration/2 {
-				if err := writeHeapProfile(o.heapProfile); err != nil {
-					return false, err
+			// Heap profiles early and late in the steady phase: what
+			// grew between them is what to look at
+			// (go tool pprof -base early late).
+			for i, at := range []time.Duration{o.duration / 4, o.duration * 19 / 20} {
+				if o.heapProfile != "" && !profiled[i] && sm.t >= at {
+					profiled[i] = true
+					if err := writeHeapProfile(fmt.Sprintf("%s-%d.pb.gz", o.heapProfile, int(sm.t.Seconds()))); err != nil {
+						return false, err
+					}
 				}
-				o.heapProfile = ""
 			}
 			// Only the steady phase counts for the verdict.
 			if sm.t <= o.duration {
@@ -287,8 +289,8 @@ loop:
 		return false, fmt.Errorf("reduction tree: %w", res.err)
 	}
 	after := take()
-	if heapProfileEnd != "" {
-		if err := writeHeapProfile(heapProfileEnd); err != nil {
+	if o.heapProfile != "" {
+		if err := writeHeapProfile(o.heapProfile + "-end.pb.gz"); err != nil {
 			return false, err
 		}
 	}
