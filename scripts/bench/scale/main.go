@@ -13,7 +13,7 @@
 //	scripts/bench/scale/run.sh -sizes 64 -fanin 8,16 -flat 64 -o scale-out
 //	scripts/bench/scale/run.sh -sizes 256 -fanin 8,16 -flat 256 -o scale-out
 //	scripts/bench/scale/run.sh -sizes 1024 -fanin 8,16 -flat 0 -o scale-out
-//	scripts/bench/scale/run.sh -sizes 4096 -fanin 16 -flat 0 -variants 64 -o scale-out
+//	GOGC=50 scripts/bench/scale/run.sh -sizes 4096 -fanin 16 -flat 0 -variants 64 -o scale-out
 //
 // Ranks publish in two phases, as ranks of a real job do: their data
 // batches first (the tree merges them while the ranks "run"), then, once
@@ -36,6 +36,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +94,16 @@ func main() {
 	case "ranks":
 		err = runRanks(*url, *job, *shape, *unique, *variants, *from, *to, *phase)
 	case "reduce":
+		// SCALE_CPUPROFILE=DIR: each reducer process writes a CPU profile
+		// there, named after its first node (where its time goes).
+		if dir := os.Getenv("SCALE_CPUPROFILE"); dir != "" {
+			f, ferr := os.Create(filepath.Join(dir, "cpu-"+strings.Split(*nodes, ",")[0]+".prof"))
+			if ferr == nil {
+				if pprof.StartCPUProfile(f) == nil {
+					defer pprof.StopCPUProfile()
+				}
+			}
+		}
 		err = runReduce(*url, *job, *ranks, *fanin, *nodes)
 	case "driver":
 		err = drive(config{sizes: *sizes, fanins: *fanins, flat: *flat, shape: *shape, unique: *unique, variants: *variants,
