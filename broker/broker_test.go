@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -201,6 +202,11 @@ func TestRetry(t *testing.T) {
 	err = broker.Retry(context.Background(), broker.DefaultRetry, func() error { n++; return nats.ErrMaxPayload })
 	if !errors.Is(err, nats.ErrMaxPayload) || n != 1 {
 		t.Fatalf("a permanent error was retried: %v after %d tries", err, n)
+	}
+	// The server's "too many requests" (many reducer nodes publishing at
+	// once) passes after a back-off.
+	if busy := (&jetstream.APIError{Code: 429, ErrorCode: 10167, Description: "too many requests"}); !broker.Retryable(fmt.Errorf("publishing: %w", busy)) {
+		t.Fatalf("%v is not retried", busy)
 	}
 	err = broker.Retry(context.Background(), broker.RetryPolicy{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond, Horizon: 100 * time.Millisecond}, func() error { return nats.ErrNoResponders })
 	if !errors.Is(err, nats.ErrNoResponders) || !strings.Contains(err.Error(), "gave up after") {

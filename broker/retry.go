@@ -71,8 +71,10 @@ func Retryable(err error) bool {
 	if errors.As(err, &ae) {
 		// 503: store failed (stream full under discard-new), insufficient
 		// resources, no leader; 408: request timeout; 10158: the same
-		// message id is being stored right now.
-		return ae.Code == 503 || ae.Code == 408 || ae.ErrorCode == 10158
+		// message id is being stored right now; 429 (10167): the server
+		// has too many JetStream requests pending (seen with 128 reducer
+		// nodes publishing at once), a back-off clears it.
+		return ae.Code == 503 || ae.Code == 408 || ae.Code == 429 || ae.ErrorCode == 10158 || ae.ErrorCode == 10167
 	}
 	return false
 }
