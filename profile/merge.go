@@ -100,8 +100,29 @@ func (p *Profile) Merge(o *Profile) error {
 			p.Items[r] = ob.Clone()
 		}
 	}
-	for _, id := range o.SortedNodeIDs() {
-		on := o.Nodes[id]
+	p.mergeNodes(o)
+	p.mergeCode(o)
+	p.mergeTemporal(o)
+	p.mergePCStats(o)
+	p.mergeObjStats(o)
+	for r, ri := range o.Ranks {
+		p.Rank(r).merge(ri)
+	}
+	p.mergeSummaries(o)
+	p.mergeOpen(o)
+	p.mergePerRank(o)
+	for r := range o.Items {
+		p.sealIfComplete(r)
+	}
+	return nil
+}
+
+// The table merges below are shared by Merge (one part) and MergeAll
+// (each table on its own goroutine over the parts in order); each touches
+// only its own tables of p.
+
+func (p *Profile) mergeNodes(o *Profile) {
+	for id, on := range o.Nodes {
 		pn := p.Nodes[id]
 		if pn == nil {
 			pn = &Node{ID: on.ID, Parent: on.Parent, Frame: on.Frame}
@@ -109,6 +130,10 @@ func (p *Profile) Merge(o *Profile) error {
 		}
 		pn.Metrics = pn.Metrics.AddAll(on.Metrics)
 	}
+}
+
+// mergeCode merges modules, functions, data objects and spatial pairs.
+func (p *Profile) mergeCode(o *Profile) {
 	for h, m := range o.Modules {
 		if _, ok := p.Modules[h]; !ok {
 			mm := *m
@@ -129,38 +154,49 @@ func (p *Profile) Merge(o *Profile) error {
 			p.Objects[id] = &c
 		}
 	}
-	for k, v := range o.Temporal {
-		p.Temporal[k] += v
-	}
 	for k, v := range o.Spatial {
 		p.Spatial[k] += v
 	}
+}
+
+func (p *Profile) mergeTemporal(o *Profile) {
+	for k, v := range o.Temporal {
+		p.Temporal[k] += v
+	}
+}
+
+func (p *Profile) mergePCStats(o *Profile) {
 	for k, s := range o.PCs {
 		ps := p.PCStatOf(k)
 		ps.Accesses += s.Accesses
 		ps.Values = mergeSketch(ps.Values, s.Values)
 	}
+}
+
+func (p *Profile) mergeObjStats(o *Profile) {
 	for k, s := range o.ObjStats {
 		ps := p.ObjStatOf(k)
 		ps.Accesses += s.Accesses
 		ps.Values = mergeSketch(ps.Values, s.Values)
 	}
-	for r, ri := range o.Ranks {
-		p.Rank(r).merge(ri)
-	}
+}
+
+func (p *Profile) mergeSummaries(o *Profile) {
 	for id, ss := range o.Summaries {
 		p.Summaries[id] = p.Summaries[id].MergeAll(ss)
 	}
+}
+
+func (p *Profile) mergeOpen(o *Profile) {
 	for r, vals := range o.Open {
 		addValues(p.Open, r, vals)
 	}
+}
+
+func (p *Profile) mergePerRank(o *Profile) {
 	for r, vals := range o.PerRank {
 		addValues(p.PerRank, r, vals)
 	}
-	for r := range o.Items {
-		p.sealIfComplete(r)
-	}
-	return nil
 }
 
 func addValues(dst map[int32]map[NodeID]Values, r int32, vals map[NodeID]Values) {

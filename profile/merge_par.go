@@ -49,87 +49,42 @@ func (p *Profile) MergeAll(parts []*Profile) []error {
 	tables := []func(){
 		func() {
 			for _, o := range take {
-				for id, on := range o.Nodes {
-					pn := p.Nodes[id]
-					if pn == nil {
-						pn = &Node{ID: on.ID, Parent: on.Parent, Frame: on.Frame}
-						p.Nodes[id] = pn
-					}
-					pn.Metrics = pn.Metrics.AddAll(on.Metrics)
-				}
+				p.mergeNodes(o)
 			}
 		},
 		func() {
 			for _, o := range take {
-				for h, m := range o.Modules {
-					if _, ok := p.Modules[h]; !ok {
-						mm := *m
-						p.Modules[h] = &mm
-					}
-				}
-				for id, f := range o.Funcs {
-					if _, ok := p.Funcs[id]; !ok {
-						ff := *f
-						p.Funcs[id] = &ff
-					}
-				}
-				for id, ob := range o.Objects {
-					if pb, ok := p.Objects[id]; ok {
-						pb.Count += ob.Count
-					} else {
-						c := *ob
-						p.Objects[id] = &c
-					}
-				}
-				for k, v := range o.Spatial {
-					p.Spatial[k] += v
-				}
+				p.mergeCode(o)
 			}
 		},
 		func() {
 			for _, o := range take {
-				for k, v := range o.Temporal {
-					p.Temporal[k] += v
-				}
+				p.mergeTemporal(o)
 			}
 		},
 		func() {
 			for _, o := range take {
-				for k, s := range o.PCs {
-					ps := p.PCStatOf(k)
-					ps.Accesses += s.Accesses
-					ps.Values = mergeSketch(ps.Values, s.Values)
-				}
+				p.mergePCStats(o)
 			}
 		},
 		func() {
 			for _, o := range take {
-				for k, s := range o.ObjStats {
-					ps := p.ObjStatOf(k)
-					ps.Accesses += s.Accesses
-					ps.Values = mergeSketch(ps.Values, s.Values)
-				}
+				p.mergeObjStats(o)
 			}
 		},
 		func() {
 			for _, o := range take {
-				for id, ss := range o.Summaries {
-					p.Summaries[id] = p.Summaries[id].MergeAll(ss)
-				}
+				p.mergeSummaries(o)
 			}
 		},
 		func() {
 			for _, o := range take {
-				for r, vals := range o.Open {
-					addValues(p.Open, r, vals)
-				}
+				p.mergeOpen(o)
 			}
 		},
 		func() {
 			for _, o := range take {
-				for r, vals := range o.PerRank {
-					addValues(p.PerRank, r, vals)
-				}
+				p.mergePerRank(o)
 			}
 		},
 	}
