@@ -874,18 +874,28 @@ func (n *node) reject(m jetstream.Msg, seq uint64, rank int32, bseq int64, why s
 	n.deferAck(m, -1, seq)
 }
 
-// handleBatch merges one batch chunk into a leaf's state.
-func (n *node) handleBatch(m jetstream.Msg) {
+// intake reads a delivered message's metadata and data and counts it; a
+// message without JetStream metadata is logged and ignored.
+func (n *node) intake(m jetstream.Msg) (md *jetstream.MsgMetadata, data []byte, ok bool) {
 	md, err := m.Metadata()
 	if err != nil {
 		n.log.Warn("reducer: message without JetStream metadata ignored", "subject", m.Subject(), "err", err)
+		return nil, nil, false
+	}
+	n.pending = md.NumPending
+	data = m.Data()
+	n.stats.MsgsIn++
+	n.stats.BytesIn += uint64(len(data))
+	return md, data, true
+}
+
+// handleBatch merges one batch chunk into a leaf's state.
+func (n *node) handleBatch(m jetstream.Msg) {
+	md, data, ok := n.intake(m)
+	if !ok {
 		return
 	}
 	seq := md.Sequence.Stream
-	n.pending = md.NumPending
-	data := m.Data()
-	n.stats.MsgsIn++
-	n.stats.BytesIn += uint64(len(data))
 	n.bytesIn += uint64(len(data))
 	n.count(func(c *counters) { c.bytesIn.Add(uint64(len(data))); c.msgs.Add(1) })
 	subj, err := broker.ParseSubject(m.Subject())
@@ -1023,16 +1033,11 @@ func (n *node) handleBatch(m jetstream.Msg) {
 // handlePartial records a child's partial chunk; a complete version
 // replaces the child's previous one.
 func (n *node) handlePartial(m jetstream.Msg) {
-	md, err := m.Metadata()
-	if err != nil {
-		n.log.Warn("reducer: message without JetStream metadata ignored", "subject", m.Subject(), "err", err)
+	md, data, ok := n.intake(m)
+	if !ok {
 		return
 	}
 	seq := md.Sequence.Stream
-	n.pending = md.NumPending
-	data := m.Data()
-	n.stats.MsgsIn++
-	n.stats.BytesIn += uint64(len(data))
 	subj, err := broker.ParseSubject(m.Subject())
 	if err != nil || subj.Job != n.cfg.Job {
 		n.reject(m, seq, -1, -1, fmt.Sprintf("not an input of this node (%v)", err))
