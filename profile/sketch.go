@@ -393,6 +393,19 @@ func (s *ValueSketch) Heaviest() []TopValue {
 	return t
 }
 
+// Dominant returns the value with the largest guaranteed count and that
+// count (Count-Err, a lower bound of its true count; exact while the sketch
+// is Exact). For a value that was heavy in every input the collector fed
+// and merged, Err stays 0, so the bound is its count.
+func (s *ValueSketch) Dominant() (value, count uint64) {
+	for _, t := range s.Top {
+		if c := t.Count - t.Err; c > count || c == count && t.Value < value {
+			value, count = t.Value, c
+		}
+	}
+	return value, count
+}
+
 // MemBytes is the sketch's memory footprint: the struct, a full
 // heavy-hitter list and the HyperLogLog registers (the most it ever holds).
 func (s *ValueSketch) MemBytes() int {

@@ -80,6 +80,16 @@ func checkBounds(t *testing.T, s *ValueSketch, exact map[uint64]uint64, total ui
 			t.Fatalf("value %#x with %d occurrences (> floor %d, N/k %d) not listed", v, c, floor, total/SketchK)
 		}
 	}
+	// Dominant's count is a lower bound of its value's true count, so of
+	// the largest true count; exact in an exact sketch.
+	dv, dc := s.Dominant()
+	var most uint64
+	for _, c := range exact {
+		most = max(most, c)
+	}
+	if dc > exact[dv] || s.Exact() && dc != most {
+		t.Fatalf("Dominant %#x with %d: true count %d, largest %d", dv, dc, exact[dv], most)
+	}
 	if s.Exact() {
 		if len(s.Top) != len(exact) || s.Distinct() != float64(len(exact)) {
 			t.Fatalf("exact sketch lists %d values, distinct %.0f, want %d", len(s.Top), s.Distinct(), len(exact))

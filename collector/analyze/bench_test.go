@@ -109,7 +109,7 @@ func cpuTime() time.Duration {
 // test programs (testdata/captures/*.redundancy.p1.gpr) one after the
 // other: real records, small streams.
 func BenchmarkAnalyzeCaptures(b *testing.B) {
-	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p1.gpr")
+	files, _ := filepath.Glob(benchGlob())
 	if len(files) == 0 {
 		b.Skip("no captures")
 	}
@@ -167,4 +167,13 @@ func BenchmarkAnalyzeCaptures(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// benchGlob selects the captures BenchmarkAnalyzeCaptures reads:
+// GPUPROF_BENCH_CAPTURES (a glob) or the fully traced ones.
+func benchGlob() string {
+	if g := os.Getenv("GPUPROF_BENCH_CAPTURES"); g != "" {
+		return g
+	}
+	return "../../testdata/captures/*.redundancy.p1.gpr"
 }

@@ -30,7 +30,9 @@ func TestCaptures(t *testing.T) {
 			}
 			p := analyse(t, stream, 3, 40, st) // no decoding error, no anomaly, every item valid
 			if strings.Contains(base, ".redundancy.") && (strings.Contains(base, ".p1.") || strings.Contains(base, ".rank0.")) {
-				compare(t, base, runReference(t, stream, st), p)
+				ref := runReference(t, stream, st)
+				compare(t, base, ref, p)
+				checkDominant(t, base, ref, p)
 			}
 			switch base {
 			case "loop_reload.redundancy.p1.gpr":
@@ -86,5 +88,46 @@ func checkSpatial(t *testing.T, p *profile.Profile, name string, acc profile.Acc
 	}
 	if n != want {
 		t.Errorf("%s: %d spatially redundant %vs, want %d", name, n, acc, want)
+	}
+}
+
+// checkDominant compares each instruction's dominant-value count as its
+// merged sketch bounds it (what profile.Fractions' dominant entries sum)
+// with the exact count: never above it, and over the whole program within
+// 1 point of the exact fraction (the bound loses where an instruction saw
+// more distinct values than its counters keep exactly, and those values
+// are rare by then: 0.65 points at most on these captures), so the
+// sampling study's dominant fractions measure sampling, not the sketch.
+func checkDominant(t *testing.T, name string, ref *reference, p *profile.Profile) {
+	t.Helper()
+	var exact, bound, acc [2]uint64
+	for k, vals := range ref.vals {
+		var m uint64
+		for _, n := range vals {
+			m = max(m, n)
+		}
+		st := p.PCs[k]
+		if st == nil || st.Values == nil {
+			t.Errorf("%s: %+v has no value sketch", name, k)
+			continue
+		}
+		_, b := st.Values.Dominant()
+		if b > m {
+			t.Errorf("%s: %+v: dominant bound %d over the exact count %d", name, k, b, m)
+		}
+		exact[k.Access] += m
+		bound[k.Access] += b
+		acc[k.Access] += ref.pcs[k]
+	}
+	f := p.RedundancyFractions()
+	for i := 0; i < 2; i++ {
+		if acc[i] == 0 {
+			continue
+		}
+		e, b := float64(exact[i])/float64(acc[i]), float64(bound[i])/float64(acc[i])
+		if 100*(e-b) > 1 || f.Value[4+i] != b {
+			t.Errorf("%s: %s: exact %.4f, from sketches %.4f, Fractions %.4f", name, profile.FractionNames[4+i], e, b, f.Value[4+i])
+		}
+		t.Logf("%s: %s exact %.4f, from sketches %.4f", name, profile.FractionNames[4+i], e, b)
 	}
 }

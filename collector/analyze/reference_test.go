@@ -24,6 +24,8 @@ type reference struct {
 	spatial  map[profile.SpatialKey]uint64
 	pcs      map[profile.PCKey]uint64
 	objs     map[profile.ObjectKey]uint64
+	// vals counts every value per instruction (for the dominant value).
+	vals map[profile.PCKey]map[uint64]uint64
 }
 
 type refFunc struct {
@@ -69,7 +71,7 @@ type refSeen struct {
 
 func runReference(t *testing.T, stream []byte, structures StructureSource) *reference {
 	ref := &reference{temporal: map[profile.TemporalKey]uint64{}, spatial: map[profile.SpatialKey]uint64{},
-		pcs: map[profile.PCKey]uint64{}, objs: map[profile.ObjectKey]uint64{}}
+		pcs: map[profile.PCKey]uint64{}, objs: map[profile.ObjectKey]uint64{}, vals: map[profile.PCKey]map[uint64]uint64{}}
 	host := symbolize.New()
 	mods := map[uint64]profile.ModuleHash{}
 	cubins := map[uint64][]byte{}
@@ -198,7 +200,12 @@ func (ref *reference) record(l *refLaunch, launch uint64, r *rawstream.Record, a
 			copy(b[:], val[u*ub:(u+1)*ub])
 			v := binary.LittleEndian.Uint64(b[:])
 			a := addr + uint64(u*ub)
-			ref.pcs[profile.PCKey{Context: l.ctx, PC: pc, Access: kind}]++
+			pk := profile.PCKey{Context: l.ctx, PC: pc, Access: kind}
+			ref.pcs[pk]++
+			if ref.vals[pk] == nil {
+				ref.vals[pk] = map[uint64]uint64{}
+			}
+			ref.vals[pk][v]++
 			// III.1 / III.2
 			th := refThread{launch, r.Block, uint32(r.Warp)*32 + uint32(lane)}
 			if last[th] == nil {
