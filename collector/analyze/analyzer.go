@@ -350,9 +350,10 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		a.pending += uint64(f.Count)
 		a.d.records += uint64(f.Count)
 		// Resolve spatial candidates every resolveEvery records, not only
-		// at items: the window's candidate tables stay small, and values
-		// seen are known to the workers sooner.
-		if a.sinceResolve += uint64(f.Count); a.sinceResolve >= resolveEvery*uint64(len(a.workers)) {
+		// at items, and sooner when a worker's candidates outgrow the
+		// cache: the window's candidate tables stay small, and values seen
+		// are known to the workers sooner.
+		if a.sinceResolve += uint64(f.Count); a.sinceResolve >= resolveEvery*uint64(len(a.workers)) || a.candidatesFull() {
 			if err := a.barrier(); err != nil {
 				a.failed = err
 				return err
@@ -734,9 +735,27 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 }
 
 // resolveEvery is how many access records per worker may pass between
-// barriers: enough to keep the workers busy between them, few enough to
-// keep the window's candidates in cache-sized tables.
-const resolveEvery = 1 << 14
+// barriers: enough to keep the workers busy between them. candLimit
+// bounds a worker's candidates between barriers: with values that are
+// mostly new (every lane a new value, 32 candidates a record) 2^14
+// records made 32 MB tables, where every insert missed the cache; 2^15
+// entries keep them at 2 MB, while streams of recurring values keep the
+// long interval and its few barriers.
+const (
+	resolveEvery = 1 << 14
+	candLimit    = 1 << 15
+)
+
+// candidatesFull says whether some worker holds candLimit candidates (as
+// of its last frame: the workers run behind the dispatcher).
+func (a *Analyzer) candidatesFull() bool {
+	for _, w := range a.workers {
+		if w.candN.Load() >= candLimit {
+			return true
+		}
+	}
+	return false
+}
 
 // barrier waits until every worker has analysed every frame sent so far,
 // then resolves the spatial candidates: per partition (in parallel), the
@@ -881,5 +900,6 @@ func (a *Analyzer) clearCandidates() {
 		for p := range w.cand {
 			w.cand[p].reset()
 		}
+		w.candN.Store(0)
 	}
 }

@@ -177,3 +177,101 @@ func benchGlob() string {
 	}
 	return "../../testdata/captures/*.redundancy.p1.gpr"
 }
+
+// BenchmarkAnalyzeSteady measures the analysis in its steady state on real
+// records: each sampled H100 capture (P=50, K=10, the inputs of the
+// overhead study's sampled runs, scaled down) is fed to one long-lived
+// analyzer, its launches replayed under fresh launch ids until 2^20 records
+// went through, with an item every 2^18 records as the collector makes
+// them, so table growth and SASS parsing are paid once as in a live run.
+// One worker: the figure is CPU per warp record.
+func BenchmarkAnalyzeSteady(b *testing.B) {
+	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p50k10.gpr")
+	if len(files) == 0 {
+		b.Skip("no captures")
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		prog := strings.SplitN(filepath.Base(f), ".", 2)[0]
+		st := &SASS{NVDisasm: "-", Files: []string{filepath.Join("../../testdata/sass", prog)}}
+		var head, launches []rawstream.Frame
+		var maxID, recs uint64
+		d := rawstream.NewDecoder(bytes.NewReader(data))
+		for {
+			fr, err := d.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			switch x := fr.(type) {
+			case *rawstream.Launch:
+				maxID = max(maxID, x.LaunchID)
+				launches = append(launches, fr)
+			case *rawstream.Access:
+				recs += uint64(x.Count)
+				launches = append(launches, fr)
+			case *rawstream.KernelEnd:
+				launches = append(launches, fr)
+			case *rawstream.Free, *rawstream.End:
+				// Allocations stay live across the replays.
+			default:
+				head = append(head, fr)
+			}
+		}
+		// The replays' frames, with launch ids moved past the previous
+		// replay's.
+		replays := max(1, (1<<20+recs-1)/max(recs, 1))
+		frames := append([]rawstream.Frame(nil), head...)
+		for r := uint64(0); r < replays; r++ {
+			shift := r * (maxID + 1)
+			for _, fr := range launches {
+				switch x := fr.(type) {
+				case *rawstream.Launch:
+					c := *x
+					c.LaunchID += shift
+					frames = append(frames, &c)
+				case *rawstream.Access:
+					c := *x
+					c.LaunchID += shift
+					frames = append(frames, &c)
+				case *rawstream.KernelEnd:
+					c := *x
+					c.LaunchID += shift
+					frames = append(frames, &c)
+				}
+			}
+		}
+		total := recs * replays
+		b.Run(prog, func(b *testing.B) {
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				a := New(Options{Job: "bench", Workers: 1, Structures: st})
+				seq := uint32(0)
+				for j, fr := range frames {
+					if err := a.Add(fr, int64(j)); err != nil {
+						b.Fatal(err)
+					}
+					if a.Pending() >= 1<<18 {
+						if _, err := a.Flush(seq); err != nil {
+							b.Fatal(err)
+						}
+						seq++
+					}
+				}
+				if _, err := a.Flush(seq); err != nil {
+					b.Fatal(err)
+				}
+				a.Close()
+			}
+			cpu := cpuTime() - cpu0
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(total)/float64(b.N), "cpu-ns/record")
+			b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

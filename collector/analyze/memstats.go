@@ -167,6 +167,20 @@ func (t *reuseTracker) makeRoom() {
 	t.rebuild()
 }
 
+// reset empties the tracker for another block. A tracker much larger than
+// what it last held starts small again: clearing costs its size, which is
+// then paid for by the loads that grew it.
+func (t *reuseTracker) reset() {
+	if len(t.fen) > 4*max(int(t.now), 16)+1 {
+		*t = *newReuseTracker(t.window)
+		return
+	}
+	clear(t.last)
+	clear(t.fen)
+	clear(t.state[:t.now+1])
+	t.now = 0
+}
+
 // rebuild recomputes the Fenwick tree from the marks in O(n).
 func (t *reuseTracker) rebuild() {
 	clear(t.fen)
@@ -223,6 +237,10 @@ type memWorker struct {
 	acc    *memAcc
 	window int
 	pcs    map[uint64]uint64 // absolute PC -> packed, for PCs inside a known function
+	// pool keeps the trackers of blocks that left for the next blocks: a
+	// block's trackers grow to its working set, and growing three new ones
+	// per block cost more than the distances themselves.
+	pool []*ctaState
 	// scratch
 	units []uint64
 }
@@ -315,9 +333,9 @@ func (w *memWorker) run() {
 			m.done <- w.acc
 			w.acc = newMemAcc()
 		case m.end != nil:
-			for k := range w.ctas {
+			for k, c := range w.ctas {
 				if k.launch == m.end.seq {
-					delete(w.ctas, k)
+					w.release(k, c)
 				}
 			}
 		default:
@@ -409,13 +427,27 @@ func (w *memWorker) cta(l *launchInfo, block uint32) *ctaState {
 	k := ctaKey{l.seq, block}
 	c := w.ctas[k]
 	if c == nil {
-		c = &ctaState{}
-		for i := range c.tr {
-			c.tr[i] = newReuseTracker(w.window)
+		if n := len(w.pool); n > 0 {
+			c, w.pool = w.pool[n-1], w.pool[:n-1]
+		} else {
+			c = &ctaState{}
+			for i := range c.tr {
+				c.tr[i] = newReuseTracker(w.window)
+			}
 		}
 		w.ctas[k] = c
 	}
 	return c
+}
+
+// release returns a block's trackers to the pool.
+func (w *memWorker) release(k ctaKey, c *ctaState) {
+	delete(w.ctas, k)
+	for _, t := range c.tr {
+		t.reset()
+	}
+	c.exited = 0
+	w.pool = append(w.pool, c)
 }
 
 // exit drops a block's trackers once all its warps left (the launch's end
@@ -430,7 +462,7 @@ func (w *memWorker) exit(l *launchInfo, r *rawstream.Record) {
 		c.exited |= 1 << r.Warp
 	}
 	if bits.OnesCount64(c.exited) >= l.warps {
-		delete(w.ctas, k)
+		w.release(k, c)
 	}
 }
 

@@ -274,6 +274,9 @@ type worker struct {
 	sect []uint64
 	// busy: nanoseconds spent analysing (Analyzer.Busy)
 	busy atomic.Int64
+	// candN: candidates held since the last barrier, published after each
+	// frame for the dispatcher (candLimit).
+	candN atomic.Int64
 }
 
 type msgKind uint8
@@ -302,6 +305,11 @@ func (w *worker) run() {
 				t0 := time.Now()
 				failed = w.safely(func() { w.access(m.acc, m.l, m.fseq, m.recs) })
 				w.busy.Add(int64(time.Since(t0)))
+				n := 0
+				for p := range w.cand {
+					n += w.cand[p].n
+				}
+				w.candN.Store(int64(n))
 			}
 		case msgEndLaunch:
 			if failed == nil {
