@@ -32,6 +32,16 @@ type code struct {
 
 	loopOnce sync.Once
 	loopPos  map[int]sass.Pos
+
+	libmOnce sync.Once
+	libm     []bool // libmConversions
+}
+
+// libmConversion says whether instruction i is a conversion of the math
+// library's trigonometric range reduction (libmConversions).
+func (c *code) libmConversion(i int) bool {
+	c.libmOnce.Do(func() { c.libm = libmConversions(c.F) })
+	return i < len(c.libm) && c.libm[i]
 }
 
 var codeCache sync.Map // *sass.Function -> *code

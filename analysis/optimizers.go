@@ -297,10 +297,16 @@ func (kv *kernelView) functionSplit() *match {
 // inlined from its headers or in one of its internal subroutines.
 func mathCode(fv *fnView, i int) bool { return libraryCode(fv.c, i) }
 
-// libraryCode is mathCode on a function's code alone.
+// libraryCode is mathCode on a function's code alone: the library's
+// subroutines, code inlined from its headers, and the conversions of
+// libdevice's trigonometric range reduction, which has no line
+// information of its own (libm.go).
 func libraryCode(c *code, i int) bool {
 	name := c.F.Name
 	if strings.Contains(name, "__internal_") || strings.Contains(name, "__nv_") || strings.Contains(name, "__cuda_sm") {
+		return true
+	}
+	if c.libmConversion(i) {
 		return true
 	}
 	for _, f := range c.inlinedFiles(i) {
