@@ -221,19 +221,19 @@ func mergeSketch(a, b *ValueSketch) *ValueSketch {
 	return a
 }
 
+// merge adds o's items into ri. Every field comes out the same whatever
+// the order the items arrive in: items of one rank that disagree (passes
+// of one rank run on different nodes or GPUs) keep both values as a set.
 func (ri *RankInfo) merge(o *RankInfo) {
-	str := func(dst *string, v string) {
-		if *dst == "" {
-			*dst = v
-		}
+	for _, f := range [...]struct {
+		dst *string
+		v   string
+	}{
+		{&ri.Host, o.Host}, {&ri.GPU, o.GPU}, {&ri.GPUUUID, o.GPUUUID}, {&ri.Driver, o.Driver},
+		{&ri.CUDA, o.CUDA}, {&ri.Source, o.Source}, {&ri.Mode, o.Mode},
+	} {
+		*f.dst = joinSet(*f.dst, f.v)
 	}
-	str(&ri.Host, o.Host)
-	str(&ri.GPU, o.GPU)
-	str(&ri.GPUUUID, o.GPUUUID)
-	str(&ri.Driver, o.Driver)
-	str(&ri.CUDA, o.CUDA)
-	str(&ri.Source, o.Source)
-	ri.Mode = joinSet(ri.Mode, o.Mode)
 	// Passes of one rank may differ (PC sampling traces no blocks): the
 	// coarsest period, whatever the order items arrive in.
 	ri.BlockP = max(ri.BlockP, o.BlockP)
@@ -246,10 +246,23 @@ func (ri *RankInfo) merge(o *RankInfo) {
 	ri.Dropped += o.Dropped
 	ri.HostDropped += o.HostDropped
 	ri.Batches = max(ri.Batches, o.Batches)
-	if ri.ExitCode == -1 {
+	// A failing pass's exit code wins over a clean one (-1: unknown).
+	if exitOrder(o.ExitCode) > exitOrder(ri.ExitCode) {
 		ri.ExitCode = o.ExitCode
 	}
 	ri.Incomplete = joinSet(ri.Incomplete, o.Incomplete)
+}
+
+// exitOrder ranks exit codes: unknown, then success, then failures by
+// code.
+func exitOrder(c int32) int64 {
+	switch c {
+	case -1:
+		return -1
+	case 0:
+		return 0
+	}
+	return 1 + int64(uint32(c))
 }
 
 // joinSet joins two '+'-separated sets, sorted, so the result does not

@@ -1,0 +1,33 @@
+package profile
+
+import "testing"
+
+// A rank's provenance does not depend on the order its items arrive in,
+// even when its items disagree (passes run on different GPUs, a pass that
+// failed).
+func TestRankInfoMergeOrder(t *testing.T) {
+	items := []RankInfo{
+		{Rank: 3, Host: "n1", GPU: "H100", Driver: "580", CUDA: "13.0", Mode: "redundancy", Source: "captured", ExitCode: -1, Batches: -1, Records: 5},
+		{Rank: 3, Host: "n2", GPU: "H200", Driver: "580", CUDA: "13.0", Mode: "pcsampling", Source: "captured", ExitCode: 0, Batches: 2},
+		{Rank: 3, Host: "n1", GPU: "H100", Mode: "redundancy", ExitCode: 7, Batches: 4, Dropped: 1},
+	}
+	var first RankInfo
+	perms := [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+	for k, perm := range perms {
+		ri := RankInfo{Rank: 3, ExitCode: -1, Batches: -1}
+		for _, i := range perm {
+			it := items[i]
+			ri.merge(&it)
+		}
+		if k == 0 {
+			first = ri
+			if ri.Host != "n1+n2" || ri.GPU != "H100+H200" || ri.ExitCode != 7 || ri.Batches != 4 || ri.Records != 5 || ri.Dropped != 1 {
+				t.Fatalf("merged %+v", ri)
+			}
+			continue
+		}
+		if ri != first {
+			t.Errorf("order %v: %+v, order %v gave %+v", perm, ri, perms[0], first)
+		}
+	}
+}
