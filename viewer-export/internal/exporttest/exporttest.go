@@ -68,7 +68,7 @@ var (
 func Extra(r int32, seq uint32) *profile.Profile {
 	p := profile.New(Job)
 	ri := p.Rank(r)
-	ri.Host = fmt.Sprintf("gpu-node%02d", r/4)
+	ri.Host = fmt.Sprintf("node%02d", r/8) // as proftest names the ranks' other items
 	ri.GPU = "NVIDIA H100 80GB HBM3"
 	ri.GPUUUID = fmt.Sprintf("GPU-%08x", 0xabc0+r)
 	ri.Mode = "redundancy"
