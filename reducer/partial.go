@@ -157,7 +157,7 @@ func parsePartialHeader(msg []byte) (*partialHeader, error) {
 // they favour compression speed (the fastest level costs ~7% in size on
 // realistic profiles, and a third of the time).
 var (
-	zencPool = sync.Pool{New: func() any { e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest)); return e }}
+	zencPool = sync.Pool{New: func() any { e, _ := zstd.NewWriter(nil, profile.EncoderOptions(zstd.SpeedFastest)...); return e }}
 	zdecOnce sync.Once
 	zdec     *zstd.Decoder
 )
