@@ -55,20 +55,48 @@ func TestSubjects(t *testing.T) {
 		{broker.PartialSubject("j", 2, 7), broker.Subject{Kind: broker.SubjectPartial, Job: "j", Level: 2, Node: 7}},
 		{broker.FinalSubject("j"), broker.Subject{Kind: broker.SubjectFinal, Job: "j"}},
 		{broker.EndSubject("j"), broker.Subject{Kind: broker.SubjectEnd, Job: "j"}},
+		{broker.TreeEndSubject("j"), broker.Subject{Kind: broker.SubjectEnd, Job: "j"}},
 	} {
 		got, err := broker.ParseSubject(tc.subj)
 		if err != nil || got != tc.want {
 			t.Errorf("ParseSubject(%q) = %+v, %v; want %+v", tc.subj, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"gpuprof.j.batch.-1", "gpuprof.j.batch.x", "gpuprof.j.partial.1", "other.j.final", "gpuprof.j.nope", "gpuprof.j.batch.99999999999"} {
+	for _, bad := range []string{"gpuprof.j.batch.-1", "gpuprof.j.batch.x", "gpuprof.j.partial.1", "other.j.final", "gpuprof.j.nope", "gpuprof.j.batch.99999999999", "gpuprof.j.tree.x", "gpuprof.j.tree"} {
 		if _, err := broker.ParseSubject(bad); err == nil || !strings.Contains(err.Error(), bad) {
 			t.Errorf("ParseSubject(%q) = %v, want an error naming it", bad, err)
 		}
 	}
-	if broker.JobSubjects("j") != "gpuprof.j.>" || broker.StreamName("j") != "GPUPROF_j" {
+	if broker.JobSubjects("j") != "gpuprof.j.>" || broker.StreamName("j") != "GPUPROF_j" || broker.TreeStreamName("j") != "GPUPROFTREE_j" {
 		t.Error("stream layout changed")
 	}
+	// Every subject belongs to exactly one of the two streams.
+	for _, subj := range []string{broker.BatchSubject("j", 3), broker.DoneSubject("j", 3), broker.EndSubject("j"),
+		broker.PartialSubject("j", 1, 2), broker.FinalSubject("j"), broker.TreeEndSubject("j")} {
+		n := 0
+		for _, f := range append(broker.InputSubjects("j"), broker.TreeSubjects("j")...) {
+			if subjectMatches(f, subj) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s is in %d of the streams' subject filters", subj, n)
+		}
+	}
+}
+
+// subjectMatches applies NATS wildcards ('*' one token, '>' the rest).
+func subjectMatches(filter, subj string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subj, ".")
+	for i, t := range f {
+		if t == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || t != "*" && t != s[i] {
+			return false
+		}
+	}
+	return len(f) == len(s)
 }
 
 func start(t *testing.T, o broker.EmbeddedOptions) *broker.Embedded {
@@ -113,9 +141,18 @@ func TestStreamDedupAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The job's limit is split: a quarter for the tree stream, so the
+	// reducers' partials never compete with the batches for room.
 	cfg := s.CachedInfo().Config
-	if cfg.Discard != jetstream.DiscardNew || cfg.Storage != jetstream.FileStorage || cfg.Duplicates != broker.DefaultDuplicates || cfg.MaxBytes != broker.DefaultStreamMaxBytes {
+	if cfg.Discard != jetstream.DiscardNew || cfg.Storage != jetstream.FileStorage || cfg.Duplicates != broker.DefaultDuplicates || cfg.MaxBytes != broker.DefaultStreamMaxBytes/4*3 {
 		t.Fatalf("stream config %+v", cfg)
+	}
+	ts, err := c.TreeStream(ctx(t), "dedup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := ts.CachedInfo().Config; tc.MaxBytes != broker.DefaultStreamMaxBytes/4 || tc.Discard != jetstream.DiscardNew || tc.Storage != jetstream.FileStorage {
+		t.Fatalf("tree stream config %+v", tc)
 	}
 	if c.MaxPayload() != 1<<20 || c.ChunkPayload() != 1<<20-broker.HeaderRoom {
 		t.Fatalf("max payload %d, chunk payload %d", c.MaxPayload(), c.ChunkPayload())

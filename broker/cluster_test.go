@@ -400,7 +400,10 @@ func testClusterAccountLimit(t *testing.T, cl *brokertest.Cluster) {
 func testConsumerLeaderWatch(t *testing.T, cl *brokertest.Cluster) {
 	cx := ctx(t)
 	red := conn(t, cl.ClientOptions("watch", broker.RoleReducer, "reducer"))
-	s, err := red.EnsureStream(cx, "watch", 3)
+	if _, err := red.EnsureStream(cx, "watch", 3); err != nil {
+		t.Fatal(err)
+	}
+	s, err := red.TreeStream(cx, "watch")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,39 +163,64 @@ func (c *Conn) MaxPayload() int { return int(c.NC.MaxPayload()) }
 // payload less HeaderRoom.
 func (c *Conn) ChunkPayload() int { return max(c.MaxPayload()-HeaderRoom, 4096) }
 
-// StreamOptions are a job stream's limits.
+// StreamOptions are a job's stream limits.
 type StreamOptions struct {
 	// Replicas: 1 on a single server, 3 on a cluster.
 	Replicas int
-	// MaxBytes bounds the stream (default DefaultStreamMaxBytes; -1: no
-	// limit but the server's). When full, publishes are refused (discard
-	// new) and publishers back off and retry: an overfull broker pushes
-	// back instead of dropping data.
+	// MaxBytes bounds the job's two streams together (default
+	// DefaultStreamMaxBytes; -1: no limit but the server's): the tree
+	// stream (partials, final) gets a quarter, the input stream (batches)
+	// the rest. When the input stream is full, publishes are refused
+	// (discard new) and publishers back off and retry: an overfull broker
+	// pushes back instead of dropping data, and the reducers, whose
+	// partials go to the other stream, keep merging and purging.
 	MaxBytes int64
 	// Duplicates is how long a message id is remembered, so a retried
 	// publish is stored once; it must exceed the publishers' retry horizon
 	// (default DefaultDuplicates).
 	Duplicates time.Duration
 	// MaxAge drops messages older than this (0: kept until the job's
-	// stream is deleted).
+	// streams are deleted).
 	MaxAge time.Duration
 }
 
 const (
-	// DefaultStreamMaxBytes bounds a job's stream unless told otherwise.
+	// DefaultStreamMaxBytes bounds a job's streams unless told otherwise.
 	DefaultStreamMaxBytes = 8 << 30
-	// DefaultDuplicates is the stream's duplicate window.
+	// DefaultDuplicates is the streams' duplicate window.
 	DefaultDuplicates = 10 * time.Minute
 )
 
-// EnsureStream creates job's stream (or updates it to these limits) with
-// replicas copies and the default limits.
+// EnsureStream creates job's streams (or updates them to these limits)
+// with replicas copies and the default limits.
 func (c *Conn) EnsureStream(ctx context.Context, job string, replicas int) (jetstream.Stream, error) {
 	return c.EnsureStreamWith(ctx, job, StreamOptions{Replicas: replicas})
 }
 
-// StreamConfig is the configuration EnsureStreamWith applies.
+// StreamConfig is the configuration of job's input stream
+// (StreamName: batches, done items, end signal).
 func StreamConfig(job string, o StreamOptions) jetstream.StreamConfig {
+	cfg := streamConfig(StreamName(job), "gpuprof job "+job+": batches, done items, end signal", InputSubjects(job), o)
+	if cfg.MaxBytes > 0 {
+		cfg.MaxBytes -= treeBytes(cfg.MaxBytes)
+	}
+	return cfg
+}
+
+// TreeStreamConfig is the configuration of job's tree stream
+// (TreeStreamName: partials, final profile).
+func TreeStreamConfig(job string, o StreamOptions) jetstream.StreamConfig {
+	cfg := streamConfig(TreeStreamName(job), "gpuprof job "+job+": reducers' partials, final profile", TreeSubjects(job), o)
+	if cfg.MaxBytes > 0 {
+		cfg.MaxBytes = treeBytes(cfg.MaxBytes)
+	}
+	return cfg
+}
+
+// treeBytes is the tree stream's share of a job's byte limit.
+func treeBytes(total int64) int64 { return max(total/4, 1) }
+
+func streamConfig(name, desc string, subjects []string, o StreamOptions) jetstream.StreamConfig {
 	if o.Replicas <= 0 {
 		o.Replicas = 1
 	}
@@ -206,9 +231,9 @@ func StreamConfig(job string, o StreamOptions) jetstream.StreamConfig {
 		o.Duplicates = DefaultDuplicates
 	}
 	return jetstream.StreamConfig{
-		Name:        StreamName(job),
-		Description: "gpuprof job " + job + ": batches, done items, partials, final profile",
-		Subjects:    []string{JobSubjects(job)},
+		Name:        name,
+		Description: desc,
+		Subjects:    subjects,
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
@@ -223,57 +248,76 @@ func StreamConfig(job string, o StreamOptions) jetstream.StreamConfig {
 	}
 }
 
-// EnsureStreamWith creates or updates job's stream with o.
+// EnsureStreamWith creates or updates job's two streams with o and returns
+// the input stream.
 func (c *Conn) EnsureStreamWith(ctx context.Context, job string, o StreamOptions) (jetstream.Stream, error) {
 	if err := ValidateJob(job); err != nil {
 		return nil, err
 	}
-	cfg := StreamConfig(job, o)
-	var s jetstream.Stream
-	err := Retry(ctx, DefaultRetry, func() error {
-		var err error
-		s, err = c.JS.CreateOrUpdateStream(ctx, cfg)
-		return err
-	})
-	if err != nil {
-		var ae *jetstream.APIError
-		// 10047: the account's or server's storage cannot reserve the
-		// limit, which counts once per replica.
-		if errors.As(err, &ae) && (ae.Code == 400 || ae.ErrorCode == 10047) && cfg.MaxBytes > 0 {
-			return nil, fmt.Errorf("broker: stream %s (max %d bytes, %d replicas): %w (a smaller stream limit may fit the server or account)", cfg.Name, cfg.MaxBytes, cfg.Replicas, err)
+	// The input stream first: one made by an older version holds every
+	// subject of the job, which the tree stream's would overlap.
+	var in jetstream.Stream
+	for i, cfg := range []jetstream.StreamConfig{StreamConfig(job, o), TreeStreamConfig(job, o)} {
+		var s jetstream.Stream
+		err := Retry(ctx, DefaultRetry, func() error {
+			var err error
+			s, err = c.JS.CreateOrUpdateStream(ctx, cfg)
+			return err
+		})
+		if err != nil {
+			var ae *jetstream.APIError
+			// 10047: the account's or server's storage cannot reserve the
+			// limit, which counts once per replica.
+			if errors.As(err, &ae) && (ae.Code == 400 || ae.ErrorCode == 10047) && cfg.MaxBytes > 0 {
+				return nil, fmt.Errorf("broker: stream %s (max %d bytes, %d replicas): %w (a smaller stream limit may fit the server or account)", cfg.Name, cfg.MaxBytes, cfg.Replicas, err)
+			}
+			return nil, fmt.Errorf("broker: stream %s: %w", cfg.Name, err)
 		}
-		return nil, fmt.Errorf("broker: stream %s: %w", cfg.Name, err)
+		if i == 0 {
+			in = s
+		}
 	}
-	return s, nil
+	return in, nil
 }
 
-// Stream returns job's existing stream.
+// Stream returns job's existing input stream.
 func (c *Conn) Stream(ctx context.Context, job string) (jetstream.Stream, error) {
+	return c.stream(ctx, job, StreamName(job))
+}
+
+// TreeStream returns job's existing tree stream.
+func (c *Conn) TreeStream(ctx context.Context, job string) (jetstream.Stream, error) {
+	return c.stream(ctx, job, TreeStreamName(job))
+}
+
+func (c *Conn) stream(ctx context.Context, job, name string) (jetstream.Stream, error) {
 	if err := ValidateJob(job); err != nil {
 		return nil, err
 	}
 	var s jetstream.Stream
 	err := Retry(ctx, DefaultRetry, func() error {
 		var err error
-		s, err = c.JS.Stream(ctx, StreamName(job))
+		s, err = c.JS.Stream(ctx, name)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("broker: stream %s: %w", StreamName(job), err)
+		return nil, fmt.Errorf("broker: stream %s: %w", name, err)
 	}
 	return s, nil
 }
 
-// DeleteJob removes job's stream (with its consumers) and module bucket.
+// DeleteJob removes job's streams (with their consumers) and module bucket.
 func (c *Conn) DeleteJob(ctx context.Context, job string) error {
 	if err := ValidateJob(job); err != nil {
 		return err
 	}
-	err := c.JS.DeleteStream(ctx, StreamName(job))
-	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("broker: delete stream %s: %w", StreamName(job), err)
+	for _, name := range []string{StreamName(job), TreeStreamName(job)} {
+		err := c.JS.DeleteStream(ctx, name)
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("broker: delete stream %s: %w", name, err)
+		}
 	}
-	err = c.JS.DeleteObjectStore(ctx, ModuleBucket(job))
+	err := c.JS.DeleteObjectStore(ctx, ModuleBucket(job))
 	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("broker: delete bucket %s: %w", ModuleBucket(job), err)
 	}

@@ -65,8 +65,22 @@ func SanitizeJob(s string) string {
 // SubjectPrefix is the first token of every gpuprof subject.
 const SubjectPrefix = "gpuprof"
 
-// JobSubjects is every subject of job (the stream's subject filter).
+// JobSubjects is every subject of job.
 func JobSubjects(job string) string { return SubjectPrefix + "." + job + ".>" }
+
+// InputSubjects are the subjects of job's input stream (StreamName): the
+// ranks' batches and done items, and the end signal.
+func InputSubjects(job string) []string {
+	p := SubjectPrefix + "." + job + "."
+	return []string{p + "batch.*", p + "done.*", p + "end"}
+}
+
+// TreeSubjects are the subjects of job's tree stream (TreeStreamName):
+// the nodes' partials, the final profile, and the end signal's copy.
+func TreeSubjects(job string) []string {
+	p := SubjectPrefix + "." + job + "."
+	return []string{p + "partial.*.*", p + "final", p + "tree.end"}
+}
 
 // BatchSubject carries rank's data batches.
 func BatchSubject(job string, rank int32) string {
@@ -87,11 +101,20 @@ func PartialSubject(job string, level, node int) string {
 func FinalSubject(job string) string { return SubjectPrefix + "." + job + ".final" }
 
 // EndSubject carries the launcher's "the application has ended" signal,
-// which starts the reducers' rank-timeout clocks.
-func EndSubject(job string) string { return SubjectPrefix + "." + job + ".end" }
+// which starts the reducers' rank-timeout clocks, in the input stream;
+// TreeEndSubject carries the same signal in the tree stream, for inner
+// nodes (a consumer reads one stream).
+func EndSubject(job string) string     { return SubjectPrefix + "." + job + ".end" }
+func TreeEndSubject(job string) string { return SubjectPrefix + "." + job + ".tree.end" }
 
-// StreamName is job's stream.
+// StreamName is job's input stream: what the collectors publish. The
+// reducers' partials and the final profile are in a stream of their own
+// (TreeStreamName), so a full input stream never refuses the partial whose
+// storage lets a leaf purge the inputs it merged.
 func StreamName(job string) string { return "GPUPROF_" + job }
+
+// TreeStreamName is job's tree stream (partials and the final profile).
+func TreeStreamName(job string) string { return "GPUPROFTREE_" + job } // never an input stream's name
 
 // ModuleBucket is the object-store bucket of job's GPU modules.
 func ModuleBucket(job string) string { return "GPUPROF_MOD_" + job }
@@ -151,7 +174,7 @@ func ParseSubject(subj string) (Subject, error) {
 		s.Kind, s.Level, s.Node = SubjectPartial, int(l), int(n)
 	case t[2] == "final" && len(t) == 3:
 		s.Kind = SubjectFinal
-	case t[2] == "end" && len(t) == 3:
+	case t[2] == "end" && len(t) == 3, t[2] == "tree" && len(t) == 4 && t[3] == "end":
 		s.Kind = SubjectEnd
 	default:
 		return bad("unknown kind")

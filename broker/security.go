@@ -58,7 +58,7 @@ func JobPermissions(job string, role Role) (Permissions, error) {
 	if err := ValidateJob(job); err != nil {
 		return Permissions{}, err
 	}
-	stream, mod := StreamName(job), ModuleStream(job)
+	stream, tree, mod := StreamName(job), TreeStreamName(job), ModuleStream(job)
 	modData := "$O." + ModuleBucket(job) + ".>"
 	inbox := InboxPrefix(job, role) + ".>"
 	switch role {
@@ -83,7 +83,7 @@ func JobPermissions(job string, role Role) (Permissions, error) {
 	case RoleReducer:
 		var pub []string
 		pub = append(pub, SubjectPrefix+"."+job+".>", modData, "$JS.API.INFO")
-		for _, s := range []string{stream, mod} {
+		for _, s := range []string{stream, tree, mod} {
 			pub = append(pub,
 				"$JS.API.STREAM.*."+s,     // create, update, info, delete, purge
 				"$JS.API.STREAM.MSG.*."+s, // get, delete

@@ -269,7 +269,7 @@ func (nr *nodeRunner) kill(name reducer.NodeName) {
 }
 
 func partials(t *testing.T, c *broker.Conn, job string, level, node int) uint64 {
-	s, err := c.Stream(context.Background(), job)
+	s, err := c.TreeStream(context.Background(), job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,4 +448,40 @@ func TestConnectionCutMidRun(t *testing.T) {
 	if !strings.Contains(lb.String(), "reconnected; recreating the consumer") {
 		t.Error("no node noticed the reconnect")
 	}
+}
+
+// A job whose streams are far smaller than its data (256 KiB for about
+// 1 MB of batches): the input stream fills, the publishers are held back
+// (the broker refuses, they retry), the leaf keeps storing its partials in
+// the tree stream, which the batches cannot fill, and purges what they
+// cover, so the publishers go on; every batch is merged once.
+func TestFullInputStream(t *testing.T) {
+	e := startBroker(t)
+	c := connect(t, e, "test")
+	const job = "fullstream"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.EnsureStreamWith(ctx, job, broker.StreamOptions{MaxBytes: 256 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	small := proftest.Shape{Kernels: 2, HostDepth: 2, Lines: 4, InstPer: 2, Pairs: 20, Objects: 2, RankUnique: 10}
+	items := jobItems(job, 13, small, 4, 120)
+	log, _ := newLogger(t)
+	cfg := treeConfig(t, c, job, 4, 4, log)
+	cfg.PartialInterval = 50 * time.Millisecond
+	pc, _, ec := runTree(t, cfg)
+	stats := publishRanks(t, e, job, items, 8)
+	if err := <-ec; err != nil {
+		t.Fatal(err)
+	}
+	sameProfile(t, <-pc, flatMerge(t, job, items))
+	var full, bytes uint64
+	for _, s := range stats {
+		full += s.Full
+		bytes += s.Bytes
+	}
+	if bytes < 512<<10 || full == 0 {
+		t.Errorf("%d bytes published, %d publishes refused by the full stream: the stream never filled", bytes, full)
+	}
+	t.Logf("%d bytes published through a 192 KiB input stream; %d publishes refused while it was full", bytes, full)
 }

@@ -236,12 +236,14 @@ type deferredAck struct {
 }
 
 type node struct {
-	cfg    Config
-	spec   *Node
-	log    *slog.Logger
-	js     jetstream.JetStream
-	stream jetstream.Stream
-	stats  NodeStats
+	cfg  Config
+	spec *Node
+	log  *slog.Logger
+	js   jetstream.JetStream
+	// stream holds the node's inputs: the input stream for a leaf, the
+	// tree stream for an inner node; tree holds its own partials.
+	stream, tree jetstream.Stream
+	stats        NodeStats
 
 	mine map[int32]bool
 	// Leaves.
@@ -271,6 +273,7 @@ type node struct {
 	purgedUpTo  map[int32]uint64
 	ackedBytes  map[int32]int // acknowledged since the rank's last purge
 	purgedDone  map[int32]bool
+	purgeAt     int // purgeBytes
 }
 
 func (n *node) run(ctx context.Context) (*NodeResult, error) {
@@ -283,8 +286,15 @@ func (n *node) run(ctx context.Context) (*NodeResult, error) {
 	if n.js, err = n.cfg.Conn.NewJetStream(n.cfg.AckTimeout); err != nil {
 		return nil, fmt.Errorf("reducer: node %v: %w", n.spec.Name, err)
 	}
-	if n.stream, err = n.cfg.Conn.Stream(ctx, n.cfg.Job); err != nil {
+	if n.tree, err = n.cfg.Conn.TreeStream(ctx, n.cfg.Job); err != nil {
 		return nil, fmt.Errorf("reducer: node %v: %w", n.spec.Name, err)
+	}
+	n.stream = n.tree
+	if n.spec.Leaf() {
+		if n.stream, err = n.cfg.Conn.Stream(ctx, n.cfg.Job); err != nil {
+			return nil, fmt.Errorf("reducer: node %v: %w", n.spec.Name, err)
+		}
+		n.purgeAt = n.purgeBytes()
 	}
 	if n.spec.Leaf() {
 		n.state = profile.New(n.cfg.Job)
@@ -443,7 +453,7 @@ func (n *node) scan(ctx context.Context, subj string) ([]scanned, error) {
 	var last *jetstream.RawStreamMsg
 	err := broker.Retry(ctx, n.cfg.Retry, func() error {
 		var err error
-		last, err = n.stream.GetLastMsgForSubject(ctx, subj)
+		last, err = n.tree.GetLastMsgForSubject(ctx, subj)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			last, err = nil, nil
 		}
@@ -458,7 +468,7 @@ func (n *node) scan(ctx context.Context, subj string) ([]scanned, error) {
 	var out []scanned
 	err = broker.Retry(ctx, n.cfg.Retry, func() error {
 		out = out[:0]
-		oc, err := n.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverAllPolicy})
+		oc, err := n.tree.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverAllPolicy})
 		if err != nil {
 			return err
 		}
@@ -546,12 +556,13 @@ func (n *node) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		for _, r := range n.spec.Ranks {
 			filters = append(filters, broker.BatchSubject(n.cfg.Job, r), broker.DoneSubject(n.cfg.Job, r))
 		}
+		filters = append(filters, broker.EndSubject(n.cfg.Job))
 	} else {
 		for _, c := range n.spec.Children {
 			filters = append(filters, broker.PartialSubject(n.cfg.Job, c.Level, c.Index))
 		}
+		filters = append(filters, broker.TreeEndSubject(n.cfg.Job))
 	}
-	filters = append(filters, broker.EndSubject(n.cfg.Job))
 	cc := jetstream.ConsumerConfig{
 		Durable:        name,
 		Description:    fmt.Sprintf("gpuprof reducer node %v of job %s", n.spec.Name, n.cfg.Job),
@@ -1393,7 +1404,7 @@ func (n *node) publishProfile(ctx context.Context, p *profile.Profile, finished,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ack, _, err := broker.PublishRetry(ctx, n.js, &nats.Msg{Subject: subj, Data: c, Header: nats.Header{}}, id, broker.StreamName(n.cfg.Job), n.cfg.Retry, nil)
+			ack, _, err := broker.PublishRetry(ctx, n.js, &nats.Msg{Subject: subj, Data: c, Header: nats.Header{}}, id, broker.TreeStreamName(n.cfg.Job), n.cfg.Retry, nil)
 			if err == nil {
 				seqs[i] = ack.Sequence
 			}
@@ -1434,7 +1445,7 @@ func (n *node) publishProfile(ctx context.Context, p *profile.Profile, finished,
 		// per node.
 		lowest := slices.Min(seqs)
 		n.housekeep(func(ctx context.Context) {
-			if err := n.stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(lowest)); err != nil {
+			if err := n.tree.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(lowest)); err != nil {
 				n.log.Debug("reducer: could not drop superseded partials (a restart cleans them)", "subject", subj, "err", err)
 			}
 		})
@@ -1489,8 +1500,20 @@ func (n *node) startHousekeeping() (stop func(wait time.Duration)) {
 
 // purgeEvery: a running rank's merged batches are purged once this many
 // bytes of them are acknowledged (a finished rank's at once), which keeps
-// purge requests few while bounding what a full stream holds.
+// purge requests few while bounding what a full stream holds. A small
+// input stream lowers it (purgeBytes), or ranks whose merged batches wait
+// below it could fill the stream and hold their publishers forever.
 const purgeEvery = 8 << 20
+
+// purgeBytes is a leaf's purge threshold: purgeEvery, or an eighth of the
+// input stream's share per rank if that is less.
+func (n *node) purgeBytes() int {
+	lim := purgeEvery
+	if info := n.stream.CachedInfo(); info != nil && info.Config.MaxBytes > 0 && n.cfg.Tree != nil && len(n.cfg.Tree.Ranks) > 0 {
+		lim = min(lim, int(max(info.Config.MaxBytes/int64(8*len(n.cfg.Tree.Ranks)), 1)))
+	}
+	return lim
+}
 
 // purge drops a leaf's merged batches from the stream: for each rank, every
 // message below the lowest one still unacknowledged (held by an item being
@@ -1512,7 +1535,7 @@ func (n *node) purge() {
 		if h, ok := hold[r]; ok && h < upTo {
 			upTo = h
 		}
-		due := n.finished[r] && !n.purgedDone[r] || n.ackedBytes[r] >= purgeEvery
+		due := n.finished[r] && !n.purgedDone[r] || n.ackedBytes[r] >= n.purgeAt
 		if !due || upTo <= n.purgedUpTo[r]+1 || upTo <= 1 {
 			continue
 		}

@@ -146,18 +146,24 @@ func SignalEnd(ctx context.Context, conn *broker.Conn, job string, exitCode int)
 	if err != nil {
 		return err
 	}
-	m := &nats.Msg{Subject: broker.EndSubject(job), Data: []byte("exit " + strconv.Itoa(exitCode)), Header: nats.Header{}}
-	_, _, err = broker.PublishRetry(ctx, js, m, job+"/end", broker.StreamName(job), broker.DefaultRetry, nil)
-	if err != nil {
-		return fmt.Errorf("reducer: end signal of job %s: %w", job, err)
+	// Once in each stream: leaves read the input stream, inner nodes the
+	// tree stream.
+	for _, t := range []struct{ subj, stream string }{
+		{broker.EndSubject(job), broker.StreamName(job)},
+		{broker.TreeEndSubject(job), broker.TreeStreamName(job)},
+	} {
+		m := &nats.Msg{Subject: t.subj, Data: []byte("exit " + strconv.Itoa(exitCode)), Header: nats.Header{}}
+		if _, _, err := broker.PublishRetry(ctx, js, m, job+"/end", t.stream, broker.DefaultRetry, nil); err != nil {
+			return fmt.Errorf("reducer: end signal of job %s on %s: %w", job, t.subj, err)
+		}
 	}
 	return nil
 }
 
-// WaitFinal waits until job's final profile is in the stream (published by
-// a root running anywhere) and returns it.
+// WaitFinal waits until job's final profile is in the tree stream
+// (published by a root running anywhere) and returns it.
 func WaitFinal(ctx context.Context, conn *broker.Conn, job string) (*profile.Profile, error) {
-	stream, err := conn.Stream(ctx, job)
+	stream, err := conn.TreeStream(ctx, job)
 	if err != nil {
 		return nil, err
 	}
