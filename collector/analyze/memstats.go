@@ -65,15 +65,15 @@ func reuseBucket(d int) int { return bits.Len(uint(d)) }
 // count distinct (unit, version) pairs.
 type reuseTracker struct {
 	window int
-	last   map[uint64]int32 // live unit -> time of its latest load
-	fen    []int32          // Fenwick tree over times 1..len-1
-	unitAt []uint64         // unit loaded at a time
-	state  []uint8          // 0 no mark, 1 live, 2 tombstone
+	last   unitMap  // live unit -> time of its latest load
+	fen    []int32  // Fenwick tree over times 1..len-1
+	unitAt []uint64 // unit loaded at a time
+	state  []uint8  // 0 no mark, 1 live, 2 tombstone
 	now    int32
 }
 
 func newReuseTracker(window int) *reuseTracker {
-	return &reuseTracker{window: window, last: map[uint64]int32{}, fen: make([]int32, 17), unitAt: make([]uint64, 17), state: make([]uint8, 17)}
+	return &reuseTracker{window: window, fen: make([]int32, 17), unitAt: make([]uint64, 17), state: make([]uint8, 17)}
 }
 
 func (t *reuseTracker) add(i int32, v int32) {
@@ -93,7 +93,7 @@ func (t *reuseTracker) prefix(i int32) int32 {
 // load returns the bucket of a load of u (ReuseBuckets: no reuse).
 func (t *reuseTracker) load(u uint64) int {
 	b := ReuseBuckets
-	if at, ok := t.last[u]; ok {
+	if at := t.last.get(u); at > 0 {
 		if d := int(t.prefix(t.now) - t.prefix(at)); d < t.window {
 			b = reuseBucket(d)
 		}
@@ -106,15 +106,15 @@ func (t *reuseTracker) load(u uint64) int {
 	t.now++
 	t.add(t.now, 1)
 	t.unitAt[t.now], t.state[t.now] = u, 1
-	t.last[u] = t.now
+	t.last.set(u, t.now)
 	return b
 }
 
 // store restarts unit u.
 func (t *reuseTracker) store(u uint64) {
-	if at, ok := t.last[u]; ok {
+	if at := t.last.get(u); at > 0 {
 		t.state[at] = 2
-		delete(t.last, u)
+		t.last.del(u)
 	}
 }
 
@@ -147,7 +147,7 @@ func (t *reuseTracker) makeRoom() {
 	}
 	for i := int32(1); i <= cut; i++ { // dropped: older than the window
 		if t.state[i] == 1 {
-			delete(t.last, t.unitAt[i])
+			t.last.del(t.unitAt[i])
 		}
 		t.state[i] = 0
 	}
@@ -159,7 +159,7 @@ func (t *reuseTracker) makeRoom() {
 		j++
 		t.unitAt[j], t.state[j] = t.unitAt[i], t.state[i]
 		if t.state[j] == 1 {
-			t.last[t.unitAt[j]] = j
+			t.last.set(t.unitAt[j], j)
 		}
 	}
 	clear(t.state[j+1:])
@@ -175,7 +175,7 @@ func (t *reuseTracker) reset() {
 		*t = *newReuseTracker(t.window)
 		return
 	}
-	clear(t.last)
+	t.last.clear()
 	clear(t.fen)
 	clear(t.state[:t.now+1])
 	t.now = 0

@@ -3,7 +3,7 @@ package analyze
 import (
 	"encoding/binary"
 	"math/bits"
-	"sort"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -577,7 +577,7 @@ func (w *worker) sectors(r *rawstream.Record) int {
 		}
 	}
 	if !sorted {
-		sort.Slice(ss, func(i, j int) bool { return ss[i] < ss[j] })
+		slices.Sort(ss)
 	}
 	n := 0
 	for i := range ss {
