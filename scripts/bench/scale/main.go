@@ -495,15 +495,22 @@ func one(e *broker.Embedded, c *broker.Conn, n, k int, cfg config) (*result, err
 			reds = append(reds, rproc{p, nd.Name.Level})
 		}
 	}
-	// Wait for every node's consumer.
+	// Wait for every node's consumer: the leaves' on the input stream, the
+	// inner nodes' on the tree stream.
 	stream, err := c.Stream(ctx, job)
 	if err != nil {
 		kill()
 		return nil, err
 	}
+	treeStream, err := c.TreeStream(ctx, job)
+	if err != nil {
+		kill()
+		return nil, err
+	}
 	for t0 := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-		info, err := stream.Info(ctx)
-		if err == nil && info.State.Consumers >= len(tree.Nodes()) {
+		in, err1 := stream.Info(ctx)
+		tr, err2 := treeStream.Info(ctx)
+		if err1 == nil && err2 == nil && in.State.Consumers+tr.State.Consumers >= len(tree.Nodes()) {
 			break
 		}
 		if time.Since(t0) > 2*time.Minute {
