@@ -19,18 +19,20 @@ import (
 // benchFrames decodes a generated rank stream once: every block traced,
 // every launch instrumented, grids scaled up.
 func benchFrames(b *testing.B, pattern synth.Pattern) ([]rawstream.Frame, []int64, uint64) {
-	stream := synthStream(b, synth.Options{Seed: 7, BlockSampling: 1, KernelSampling: 1, Scale: 8, Iterations: 2, Pattern: pattern, FrameRecords: 16384}, 0)
+	return decodeAll(b, synthStream(b, synth.Options{Seed: 7, BlockSampling: 1, KernelSampling: 1, Scale: 8, Iterations: 2, Pattern: pattern, FrameRecords: 16384}, 0))
+}
+
+// decodeAll decodes a whole raw stream: its frames, the offset after each,
+// and its access records.
+func decodeAll(tb testing.TB, stream []byte) (fs []rawstream.Frame, offs []int64, recs uint64) {
 	d := rawstream.NewDecoder(bytes.NewReader(stream))
-	var fs []rawstream.Frame
-	var offs []int64
-	var recs uint64
 	for {
 		f, err := d.Next()
 		if err == io.EOF {
-			break
+			return fs, offs, recs
 		}
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		if a, ok := f.(*rawstream.Access); ok {
 			recs += uint64(a.Count)
@@ -38,7 +40,6 @@ func benchFrames(b *testing.B, pattern synth.Pattern) ([]rawstream.Frame, []int6
 		fs = append(fs, f)
 		offs = append(offs, d.Offset())
 	}
-	return fs, offs, recs
 }
 
 // BenchmarkAnalyze measures the online analysis in warp-level access
@@ -127,21 +128,9 @@ func BenchmarkAnalyzeCaptures(b *testing.B) {
 		}
 		prog := strings.SplitN(filepath.Base(f), ".", 2)[0]
 		c := capture{st: &SASS{NVDisasm: "-", Files: []string{filepath.Join("../../testdata/sass", prog)}}}
-		d := rawstream.NewDecoder(bytes.NewReader(data))
-		for {
-			fr, err := d.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			if a, ok := fr.(*rawstream.Access); ok {
-				recs += uint64(a.Count)
-			}
-			c.fs = append(c.fs, fr)
-			c.offs = append(c.offs, d.Offset())
-		}
+		var n uint64
+		c.fs, c.offs, n = decodeAll(b, data)
+		recs += n
 		caps = append(caps, c)
 	}
 	b.Logf("%d captures, %d access records", len(caps), recs)
@@ -197,25 +186,15 @@ func BenchmarkAnalyzeSteady(b *testing.B) {
 		}
 		prog := strings.SplitN(filepath.Base(f), ".", 2)[0]
 		st := &SASS{NVDisasm: "-", Files: []string{filepath.Join("../../testdata/sass", prog)}}
+		all, _, recs := decodeAll(b, data)
 		var head, launches []rawstream.Frame
-		var maxID, recs uint64
-		d := rawstream.NewDecoder(bytes.NewReader(data))
-		for {
-			fr, err := d.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
+		var maxID uint64
+		for _, fr := range all {
 			switch x := fr.(type) {
 			case *rawstream.Launch:
 				maxID = max(maxID, x.LaunchID)
 				launches = append(launches, fr)
-			case *rawstream.Access:
-				recs += uint64(x.Count)
-				launches = append(launches, fr)
-			case *rawstream.KernelEnd:
+			case *rawstream.Access, *rawstream.KernelEnd:
 				launches = append(launches, fr)
 			case *rawstream.Free, *rawstream.End:
 				// Allocations stay live across the replays.
