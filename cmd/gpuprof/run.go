@@ -90,7 +90,7 @@ application's.
 	nats := natsFlags(fs)
 	fs.StringVar(&cfg.CollectorNKey, "collector-nkey", "", "nkey seed the collectors use instead of run's own credentials (gpuprof nats-config writes J.collector.nk)")
 	fs.StringVar(&cfg.CollectorCreds, "collector-creds", "", "NATS credentials file the collectors use instead of run's own")
-	fs.Int64Var(&cfg.StreamMaxBytes, "stream-max-bytes", 0, "the job stream's byte limit (default 8 GiB; a cluster account with less storage needs less)")
+	fs.Int64Var(&cfg.StreamMaxBytes, "stream-max-bytes", 0, "the byte limit of the job's two streams together (a quarter for the reducers' partials; default 8 GiB; a cluster account with less storage needs less)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
