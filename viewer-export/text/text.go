@@ -363,7 +363,19 @@ func ofAccesses(f float64, accesses uint64) string {
 func (r *report) redundancy(ks []view.Kernel) {
 	r.section("Value redundancy (GVProf)")
 	r.b.WriteString("eq. 1: temporal fraction = temporally redundant accesses / accesses of the context\n")
-	r.b.WriteString("eq. 2: spatial fraction  = spatially redundant accesses of an object / its accesses\n\n")
+	r.b.WriteString("eq. 2: spatial fraction  = spatially redundant accesses of an object / its accesses\n")
+	r.b.WriteString("dominant = accesses carrying their instruction's most frequent value / its accesses (GVProf's tool)\n\n")
+	// The whole job's fractions, as GVProf's Table I gives them per program.
+	f := r.p.RedundancyFractions()
+	var parts []string
+	for i, name := range profile.FractionNames {
+		if f.Has[i] {
+			parts = append(parts, name+" "+pct(f.Value[i]))
+		}
+	}
+	if len(parts) > 0 {
+		r.b.WriteString("whole job: " + strings.Join(parts, ", ") + "\n\n")
+	}
 	rows := [][]string{{"kernel", "accesses", "temporal", "eq.1", "spatial", "eq.2", "called from"}}
 	for _, k := range ks {
 		if k.Loads+k.Stores == 0 {
