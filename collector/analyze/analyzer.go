@@ -232,6 +232,7 @@ type Analyzer struct {
 	// time spent waiting for workers at barriers, resolving candidates,
 	// building items and blocked on a full worker queue (Busy reports them)
 	tWait, tResolve, tBuild, tBlocked time.Duration
+	barriers, earlyBarriers           int
 
 	anomalies uint64
 	firstAnom string
@@ -354,6 +355,9 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		// cache: the window's candidate tables stay small, and values seen
 		// are known to the workers sooner.
 		if a.sinceResolve += uint64(f.Count); a.sinceResolve >= resolveEvery*uint64(len(a.workers)) || a.candidatesFull() {
+			if a.sinceResolve < resolveEvery*uint64(len(a.workers)) {
+				a.earlyBarriers++
+			}
 			if err := a.barrier(); err != nil {
 				a.failed = err
 				return err
@@ -741,10 +745,10 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 // records made 32 MB tables, where every insert missed the cache; 2^15
 // entries keep them at 2 MB, while streams of recurring values keep the
 // long interval and its few barriers.
-const (
-	resolveEvery = 1 << 14
-	candLimit    = 1 << 15
-)
+const resolveEvery = 1 << 14
+
+// candLimit is a variable so that tests can make early barriers frequent.
+var candLimit int64 = 1 << 15
 
 // candidatesFull says whether some worker holds candLimit candidates (as
 // of its last frame: the workers run behind the dispatcher).
@@ -763,6 +767,7 @@ func (a *Analyzer) candidatesFull() bool {
 // are redundant.
 func (a *Analyzer) barrier() error {
 	t0 := time.Now()
+	a.barriers++
 	a.sinceResolve = 0
 	done := make(chan error, len(a.workers))
 	for _, w := range a.workers {

@@ -227,6 +227,7 @@ func BenchmarkAnalyzeSteady(b *testing.B) {
 		}
 		total := recs * replays
 		b.Run(prog, func(b *testing.B) {
+			var barriers, early int
 			cpu0 := cpuTime()
 			for i := 0; i < b.N; i++ {
 				a := New(Options{Job: "bench", Workers: 1, Structures: st})
@@ -245,9 +246,13 @@ func BenchmarkAnalyzeSteady(b *testing.B) {
 				if _, err := a.Flush(seq); err != nil {
 					b.Fatal(err)
 				}
+				bz := a.Busy()
+				barriers, early = bz.Barriers, bz.EarlyBarriers
 				a.Close()
 			}
 			cpu := cpuTime() - cpu0
+			b.ReportMetric(float64(barriers), "barriers")
+			b.ReportMetric(float64(early), "early-barriers")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(total)/float64(b.N), "cpu-ns/record")
 			b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 			b.ReportMetric(0, "ns/op")

@@ -16,12 +16,16 @@ type Busy struct {
 	// workers at spatial barriers, the candidate resolution and the
 	// building of items.
 	BarrierWait, Resolve, Build time.Duration
+	// Barriers counts the spatial barriers (flushes included), Early
+	// those a worker's full candidate tables brought forward (candLimit).
+	Barriers, EarlyBarriers int
 }
 
 // Busy returns the analyzer's time accounts so far. Call it from the
 // goroutine that calls Add.
 func (a *Analyzer) Busy() Busy {
-	b := Busy{Workers: len(a.workers), Blocked: a.tBlocked, BarrierWait: a.tWait, Resolve: a.tResolve, Build: a.tBuild}
+	b := Busy{Workers: len(a.workers), Blocked: a.tBlocked, BarrierWait: a.tWait, Resolve: a.tResolve, Build: a.tBuild,
+		Barriers: a.barriers, EarlyBarriers: a.earlyBarriers}
 	for _, w := range a.workers {
 		b.WorkerBusy += time.Duration(w.busy.Load())
 	}
