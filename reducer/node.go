@@ -295,8 +295,6 @@ func (n *node) run(ctx context.Context) (*NodeResult, error) {
 			return nil, fmt.Errorf("reducer: node %v: %w", n.spec.Name, err)
 		}
 		n.purgeAt = n.purgeBytes()
-	}
-	if n.spec.Leaf() {
 		n.state = profile.New(n.cfg.Job)
 		n.asm = map[itemKey]*pendingItem{}
 		n.finished = map[int32]bool{}
