@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -78,7 +79,9 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	stop := startCPUProfile(os.Getenv("GPUPROF_CPUPROFILE"))
 	err := c.run(os.Args[2:])
+	stop()
 	var ee exitError
 	switch {
 	case err == nil:
@@ -88,6 +91,33 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "gpuprof %s: %v\n", os.Args[1], err)
 		os.Exit(1)
+	}
+}
+
+// startCPUProfile writes a CPU profile of the whole command to path (none
+// if empty), for finding where a collector's analysis spends its time on a
+// real application; the returned function ends it. A profile that cannot
+// be written is a warning: the command runs on.
+func startCPUProfile(path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		slog.Warn("no CPU profile", "file", path, "err", err)
+		if f != nil {
+			f.Close()
+		}
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			slog.Warn("CPU profile", "file", path, "err", err)
+		}
 	}
 }
 
