@@ -65,8 +65,9 @@ type Options struct {
 	BatchRecords  uint64
 	BatchInterval time.Duration
 
-	// Workers analysing records (default GOMAXPROCS).
-	Workers int
+	// Workers analysing records (default GOMAXPROCS); MemWorkers for reuse
+	// distances and bank conflicts (default Workers).
+	Workers, MemWorkers int
 	// Structures gives GPU module structure; default: nvdisasm when on
 	// PATH, else the nvdisasm outputs in SASSFiles.
 	Structures analyze.StructureSource
@@ -532,7 +533,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			in = io.TeeReader(raw, t)
 		}
 	}
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, Structures: c.o.Structures, OnModule: c.o.OnModule})
+	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, Structures: c.o.Structures, OnModule: c.o.OnModule})
 	defer a.Close()
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,6 +69,8 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
 	fs.Uint64Var(&o.BatchRecords, "batch-records", 0, "publish a batch every this many access records (default 262144)")
 	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "and at least this often (default 5s)")
+	fs.IntVar(&o.Workers, "workers", envInt("GPUPROF_WORKERS"), "goroutines analysing access records (default $GPUPROF_WORKERS or the number of cores)")
+	fs.IntVar(&o.MemWorkers, "mem-workers", envInt("GPUPROF_MEM_WORKERS"), "goroutines for reuse distances and bank conflicts (default $GPUPROF_MEM_WORKERS or --workers)")
 	window := fs.Int("window", 64, "batches published and not yet acknowledged at most (backpressure)")
 	local := fs.String("local", "", "no broker: merge this rank's batches into a profile file")
 	nats := natsFlags(fs)
@@ -218,4 +221,14 @@ func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
 		}
 	}
 	return runErr, rank
+}
+
+// envInt is the integer in the environment variable name, 0 when unset or
+// not a number (the flag's default then applies).
+func envInt(name string) int {
+	n, err := strconv.Atoi(os.Getenv(name))
+	if err != nil {
+		return 0
+	}
+	return n
 }

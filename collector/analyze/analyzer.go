@@ -43,6 +43,11 @@ type Options struct {
 	Rank int32
 	// Workers analysing access records in parallel (default GOMAXPROCS).
 	Workers int
+	// MemWorkers computing reuse distances and bank conflicts, sharded by
+	// block (default Workers). Both sets are CPU-bound, and the stream's
+	// decoder and dispatch loop are serial: on a rank's share of cores,
+	// fewer goroutines than cores leave those stages a core of their own.
+	MemWorkers int
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver
 	// Structures gives GPU module structure (nil: instructions are placed
@@ -274,7 +279,10 @@ func New(o Options) *Analyzer {
 		a.workers = append(a.workers, wk)
 		go wk.run()
 	}
-	a.x.start(o.Workers)
+	if o.MemWorkers <= 0 {
+		o.MemWorkers = o.Workers
+	}
+	a.x.start(o.MemWorkers)
 	return a
 }
 

@@ -211,6 +211,10 @@ struct Output {
     uint64_t drop_records = 0;     // pending DROPPED counts (under mu)
     uint64_t drop_bytes = 0;
     uint64_t total_drop_records = 0;
+    // Time accounts for the exit line (GPUPROF_VERBOSE): producers held
+    // back by a full queue, the writer inside write/send, bytes written.
+    std::atomic<uint64_t> wait_ns{0}, waits{0};
+    uint64_t write_ns = 0, written = 0; // writer thread only
     std::thread th;
     std::mutex done_mu;
     std::condition_variable done_cv;
@@ -221,7 +225,23 @@ Output &O() {
     return *o;
 }
 
+std::atomic<uint64_t> g_drain_ns{0}, g_drains{0}, g_drain_records{0};
+
+static uint64_t mono_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 bool write_all(int fd, bool sock, const uint8_t *p, size_t n) {
+    Output &o = O();
+    uint64_t t0 = mono_ns();
+    o.written += n;
+    struct Acc {
+        Output &o;
+        uint64_t t0;
+        ~Acc() { o.write_ns += mono_ns() - t0; }
+    } acc{o, t0};
     while (n > 0) {
         ssize_t w = sock ? send(fd, p, n, MSG_NOSIGNAL) : write(fd, p, n);
         if (w < 0) {
@@ -363,6 +383,12 @@ void writer_main() {
 
 } // namespace
 
+void stat_drain(uint64_t ns, uint64_t records) {
+    g_drain_ns += ns;
+    g_drains++;
+    g_drain_records += records;
+}
+
 bool out_start() {
     Output &o = O();
     if (o.started.load()) return o.fd >= 0;
@@ -433,9 +459,12 @@ void out_push(gpw_buf *frame, bool droppable, uint64_t records) {
     // so a stuck collector costs one wait, not one per frame.
     if (droppable && o.congested && o.qbytes <= g_cfg.queue_bytes / 2) o.congested = false;
     if (droppable && !o.congested && g_cfg.queue_wait_ms > 0 && o.qbytes + frame->len > g_cfg.queue_bytes) {
+        uint64_t t0 = mono_ns();
         bool room = o.space.wait_for(lk, std::chrono::milliseconds(g_cfg.queue_wait_ms), [&] {
             return o.finishing || o.dead.load() || o.qbytes + frame->len <= g_cfg.queue_bytes;
         });
+        o.wait_ns += mono_ns() - t0;
+        o.waits++;
         if (!room) o.congested = true;
         if (o.finishing || o.dead.load()) {
             gpw_buf_free(frame);
@@ -506,6 +535,10 @@ void out_finish(int exit_code) {
     if (o.done_cv.wait_for(lk, std::chrono::seconds(g_cfg.exit_timeout_s), [&] { return o.finished; })) {
         lk.unlock();
         o.th.join();
+        vlog("time: %llu trace buffers drained (%llu records) in %.3f s while the GPU waited; producers waited %.3f s "
+             "for queue room (%llu times); writer %.3f s in write for %.1f MB",
+             (unsigned long long)g_drains.load(), (unsigned long long)g_drain_records.load(), g_drain_ns.load() / 1e9,
+             o.wait_ns.load() / 1e9, (unsigned long long)o.waits.load(), o.write_ns / 1e9, o.written / 1e6);
     } else {
         log("writer did not finish within %u s; the stream may be truncated", g_cfg.exit_timeout_s);
         lk.unlock();

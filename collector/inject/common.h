@@ -66,6 +66,9 @@ void out_set_hello(const gpw_hello_t &h);
 bool out_hello_set();
 // Writes pending frames, DROPPED if needed and END, then stops the writer.
 void out_finish(int exit_code);
+/* Where the library's own time goes (GPUPROF_VERBOSE prints it at exit):
+ * host time converting full trace buffers while the GPU waits. */
+void stat_drain(uint64_t ns, uint64_t records);
 
 /* ---- HELLO ---- */
 // Fills and sets the HELLO from a device (called at context creation).

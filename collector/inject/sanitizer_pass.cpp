@@ -12,6 +12,7 @@
  * Only this file includes sanitizer.h (cupti.h cannot share a translation unit).
  */
 #include <sanitizer.h>
+#include <time.h>
 
 #include <cuda.h>
 #include <generated_cuda_meta.h>
@@ -168,7 +169,11 @@ bool drain_if_full(Buf *b) {
     std::atomic_thread_fence(std::memory_order_acquire);
     uint32_t n = b->mbox->count;
     if (n > b->cap) n = b->cap;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     emit_records(b, n);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    stat_drain((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec, n);
     vlog("drained a full trace buffer: %u records of launch %llu", n, (unsigned long long)b->launch_id);
     std::atomic_thread_fence(std::memory_order_release);
     b->mbox->full = 0;
