@@ -403,7 +403,7 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 	// The memory workers' records are split in the same pass, so no worker
 	// reads records that are not its own.
 	mem := a.x.ms.split()
-	it := f.Records()
+	it := f.RecordHeaders()
 	for {
 		off := it.Offset()
 		if !it.Next() {

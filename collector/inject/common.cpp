@@ -108,6 +108,8 @@ static uint64_t env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi
 void load_config() {
     Config &c = g_cfg;
     c.verbose = env_u64("GPUPROF_VERBOSE", 0, 0, 9) != 0;
+    c.stats = env_u64("GPUPROF_STATS", 0, 0, 1) != 0;
+    c.compact = env_u64("GPUPROF_COMPACT", 1, 0, 1) != 0;
     if (const char *m = env("GPUPROF_MODE")) {
         if (!strcmp(m, "redundancy"))
             c.mode = GPW_MODE_REDUNDANCY;
@@ -535,10 +537,11 @@ void out_finish(int exit_code) {
     if (o.done_cv.wait_for(lk, std::chrono::seconds(g_cfg.exit_timeout_s), [&] { return o.finished; })) {
         lk.unlock();
         o.th.join();
-        vlog("time: %llu trace buffers drained (%llu records) in %.3f s while the GPU waited; producers waited %.3f s "
-             "for queue room (%llu times); writer %.3f s in write for %.1f MB",
-             (unsigned long long)g_drains.load(), (unsigned long long)g_drain_records.load(), g_drain_ns.load() / 1e9,
-             o.wait_ns.load() / 1e9, (unsigned long long)o.waits.load(), o.write_ns / 1e9, o.written / 1e6);
+        if (g_cfg.verbose || g_cfg.stats)
+            log("time: %llu trace buffers drained (%llu records) in %.3f s while the GPU waited; producers waited %.3f s "
+                "for queue room (%llu times); writer %.3f s in write for %.1f MB",
+                (unsigned long long)g_drains.load(), (unsigned long long)g_drain_records.load(), g_drain_ns.load() / 1e9,
+                o.wait_ns.load() / 1e9, (unsigned long long)o.waits.load(), o.write_ns / 1e9, o.written / 1e6);
     } else {
         log("writer did not finish within %u s; the stream may be truncated", g_cfg.exit_timeout_s);
         lk.unlock();

@@ -41,6 +41,8 @@ struct Config {
     uint64_t seed = 0;                   // GPUPROF_SEED (0: from time and pid)
     uint32_t exit_timeout_s = 60;        // GPUPROF_EXIT_TIMEOUT_S
     bool verbose = false;                // GPUPROF_VERBOSE
+    bool compact = true;                 // GPUPROF_COMPACT=0: plain lane entries only
+    bool stats = false;                  // GPUPROF_STATS: the time account at exit (also with verbose)
 };
 
 extern Config g_cfg;
@@ -66,8 +68,9 @@ void out_set_hello(const gpw_hello_t &h);
 bool out_hello_set();
 // Writes pending frames, DROPPED if needed and END, then stops the writer.
 void out_finish(int exit_code);
-/* Where the library's own time goes (GPUPROF_VERBOSE prints it at exit):
- * host time converting full trace buffers while the GPU waits. */
+/* Where the library's own time goes:
+ * host time converting full trace buffers while the GPU waits. GPUPROF_STATS
+ * or GPUPROF_VERBOSE prints the account at exit. */
 void stat_drain(uint64_t ns, uint64_t records);
 
 /* ---- HELLO ---- */

@@ -33,7 +33,8 @@ extern "C" {
 #endif
 
 #define GPW_MAGIC 0x57525047u /* "GPRW" read as a little-endian u32 */
-#define GPW_VERSION 1u
+#define GPW_VERSION 2u /* 2: record encodings (byte 21); readers take 1 and 2 */
+#define GPW_MIN_VERSION 1u
 #define GPW_MAX_PAYLOAD (64u * 1024u * 1024u)
 #define GPW_FRAME_HEADER_SIZE 8u
 #define GPW_ACCESS_RECORD_HEADER_SIZE 24u
@@ -351,6 +352,83 @@ static inline void gpw_access_record(gpw_buf *b, uint64_t pc, uint32_t block, ui
         gpw_put_u64(b, addrs[lane]);
         gpw_put_bytes(b, values + (size_t)lane * size, size);
     }
+}
+
+/* Record encodings (header byte 21; 0 = plain lane entries). A coalesced
+ * warp access has addresses base + stride x lane, and many accesses carry
+ * one value in every lane: stored once, they cut a 4-byte access of a full
+ * warp from 408 bytes to 168 (affine) or 44 (both). docs/wire.md. */
+#define GPW_ENC_AFFINE 0x1u  /* u64 base, u64 stride replace the addresses */
+#define GPW_ENC_UNIFORM 0x2u /* one value, carried by every active lane */
+
+/* gpw_lanes_compact writes the lane entries of a record (active != 0,
+ * size > 0; addrs[lane], values + lane*size as in gpw_access_record) at p
+ * in the most compact encoding that holds them exactly, and returns the
+ * bytes written (at most popcount(active) * (8 + size)); *enc receives the
+ * encoding. */
+static inline size_t gpw_lanes_compact(uint8_t *p, uint32_t active, uint32_t size, const uint64_t *addrs,
+                                       const uint8_t *values, uint8_t *enc) {
+    uint8_t *start = p;
+    uint32_t l0 = (uint32_t)__builtin_ctz(active), rest = active & (active - 1), m;
+    uint64_t step = 0, base;
+    const uint8_t *v0 = values + (size_t)l0 * size;
+    int affine = 1, uniform = 1;
+    if (rest) {
+        int64_t dl = (int64_t)__builtin_ctz(rest) - (int64_t)l0;
+        int64_t d = (int64_t)(addrs[__builtin_ctz(rest)] - addrs[l0]);
+        affine = d % dl == 0;
+        step = (uint64_t)(d / dl);
+    }
+    base = addrs[l0] - step * (uint64_t)l0;
+    for (m = active; m; m &= m - 1) {
+        uint32_t lane = (uint32_t)__builtin_ctz(m);
+        if (affine && addrs[lane] != base + step * (uint64_t)lane) affine = 0;
+        if (uniform && memcmp(values + (size_t)lane * size, v0, size) != 0) uniform = 0;
+    }
+    *enc = (uint8_t)((affine ? GPW_ENC_AFFINE : 0u) | (uniform ? GPW_ENC_UNIFORM : 0u));
+    if (affine) {
+        gpw_store_u64(p, base);
+        gpw_store_u64(p + 8, step);
+        p += 16;
+    }
+    if (!affine || !uniform) {
+        for (m = active; m; m &= m - 1) {
+            uint32_t lane = (uint32_t)__builtin_ctz(m);
+            if (!affine) {
+                gpw_store_u64(p, addrs[lane]);
+                p += 8;
+            }
+            if (!uniform) {
+                memcpy(p, values + (size_t)lane * size, size);
+                p += size;
+            }
+        }
+    }
+    if (uniform) {
+        memcpy(p, v0, size);
+        p += size;
+    }
+    return (size_t)(p - start);
+}
+
+/* gpw_access_record_compact is gpw_access_record with the lanes in the
+ * most compact encoding. */
+static inline void gpw_access_record_compact(gpw_buf *b, uint64_t pc, uint32_t block, uint16_t warp, uint8_t space,
+                                             uint8_t flags, uint32_t active, uint8_t size, const uint64_t *addrs,
+                                             const uint8_t *values) {
+    uint8_t enc = 0;
+    size_t at;
+    if (size == 0 || active == 0) {
+        gpw_access_record(b, pc, block, warp, space, flags, active, size, addrs, values);
+        return;
+    }
+    gpw_access_record(b, pc, block, warp, space, flags, active, 0, addrs, values);
+    if (b->oom) return;
+    at = b->len - GPW_ACCESS_RECORD_HEADER_SIZE;
+    if (!gpw_reserve(b, (size_t)__builtin_popcount(active) * (8u + size))) return;
+    b->data[at + 20] = size;
+    b->len += gpw_lanes_compact(b->data + b->len, active, size, addrs, values, &enc);
+    b->data[at + 21] = enc;
 }
 
 static inline int gpw_access_finish(gpw_buf *b, size_t off, uint32_t count) {

@@ -136,6 +136,16 @@ void emit_records(Buf *b, uint32_t n) {
             if (!(sz == 0 || sz == 1 || sz == 2 || sz == 4 || sz == 8 || sz == 16) || h.active == 0) continue;
             memcpy(p, r, GPW_ACCESS_RECORD_HEADER_SIZE);
             p[21] = p[22] = p[23] = 0;
+            if (sz && g_cfg.compact) {
+                // Affine addresses and uniform values stored once (docs/wire.md).
+                const uint64_t *addrs = (const uint64_t *)(r + GP_REC_ADDR_OFF);
+                uint8_t enc = 0;
+                size_t n = gpw_lanes_compact(p + GPW_ACCESS_RECORD_HEADER_SIZE, h.active, sz, addrs, r + GP_REC_VAL_OFF, &enc);
+                p[21] = enc;
+                p += GPW_ACCESS_RECORD_HEADER_SIZE + n;
+                good++;
+                continue;
+            }
             p += GPW_ACCESS_RECORD_HEADER_SIZE;
             if (sz) {
                 const uint8_t *addrs = r + GP_REC_ADDR_OFF, *vals = r + GP_REC_VAL_OFF;

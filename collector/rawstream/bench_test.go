@@ -12,27 +12,68 @@ import (
 
 // BenchmarkDecode decodes the sampled H100 captures (the collector's
 // reader does this on one goroutine for every rank's stream): nanoseconds
-// and bytes per access record, with every record validated.
+// and bytes per access record, with every record validated; as recorded
+// (plain) and re-encoded as the library now writes them (compact).
 func BenchmarkDecode(b *testing.B) {
 	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p50k10.gpr")
 	if len(files) == 0 {
 		b.Skip("no captures")
 	}
-	var streams [][]byte
-	var size int64
+	var plain, compact [][]byte
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			b.Fatal(err)
 		}
-		streams = append(streams, data)
-		size += int64(len(data))
+		plain = append(plain, data)
+		compact = append(compact, compactStream(b, data))
 	}
-	b.SetBytes(size)
-	var recs uint64
-	for i := 0; i < b.N; i++ {
-		recs = 0
-		for _, s := range streams {
+	for _, c := range []struct {
+		name    string
+		streams [][]byte
+	}{{"plain", plain}, {"compact", compact}} {
+		b.Run(c.name, func(b *testing.B) {
+			var size int64
+			for _, s := range c.streams {
+				size += int64(len(s))
+			}
+			b.SetBytes(size)
+			var recs uint64
+			for i := 0; i < b.N; i++ {
+				recs = 0
+				for _, s := range c.streams {
+					recs += decodeRecords(b, s)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(recs)/float64(b.N), "ns/record")
+		})
+	}
+}
+
+// BenchmarkExpand is what an analysis worker pays to read every record of
+// the compact captures with its lanes (expanding compact ones), against
+// the plain captures' zero-copy lanes.
+func BenchmarkExpand(b *testing.B) {
+	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p50k10.gpr")
+	if len(files) == 0 {
+		b.Skip("no captures")
+	}
+	var plain, compact [][]byte
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		plain = append(plain, data)
+		compact = append(compact, compactStream(b, data))
+	}
+	for _, c := range []struct {
+		name    string
+		streams [][]byte
+	}{{"plain", plain}, {"compact", compact}} {
+		var frames []*rawstream.Access
+		var recs int
+		for _, s := range c.streams {
 			d := rawstream.NewDecoder(bytes.NewReader(s))
 			for {
 				f, err := d.Next()
@@ -43,10 +84,64 @@ func BenchmarkDecode(b *testing.B) {
 					b.Fatal(err)
 				}
 				if a, ok := f.(*rawstream.Access); ok {
-					recs += uint64(a.Count)
+					frames = append(frames, a)
+					recs += int(a.Count)
 				}
 			}
 		}
+		b.Run(c.name, func(b *testing.B) {
+			var lanes int
+			for i := 0; i < b.N; i++ {
+				for _, a := range frames {
+					it := a.Records()
+					for it.Next() {
+						lanes += len(it.Record().Lanes)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(recs)/float64(b.N), "ns/record")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(recs)/float64(b.N), "ns/record")
+}
+
+// decodeRecords decodes a stream and returns its access records.
+func decodeRecords(b *testing.B, s []byte) uint64 {
+	var recs uint64
+	d := rawstream.NewDecoder(bytes.NewReader(s))
+	for {
+		f, err := d.Next()
+		if err == io.EOF {
+			return recs
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if a, ok := f.(*rawstream.Access); ok {
+			recs += uint64(a.Count)
+		}
+	}
+}
+
+// compactStream re-encodes a stream's access frames compactly.
+func compactStream(b *testing.B, data []byte) []byte {
+	var out bytes.Buffer
+	w := rawstream.NewWriter(&out)
+	d := rawstream.NewDecoder(bytes.NewReader(data))
+	for {
+		f, err := d.Next()
+		if err == io.EOF {
+			return out.Bytes()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if a, ok := f.(*rawstream.Access); ok {
+			if f, err = a.Compact(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Write(f); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

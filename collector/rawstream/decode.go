@@ -268,8 +268,8 @@ func parsePayload(kind Kind, b []byte) (Frame, *fieldError) {
 		h := &Hello{}
 		at := p.off
 		h.Version = p.u16("version")
-		if p.err == nil && h.Version != Version {
-			p.bad(at, "version", fmt.Sprintf("%d, this decoder reads version %d", h.Version, Version))
+		if p.err == nil && (h.Version < MinVersion || h.Version > Version) {
+			p.bad(at, "version", fmt.Sprintf("%d, this decoder reads versions %d to %d", h.Version, MinVersion, Version))
 		}
 		h.Flags = p.u16("flags")
 		h.Rank = int32(p.u32("rank"))
@@ -330,7 +330,7 @@ func parsePayload(kind Kind, b []byte) (Frame, *fieldError) {
 			start := p.off
 			var r Record
 			for i := uint32(0); i < a.Count; i++ {
-				n, e := parseRecord(b[p.off:], &r)
+				n, e := parseRecord(b[p.off:], &r, false)
 				if e != nil {
 					p.bad(p.off+e.off, fmt.Sprintf("record %d %s", i, e.field), e.msg)
 					break

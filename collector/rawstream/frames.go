@@ -1,5 +1,5 @@
 // Package rawstream decodes and writes the raw record stream that the
-// injection library sends to its collector (docs/wire.md, version 1).
+// injection library sends to its collector (docs/wire.md, version 2).
 //
 // The decoder is streaming: it holds one frame at a time (at most
 // MaxPayload bytes), validates every field before returning the frame, and
@@ -13,8 +13,13 @@ import "fmt"
 // Magic starts a HELLO payload ("GPRW" little-endian).
 const Magic = 0x57525047
 
-// Version is the stream version this package speaks.
-const Version = 1
+// Version is the stream version this package writes; it reads every
+// version from MinVersion up. Version 2 added record encodings (header
+// byte 21, zero in version 1 streams).
+const (
+	Version    = 2
+	MinVersion = 1
+)
 
 // MaxPayload bounds a frame's payload (64 MiB).
 const MaxPayload = 64 << 20

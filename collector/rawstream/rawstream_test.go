@@ -21,7 +21,7 @@ func everyFrame() []Frame {
 	acc.AppendLane(0x40, bytes.Repeat([]byte{9}, 16))
 	acc.AppendRecord(0x7f0000001030, 3, 1, SpaceNone, FlagBlockExit, 0xffffffff, 0)
 	return []Frame{
-		&Hello{Version: 1, Flags: HelloSynthetic, Rank: -1, PID: 4242, Mode: ModeRedundancy, BlockSampling: 50, KernelSampling: 10,
+		&Hello{Version: Version, Flags: HelloSynthetic, Rank: -1, PID: 4242, Mode: ModeRedundancy, BlockSampling: 50, KernelSampling: 10,
 			StartNS: 1700000000000000000, Host: "node01", GPU: "NVIDIA H100 80GB HBM3", GPUUUID: "GPU-1234", Driver: "580.1", CUDA: "13.0", SM: 90},
 		&HostModule{Base: 0x555500000000, Path: "/opt/app/bin/app", BuildID: "abcdef", Segments: []Segment{{0x555500001000, 0x2000}, {0x555500004000, 0x100}}},
 		&Module{ModuleID: 1, ContentKey: 0x1234, Size: 5, HasBytes: true, Bytes: []byte("\x7fELFx")},
@@ -251,6 +251,16 @@ func TestHugeClaimTruncatedCheap(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	good := encode(f, everyFrame())
 	f.Add(good)
+	// Compact records (affine addresses, uniform values, both).
+	acc := &Access{LaunchID: 7}
+	for _, r := range []Record{
+		{PC: 1, Space: SpaceGlobal, Flags: FlagRead, Active: 0xf, Size: 4, Lanes: laneBytes([]uint64{0x100, 0x104, 0x108, 0x10c}, 4, false)},
+		{PC: 2, Space: SpaceGlobal, Flags: FlagWrite, Active: 0x5, Size: 8, Lanes: laneBytes([]uint64{0x900, 0x100}, 8, true)},
+		{PC: 3, Space: SpaceShared, Flags: FlagRead, Active: 0x3, Size: 2, Lanes: laneBytes([]uint64{0x40, 0x42}, 2, true)},
+	} {
+		acc.AppendCompact(&r)
+	}
+	f.Add(encode(f, []Frame{everyFrame()[0], acc, &End{}}))
 	f.Add(good[:len(good)/2])
 	f.Add(good[:100])
 	f.Add([]byte{})
@@ -301,4 +311,21 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoded %d frames decode to %d", len(frames), len(again))
 		}
 	})
+}
+
+// laneBytes returns plain lane entries for addrs with values of size bytes:
+// all equal when uniform, else each lane's index.
+func laneBytes(addrs []uint64, size int, uniform bool) []byte {
+	var b []byte
+	for i, a := range addrs {
+		b = binary.LittleEndian.AppendUint64(b, a)
+		for j := 0; j < size; j++ {
+			v := byte(7)
+			if !uniform {
+				v = byte(i + j)
+			}
+			b = append(b, v)
+		}
+	}
+	return b
 }

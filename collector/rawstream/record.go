@@ -1,9 +1,11 @@
 package rawstream
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 )
 
 // Space is the memory space of an access record.
@@ -45,8 +47,20 @@ const (
 // RecordHeaderSize is the fixed part of an access record.
 const RecordHeaderSize = 24
 
+// Encodings of a record's lane entries (header byte 21; 0: plain). Most
+// warp accesses are coalesced (lane addresses base + stride × lane) and many
+// carry one value in every lane; storing those once cuts a 4-byte access
+// of a full warp from 408 bytes to 168 (affine) or 44 (both), which is
+// what the library's socket and the collector's reader have to move.
+const (
+	EncAffine  uint8 = 1 << 0 // a u64 base and a u64 stride replace the addresses: lane l's is base + stride·l
+	EncUniform uint8 = 1 << 1 // one value, carried by every active lane, replaces the values
+)
+
 // Record is one warp-level access or block record. Lanes holds, per set bit
-// of Active from lane 0 up, a u64 address then Size value bytes.
+// of Active from lane 0 up, a u64 address then Size value bytes, whatever
+// the record's encoding on the wire (compact records are expanded; see
+// Access.RecordHeaders for the iteration that leaves them alone).
 type Record struct {
 	PC     uint64
 	Block  uint32
@@ -55,7 +69,10 @@ type Record struct {
 	Flags  Flags
 	Active uint32
 	Size   uint8
+	Enc    uint8 // the wire encoding (EncAffine, EncUniform)
 	Lanes  []byte
+
+	buf []byte // expanded lanes of a compact record, reused
 }
 
 // NumLanes is the number of lane entries (0 for block events).
@@ -91,9 +108,24 @@ type recordError struct {
 	msg   string
 }
 
+// lanesSize is the length of the lane entries of na lanes of size bytes in
+// encoding enc.
+func lanesSize(na int, size int, enc uint8) int {
+	n := 8*na + size*na
+	if enc&EncAffine != 0 {
+		n += 16 - 8*na
+	}
+	if enc&EncUniform != 0 {
+		n += size - size*na
+	}
+	return n
+}
+
 // parseRecord reads one record from b. It returns the record, its length,
-// or what is wrong with it.
-func parseRecord(b []byte, r *Record) (int, *recordError) {
+// or what is wrong with it. With expand false, the lanes of a compact
+// record are checked but not expanded (Lanes is nil): the sequencer only
+// needs headers.
+func parseRecord(b []byte, r *Record, expand bool) (int, *recordError) {
 	if len(b) < RecordHeaderSize {
 		return 0, &recordError{0, "header", fmt.Sprintf("%d bytes left, a record header needs %d", len(b), RecordHeaderSize)}
 	}
@@ -105,46 +137,104 @@ func parseRecord(b []byte, r *Record) (int, *recordError) {
 	r.Flags = Flags(b[15])
 	r.Active = le.Uint32(b[16:])
 	r.Size = b[20]
+	r.Enc = b[21]
 	if r.Space > SpaceLocal {
 		return 0, &recordError{14, "space", fmt.Sprintf("%d is not a space", b[14])}
 	}
 	if !validSize(r.Size) {
 		return 0, &recordError{20, "size", fmt.Sprintf("%d is not a lane access size", r.Size)}
 	}
+	na := bits.OnesCount32(r.Active)
+	if r.Enc&^(EncAffine|EncUniform) != 0 {
+		return 0, &recordError{21, "encoding", fmt.Sprintf("unknown bits in %#x", r.Enc)}
+	}
+	if r.Enc != 0 && (r.Size == 0 || na == 0) {
+		return 0, &recordError{21, "encoding", fmt.Sprintf("%#x on a record without lane entries", r.Enc)}
+	}
 	n := 0
 	if r.Size > 0 {
-		n = bits.OnesCount32(r.Active) * (8 + int(r.Size))
+		n = lanesSize(na, int(r.Size), r.Enc)
 	}
 	if len(b)-RecordHeaderSize < n {
-		return 0, &recordError{RecordHeaderSize, "lanes", fmt.Sprintf("%d active lanes of %d bytes need %d bytes, %d left",
-			bits.OnesCount32(r.Active), r.Size, n, len(b)-RecordHeaderSize)}
+		return 0, &recordError{RecordHeaderSize, "lanes", fmt.Sprintf("%d active lanes of %d bytes (encoding %d) need %d bytes, %d left",
+			na, r.Size, r.Enc, n, len(b)-RecordHeaderSize)}
 	}
-	r.Lanes = b[RecordHeaderSize : RecordHeaderSize+n]
+	raw := b[RecordHeaderSize : RecordHeaderSize+n]
+	switch {
+	case r.Enc == 0:
+		r.Lanes = raw
+	case expand:
+		r.buf = expandLanes(r.buf, raw, r.Active, int(r.Size), r.Enc)
+		r.Lanes = r.buf
+	default:
+		r.Lanes = nil
+	}
 	return RecordHeaderSize + n, nil
+}
+
+// expandLanes writes the plain lane entries of a compact record's raw
+// lanes into dst.
+func expandLanes(dst, raw []byte, active uint32, size int, enc uint8) []byte {
+	le := binary.LittleEndian
+	na := bits.OnesCount32(active)
+	stride := 8 + size
+	dst = slices.Grow(dst[:0], na*stride)[:na*stride]
+	affine, uniform := enc&EncAffine != 0, enc&EncUniform != 0
+	var base, step uint64
+	var vals []byte
+	if affine {
+		base, step = le.Uint64(raw), le.Uint64(raw[8:])
+		vals = raw[16:]
+	} else {
+		vals = raw[8*na:]
+	}
+	for m, e := active, 0; m != 0; m, e = m&(m-1), e+1 {
+		ent := dst[e*stride : (e+1)*stride]
+		if affine {
+			le.PutUint64(ent, base+step*uint64(bits.TrailingZeros32(m)))
+		} else {
+			copy(ent[:8], raw[8*e:])
+		}
+		if uniform {
+			copy(ent[8:], vals[:size])
+		} else {
+			copy(ent[8:], vals[e*size:(e+1)*size])
+		}
+	}
+	return dst
 }
 
 // ParseRecord reads the record at the start of b (Access.Data from some
 // record's offset on) into r and returns its length.
 func ParseRecord(b []byte, r *Record) (int, error) {
-	n, e := parseRecord(b, r)
+	n, e := parseRecord(b, r, true)
 	if e != nil {
 		return 0, fmt.Errorf("rawstream: record at byte %d: %s: %s", e.off, e.field, e.msg)
 	}
 	return n, nil
 }
 
-// Records iterates over the records of an Access frame without copying.
+// Records iterates over the records of an Access frame without copying
+// (compact records are expanded into a buffer the iterator reuses).
 type Records struct {
-	data []byte
-	off  int
-	left uint32
-	idx  int
-	rec  Record
-	err  error
+	data    []byte
+	off     int
+	left    uint32
+	idx     int
+	rec     Record
+	err     error
+	headers bool
 }
 
 // Records returns an iterator over a's records.
 func (a *Access) Records() Records { return Records{data: a.Data, left: a.Count, idx: -1} }
+
+// RecordHeaders returns an iterator over a's records that checks every
+// record but leaves a compact record's lanes unexpanded (Lanes nil): for
+// passes that need only the headers.
+func (a *Access) RecordHeaders() Records {
+	return Records{data: a.Data, left: a.Count, idx: -1, headers: true}
+}
 
 // Next advances to the next record; false at the end or on a malformed
 // record (see Err).
@@ -152,7 +242,7 @@ func (it *Records) Next() bool {
 	if it.left == 0 || it.err != nil {
 		return false
 	}
-	n, e := parseRecord(it.data[it.off:], &it.rec)
+	n, e := parseRecord(it.data[it.off:], &it.rec, !it.headers)
 	if e != nil {
 		it.err = fmt.Errorf("rawstream: record %d at byte %d of the records: %s: %s", it.idx+1, it.off+e.off, e.field, e.msg)
 		return false
@@ -195,10 +285,76 @@ func (a *Access) AppendLane(addr uint64, value []byte) {
 	a.Data = append(a.Data, value...)
 }
 
-// Append appends a whole record (r.Lanes already encoded).
+// Append appends a whole record, plain (r.Lanes in the plain layout).
 func (a *Access) Append(r *Record) {
 	a.AppendRecord(r.PC, r.Block, r.Warp, r.Space, r.Flags, r.Active, r.Size)
 	a.Data = append(a.Data, r.Lanes...)
+}
+
+// AppendCompact appends a whole record (r.Lanes in the plain layout) in
+// the most compact encoding that holds it exactly, as the injection
+// library writes records.
+func (a *Access) AppendCompact(r *Record) {
+	a.AppendRecord(r.PC, r.Block, r.Warp, r.Space, r.Flags, r.Active, r.Size)
+	na, size := r.NumLanes(), int(r.Size)
+	if na == 0 {
+		a.Data = append(a.Data, r.Lanes...)
+		return
+	}
+	le := binary.LittleEndian
+	stride := 8 + size
+	l0 := bits.TrailingZeros32(r.Active)
+	a0 := le.Uint64(r.Lanes)
+	var step uint64
+	affine, uniform := true, true
+	if rest := r.Active & (r.Active - 1); rest != 0 {
+		dl := int64(bits.TrailingZeros32(rest) - l0)
+		d := int64(le.Uint64(r.Lanes[stride:]) - a0)
+		affine = d%dl == 0
+		step = uint64(d / dl)
+	}
+	base := a0 - step*uint64(l0)
+	v0 := r.Lanes[8:stride]
+	for m, e := r.Active, 0; m != 0; m, e = m&(m-1), e+1 {
+		ent := r.Lanes[e*stride : (e+1)*stride]
+		affine = affine && le.Uint64(ent) == base+step*uint64(bits.TrailingZeros32(m))
+		uniform = uniform && bytes.Equal(ent[8:], v0)
+	}
+	var enc uint8
+	if affine {
+		enc |= EncAffine
+		a.Data = le.AppendUint64(le.AppendUint64(a.Data, base), step)
+	} else {
+		for e := 0; e < na; e++ {
+			if !uniform {
+				a.Data = append(a.Data, r.Lanes[e*stride:(e+1)*stride]...)
+			} else {
+				a.Data = append(a.Data, r.Lanes[e*stride:e*stride+8]...)
+			}
+		}
+	}
+	if uniform {
+		enc |= EncUniform
+		a.Data = append(a.Data, v0...)
+	} else if affine {
+		for e := 0; e < na; e++ {
+			a.Data = append(a.Data, r.Lanes[e*stride+8:(e+1)*stride]...)
+		}
+	}
+	// The header's byte 21 (AppendRecord wrote it as 0).
+	a.Data[len(a.Data)-lanesSize(na, size, enc)-RecordHeaderSize+21] = enc
+}
+
+// Compact returns a copy of a with every record in its most compact
+// encoding (recorded streams of plain records shrink; the records decode
+// the same).
+func (a *Access) Compact() (*Access, error) {
+	c := &Access{LaunchID: a.LaunchID, Data: make([]byte, 0, len(a.Data)/2)}
+	it := a.Records()
+	for it.Next() {
+		c.AppendCompact(it.Record())
+	}
+	return c, it.Err()
 }
 
 // Reset empties a for reuse with another launch.

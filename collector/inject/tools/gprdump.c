@@ -367,7 +367,7 @@ int main(int argc, char **argv) {
             uint16_t sm = u16(&r);
             if (nframes != 0) die(pos, kind, "second HELLO");
             if (magic != GPW_MAGIC) die(pos, kind, "bad magic");
-            if (ver != GPW_VERSION) die(pos, kind, "unsupported version");
+            if (ver < GPW_MIN_VERSION || ver > GPW_VERSION) die(pos, kind, "unsupported version");
             hello_mode = mode;
             printf("HELLO version=%u flags=%u rank=%d pid=%u mode=%u P=%u K=%u start_ns=%" PRIu64 "\n", ver, flags, rank,
                    pid, mode, P, K, start);
@@ -493,13 +493,17 @@ int main(int argc, char **argv) {
                 uint16_t warp = u16(&r);
                 uint8_t space = u8(&r), flags = u8(&r);
                 uint32_t active = u32(&r);
-                uint8_t size = u8(&r);
-                uint32_t lane;
+                uint8_t size = u8(&r), enc = u8(&r);
+                uint32_t lane, m;
                 func_t *f = func_by_pc(pc);
                 int op;
-                bytes(&r, 3);
+                uint64_t addrs[32];
+                const uint8_t *vals[32];
+                bytes(&r, 2);
                 if (!(size == 0 || size == 1 || size == 2 || size == 4 || size == 8 || size == 16))
                     die(pos, kind, "record with an invalid size");
+                if ((enc & ~(GPW_ENC_AFFINE | GPW_ENC_UNIFORM)) || (enc && (size == 0 || active == 0)))
+                    die(pos, kind, "record with an invalid encoding");
                 if (!f) f = kf;
                 access_records++;
                 L->records++;
@@ -512,12 +516,27 @@ int main(int argc, char **argv) {
                     ent_t *e = ht_get(&pcseen, pc, ((uint64_t)space << 8) | (uint64_t)(flags & 7), size, 1);
                     e->x++;
                 }
+                /* Lane entries, plain or compact (docs/wire.md). */
+                if (enc & GPW_ENC_AFFINE) {
+                    uint64_t base = u64(&r), step = u64(&r);
+                    for (m = active; m; m &= m - 1) addrs[__builtin_ctz(m)] = base + step * (uint64_t)__builtin_ctz(m);
+                }
+                for (m = active; m && !r.err; m &= m - 1) {
+                    lane = (uint32_t)__builtin_ctz(m);
+                    if (!(enc & GPW_ENC_AFFINE)) addrs[lane] = u64(&r);
+                    if (!(enc & GPW_ENC_UNIFORM)) vals[lane] = bytes(&r, size);
+                }
+                if (enc & GPW_ENC_UNIFORM) {
+                    const uint8_t *u = bytes(&r, size);
+                    for (m = active; m; m &= m - 1) vals[__builtin_ctz(m)] = u;
+                }
+                if (r.err) break;
                 for (lane = 0; lane < 32; lane++) {
                     uint64_t addr, v0 = 0, v1 = 0;
                     const uint8_t *v;
                     if (!(active & (1u << lane))) continue;
-                    addr = u64(&r);
-                    v = bytes(&r, size);
+                    addr = addrs[lane];
+                    v = vals[lane];
                     if (!v) break;
                     memcpy(&v0, v, size > 8 ? 8 : size);
                     if (size > 8) memcpy(&v1, v + 8, size - 8);
