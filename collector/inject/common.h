@@ -42,6 +42,7 @@ struct Config {
     uint32_t exit_timeout_s = 60;        // GPUPROF_EXIT_TIMEOUT_S
     bool verbose = false;                // GPUPROF_VERBOSE
     bool compact = true;                 // GPUPROF_COMPACT=0: plain lane entries only
+    bool staged = true;                  // GPUPROF_STAGED=0: convert full trace arrays while the GPU waits
     bool stats = false;                  // GPUPROF_STATS: the time account at exit (also with verbose)
 };
 

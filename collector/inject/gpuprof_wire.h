@@ -361,6 +361,18 @@ static inline void gpw_access_record(gpw_buf *b, uint64_t pc, uint32_t block, ui
 #define GPW_ENC_AFFINE 0x1u  /* u64 base, u64 stride replace the addresses */
 #define GPW_ENC_UNIFORM 0x2u /* one value, carried by every active lane */
 
+/* gpw_value_eq compares two lane values of size bytes (without a memcmp
+ * call for the common sizes: this runs for every lane the GPU traces). */
+static inline int gpw_value_eq(const uint8_t *a, const uint8_t *b, uint32_t size) {
+    switch (size) {
+    case 4: return gpw_load_u32(a) == gpw_load_u32(b);
+    case 8: return gpw_load_u64(a) == gpw_load_u64(b);
+    case 1: return a[0] == b[0];
+    case 2: return gpw_load_u16(a) == gpw_load_u16(b);
+    default: return memcmp(a, b, size) == 0;
+    }
+}
+
 /* gpw_lanes_compact writes the lane entries of a record (active != 0,
  * size > 0; addrs[lane], values + lane*size as in gpw_access_record) at p
  * in the most compact encoding that holds them exactly, and returns the
@@ -383,7 +395,7 @@ static inline size_t gpw_lanes_compact(uint8_t *p, uint32_t active, uint32_t siz
     for (m = active; m; m &= m - 1) {
         uint32_t lane = (uint32_t)__builtin_ctz(m);
         if (affine && addrs[lane] != base + step * (uint64_t)lane) affine = 0;
-        if (uniform && memcmp(values + (size_t)lane * size, v0, size) != 0) uniform = 0;
+        if (uniform && !gpw_value_eq(values + (size_t)lane * size, v0, size)) uniform = 0;
     }
     *enc = (uint8_t)((affine ? GPW_ENC_AFFINE : 0u) | (uniform ? GPW_ENC_UNIFORM : 0u));
     if (affine) {

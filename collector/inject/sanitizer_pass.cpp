@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -106,21 +107,23 @@ thread_local uint32_t t_shared_bytes = 0;
 
 const uint32_t kFrameRecords = 32768; // records per ACCESS frame (< 26 MB)
 
-/* Convert n records of b's array into ACCESS frames. Caller holds b->mu.
- * The wire layout of a record is the device header's first 24 bytes, then
- * (address, value) for each active lane; the frame is reserved once and
- * written with plain copies (this runs at GPU trace rates). */
-void emit_records(Buf *b, uint32_t n) {
+/* Convert n records of a trace array (device slot layout) of launch
+ * launch_id into ACCESS frames; returns the records delivered. The wire
+ * layout of a record is the device header's first 24 bytes, then its lane
+ * entries (compact unless GPUPROF_COMPACT=0); the frame is reserved once
+ * and written with plain copies (this runs at GPU trace rates). */
+uint64_t emit_array(const uint8_t *recs, uint32_t n, uint64_t launch_id) {
+    uint64_t delivered = 0;
     for (uint32_t start = 0; start < n; start += kFrameRecords) {
         uint32_t end = std::min(n, start + kFrameRecords);
         size_t worst = 64;
         for (uint32_t i = start; i < end; i++) {
-            const gp_rec_hdr *h = (const gp_rec_hdr *)(b->recs + (size_t)i * GP_REC_STRIDE);
+            const gp_rec_hdr *h = (const gp_rec_hdr *)(recs + (size_t)i * GP_REC_STRIDE);
             worst += GPW_ACCESS_RECORD_HEADER_SIZE + (size_t)__builtin_popcount(h->active) * (8 + (h->size & 31));
         }
         gpw_buf f;
         gpw_buf_init(&f);
-        size_t off = gpw_access_begin(&f, b->launch_id);
+        size_t off = gpw_access_begin(&f, launch_id);
         if (!gpw_reserve(&f, worst)) {
             gpw_buf_free(&f);
             log("out of memory converting %u records", end - start);
@@ -129,7 +132,7 @@ void emit_records(Buf *b, uint32_t n) {
         uint8_t *p = f.data + f.len;
         uint32_t good = 0;
         for (uint32_t i = start; i < end; i++) {
-            const uint8_t *r = b->recs + (size_t)i * GP_REC_STRIDE;
+            const uint8_t *r = recs + (size_t)i * GP_REC_STRIDE;
             gp_rec_hdr h;
             memcpy(&h, r, sizeof h);
             const uint32_t sz = h.size;
@@ -168,9 +171,87 @@ void emit_records(Buf *b, uint32_t n) {
             gpw_buf_free(&f);
             continue;
         }
-        b->delivered += good;
+        delivered += good;
         out_push(&f, true, good);
     }
+    return delivered;
+}
+
+/* Convert n records of b's array. Caller holds b->mu. */
+void emit_records(Buf *b, uint32_t n) { b->delivered += emit_array(b->recs, n, b->launch_id); }
+
+/* Staged conversion. A full trace array is copied out of pinned memory and
+ * the device released at once; a converter thread turns the copies into
+ * frames while the GPU fills the array again, so the kernel waits for a
+ * copy, not for the conversion (measured on the H100: the conversion was
+ * most of the GPU's waiting). At most kMaxStaged copies wait: a slow
+ * converter (or a full output queue behind it) holds the device back as
+ * before. Frames keep their order: one converter, in staging order, and a
+ * launch's end waits for its copies (conv_flush) before its own frames. */
+struct Staged {
+    Buf *b;
+    uint8_t *data;
+    uint32_t n;
+    uint64_t launch_id;
+};
+const uint32_t kMaxStaged = 4;
+std::mutex g_conv_mu;
+std::condition_variable g_conv_cv;   // work for the converter
+std::condition_variable g_conv_done; // a copy converted: room, or flushed
+std::deque<Staged> g_conv_q;
+std::vector<uint8_t *> g_conv_free; // copies' buffers for reuse (cap x stride each)
+uint32_t g_conv_inflight = 0;       // staged and not yet converted
+bool g_conv_stop = false;
+std::thread g_converter;
+
+void converter_main() {
+    for (;;) {
+        Staged st;
+        {
+            std::unique_lock<std::mutex> lk(g_conv_mu);
+            g_conv_cv.wait(lk, [] { return g_conv_stop || !g_conv_q.empty(); });
+            if (g_conv_q.empty()) return; // stopping, nothing left
+            st = g_conv_q.front();
+            g_conv_q.pop_front();
+        }
+        uint64_t good = emit_array(st.data, st.n, st.launch_id);
+        {
+            std::lock_guard<std::mutex> lk(g_conv_mu);
+            st.b->delivered += good; // read by finish_launch after conv_flush
+            g_conv_free.push_back(st.data);
+            g_conv_inflight--;
+        }
+        g_conv_done.notify_all();
+    }
+}
+
+/* Stage n records of b (its array is full; caller holds b->mu). Returns
+ * false when no copy could be made: the caller converts in place. */
+bool conv_stage(Buf *b, uint32_t n) {
+    std::unique_lock<std::mutex> lk(g_conv_mu);
+    if (!g_converter.joinable() || g_conv_stop) return false;
+    g_conv_done.wait(lk, [] { return g_conv_inflight < kMaxStaged; });
+    uint8_t *data = nullptr;
+    if (!g_conv_free.empty()) {
+        data = g_conv_free.back();
+        g_conv_free.pop_back();
+    }
+    lk.unlock();
+    if (!data) data = (uint8_t *)malloc((size_t)g_cfg.device_records * GP_REC_STRIDE);
+    if (!data) return false;
+    memcpy(data, b->recs, (size_t)n * GP_REC_STRIDE);
+    lk.lock();
+    g_conv_q.push_back(Staged{b, data, n, b->launch_id});
+    g_conv_inflight++;
+    lk.unlock();
+    g_conv_cv.notify_one();
+    return true;
+}
+
+/* Wait until every staged copy is converted. */
+void conv_flush() {
+    std::unique_lock<std::mutex> lk(g_conv_mu);
+    g_conv_done.wait(lk, [] { return g_conv_inflight == 0; });
 }
 
 /* Drain a full array if the device raised the flag. Caller holds b->mu. */
@@ -181,7 +262,7 @@ bool drain_if_full(Buf *b) {
     if (n > b->cap) n = b->cap;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    emit_records(b, n);
+    if (!g_cfg.staged || !conv_stage(b, n)) emit_records(b, n);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     stat_drain((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec, n);
     vlog("drained a full trace buffer: %u records of launch %llu", n, (unsigned long long)b->launch_id);
@@ -374,6 +455,7 @@ void finish_launch(LaunchState &st, Sanitizer_StreamHandle hs) {
         {
             std::lock_guard<std::mutex> lk(b->mu);
             drain_if_full(b);
+            conv_flush(); // this launch's staged copies go out first
             uint32_t n = h.tail < b->cap ? h.tail : b->cap;
             emit_records(b, n);
             records = b->delivered;
@@ -637,6 +719,7 @@ bool sanitizer_init() {
     };
     for (Sanitizer_CallbackId id : launch_cbids) sanitizerEnableCallback(1, g_sub, SANITIZER_CB_DOMAIN_DRIVER_API, id);
     g_drainer = std::thread(drainer_main);
+    if (g_cfg.staged) g_converter = std::thread(converter_main);
     vlog("redundancy mode: P=%u K=%u, %u record slots per trace buffer, patches from %s", g_cfg.block_sampling,
          g_cfg.kernel_sampling, g_cfg.device_records, g_cfg.patch_fatbin.c_str());
     return ok;
@@ -649,6 +732,14 @@ void sanitizer_atexit() {
     }
     g_act_cv.notify_all();
     if (g_drainer.joinable()) g_drainer.join();
+    {
+        std::lock_guard<std::mutex> lk(g_conv_mu);
+        g_conv_stop = true;
+    }
+    g_conv_cv.notify_all();
+    if (g_converter.joinable()) g_converter.join(); // converts what is left first
+    for (uint8_t *d : g_conv_free) free(d);
+    g_conv_free.clear();
     std::lock_guard<std::mutex> lk(g_mu);
     for (auto &m : g_mods)
         for (auto &kv : m.second.funcs)
