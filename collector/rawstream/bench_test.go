@@ -15,19 +15,7 @@ import (
 // and bytes per access record, with every record validated; as recorded
 // (plain) and re-encoded as the library now writes them (compact).
 func BenchmarkDecode(b *testing.B) {
-	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p50k10.gpr")
-	if len(files) == 0 {
-		b.Skip("no captures")
-	}
-	var plain, compact [][]byte
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		plain = append(plain, data)
-		compact = append(compact, compactStream(b, data))
-	}
+	plain, compact := sampledCaptures(b)
 	for _, c := range []struct {
 		name    string
 		streams [][]byte
@@ -54,19 +42,7 @@ func BenchmarkDecode(b *testing.B) {
 // the compact captures with its lanes (expanding compact ones), against
 // the plain captures' zero-copy lanes.
 func BenchmarkExpand(b *testing.B) {
-	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p50k10.gpr")
-	if len(files) == 0 {
-		b.Skip("no captures")
-	}
-	var plain, compact [][]byte
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		plain = append(plain, data)
-		compact = append(compact, compactStream(b, data))
-	}
+	plain, compact := sampledCaptures(b)
 	for _, c := range []struct {
 		name    string
 		streams [][]byte
@@ -102,6 +78,24 @@ func BenchmarkExpand(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(recs)/float64(b.N), "ns/record")
 		})
 	}
+}
+
+// sampledCaptures returns the sampled H100 captures as recorded (plain)
+// and re-encoded compactly.
+func sampledCaptures(b *testing.B) (plain, compact [][]byte) {
+	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p50k10.gpr")
+	if len(files) == 0 {
+		b.Skip("no captures")
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		plain = append(plain, data)
+		compact = append(compact, compactStream(b, data))
+	}
+	return plain, compact
 }
 
 // decodeRecords decodes a stream and returns its access records.

@@ -75,26 +75,7 @@ int main(void) {
 `
 
 func TestCHeaderInterop(t *testing.T) {
-	hdr, err := filepath.Abs("../inject/gpuprof_wire.h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(hdr); err != nil {
-		t.Skipf("the C writer header is missing (%v)", err)
-	}
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler (cc) on PATH")
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "w.c")
-	if err := os.WriteFile(src, []byte(cWriter), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "w")
-	if out, err := exec.Command(cc, "-std=c99", "-Wall", "-Werror", "-I", filepath.Dir(hdr), "-o", exe, src).CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v\n%s", err, out)
-	}
+	exe := ccBuild(t, "w", cWriter)
 	stream, err := exec.Command(exe).Output()
 	if err != nil {
 		t.Fatalf("writer: %v", err)
