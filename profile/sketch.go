@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"sort"
@@ -162,13 +163,15 @@ func (s *ValueSketch) AddN(raw uint64, n uint64) {
 	if s.HLL == nil {
 		s.HLL = make([]byte, 1<<sketchP)
 	}
-	h := xxhash.Sum64(u64bytes(raw))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], raw)
+	h := xxhash.Sum64(b[:])
 	idx := h >> (64 - sketchP)
 	rho := uint8(bits.LeadingZeros64(h<<sketchP|1<<(sketchP-1))) + 1
 	if rho > s.HLL[idx] {
 		s.HLL[idx] = rho
 	}
-	i := sort.Search(len(s.Top), func(i int) bool { return s.Top[i].Value >= raw })
+	i := s.search(raw)
 	if i < len(s.Top) && s.Top[i].Value == raw {
 		s.Top[i].Count += n
 		return
@@ -179,22 +182,32 @@ func (s *ValueSketch) AddN(raw uint64, n uint64) {
 		s.Top[i] = TopValue{Value: raw, Count: n}
 		return
 	}
-	// SpaceSaving: replace the smallest counter, inheriting its count as error.
+	// SpaceSaving: replace the smallest counter, inheriting its count as
+	// error; the entries between the removed one and raw's place move by
+	// one (a value-heavy stream comes here for most of its lanes).
 	m := s.minTop()
 	min := s.Top[m]
-	s.Top = append(s.Top[:m], s.Top[m+1:]...)
-	i = sort.Search(len(s.Top), func(i int) bool { return s.Top[i].Value >= raw })
-	s.Top = append(s.Top, TopValue{})
-	copy(s.Top[i+1:], s.Top[i:])
+	if i > m {
+		copy(s.Top[m:i-1], s.Top[m+1:i])
+		i--
+	} else {
+		copy(s.Top[i+1:m+1], s.Top[i:m])
+	}
 	s.Top[i] = TopValue{Value: raw, Count: min.Count + n, Err: min.Count}
 }
 
-func u64bytes(v uint64) []byte {
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(v >> (8 * i))
+// search is the index of the first Top entry whose value is >= raw.
+func (s *ValueSketch) search(raw uint64) int {
+	lo, hi := 0, len(s.Top)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s.Top[mid].Value < raw {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
 	}
-	return b[:]
+	return lo
 }
 
 // minTop returns the index of the smallest counter (lowest value on ties, so
