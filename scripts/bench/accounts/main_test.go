@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden file")
+
+// The committed H100 logs of the overhead table in docs/overhead.md give
+// the committed account table.
+func TestH100Accounts(t *testing.T) {
+	dir := "../../../testdata/overhead/h100-wire2"
+	ps, err := Load(dir, "redundancy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 12 {
+		t.Fatalf("%d programs, want the 12 test programs", len(ps))
+	}
+	for _, p := range ps {
+		m := p.Median()
+		if len(p.Runs) != 3 || !m.HasLibrary || !m.HasCollector {
+			t.Errorf("%s: %d runs, library account %v, collector account %v", p.Name, len(p.Runs), m.HasLibrary, m.HasCollector)
+		}
+	}
+	// loop_reload's middle figures, read by hand from its three logs.
+	for _, p := range ps {
+		if p.Name == "loop_reload" {
+			m := p.Median()
+			if m.MBWritten != 1922.2 || m.Records != 18311112 || m.BarrierS != 4.247 {
+				t.Errorf("loop_reload medians: %+v", m)
+			}
+		}
+	}
+	var b bytes.Buffer
+	Table(&b, ps)
+	golden := filepath.Join(dir, "accounts.md")
+	if *update {
+		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("table differs from %s:\n%s", golden, b.String())
+	}
+}
+
+func TestParse(t *testing.T) {
+	a, err := Parse(strings.NewReader("noise\n" +
+		"[gpuprof 1] time: 2 trace buffers drained (10 records) in 1.500 s while the GPU waited; producers waited 0.250 s for queue room (1 times); writer 2.000 s in write for 12.5 MB\n" +
+		`time=x level=DEBUG msg="rank 0: stream 1: analysed 42 access records in 1m2.5s: workers busy 850ms (16 workers, 1 records/s per busy core), analysis loop waited 1s (full worker queues 0s, barriers 3µs, items 0s), socket reader held up 0s; 1 barriers, 0 early"` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Account{Records: 42, MBWritten: 12.5, DrainS: 1.5, QueueWaitS: 0.25, WriterS: 2, StreamS: 62.5, BusyS: 0.85, BarrierS: 3e-6,
+		HasLibrary: true, HasCollector: true}
+	if a != want {
+		t.Errorf("got %+v\nwant %+v", a, want)
+	}
+	// A log without accounts has none; a directory without logs is an error.
+	if a, err := Parse(strings.NewReader("nothing here\n")); err != nil || a.HasLibrary || a.HasCollector {
+		t.Errorf("empty log: %+v %v", a, err)
+	}
+	if _, err := Load(t.TempDir(), "redundancy"); err == nil || !strings.Contains(err.Error(), "no *.redundancy.RUN.log") {
+		t.Errorf("empty directory: %v", err)
+	}
+	// A malformed duration names the line.
+	if _, err := Parse(strings.NewReader(`analysed 1 access records in 1q: workers busy 1s (x barriers 1s, items 0s), socket reader held up 0s;`)); err == nil || !strings.Contains(err.Error(), "collector account") {
+		t.Errorf("bad duration: %v", err)
+	}
+}
