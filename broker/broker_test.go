@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -320,5 +322,46 @@ func TestConnectOptions(t *testing.T) {
 	c := conn(t, broker.Options{URLs: []string{"nats://127.0.0.1:1, " + e.URL}, Name: "list"})
 	if !c.NC.IsConnected() {
 		t.Fatal("not connected")
+	}
+}
+
+// A JetStream API request whose answer never comes (a server that takes
+// the request and drops it) costs one try of APITimeout, not the caller's
+// whole deadline: the lookup is tried again until ctx ends, and the error
+// says so.
+func TestRetryAPILostAnswers(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	c := conn(t, broker.Options{URLs: []string{srv.ClientURL()}})
+	// Something answers nothing on the JetStream API subjects, so requests
+	// neither get a reply nor "no responders".
+	var asked atomic.Int32
+	sub, err := c.NC.Subscribe("$JS.API.>", func(*nats.Msg) { asked.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := c.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	old := broker.APITimeout
+	broker.APITimeout = 100 * time.Millisecond
+	defer func() { broker.APITimeout = old }()
+	cctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	_, err = c.Stream(cctx, "lost")
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "while retrying") {
+		t.Fatalf("err %v, want the deadline after retries", err)
+	}
+	if n := asked.Load(); n < 3 {
+		t.Fatalf("the lookup was asked %d times in %v, want several tries", n, time.Since(t0))
 	}
 }

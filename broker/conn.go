@@ -259,7 +259,7 @@ func (c *Conn) EnsureStreamWith(ctx context.Context, job string, o StreamOptions
 	var in jetstream.Stream
 	for i, cfg := range []jetstream.StreamConfig{StreamConfig(job, o), TreeStreamConfig(job, o)} {
 		var s jetstream.Stream
-		err := Retry(ctx, DefaultRetry, func() error {
+		err := RetryAPI(ctx, DefaultRetry, func(ctx context.Context) error {
 			var err error
 			s, err = c.JS.CreateOrUpdateStream(ctx, cfg)
 			return err
@@ -295,7 +295,7 @@ func (c *Conn) stream(ctx context.Context, job, name string) (jetstream.Stream, 
 		return nil, err
 	}
 	var s jetstream.Stream
-	err := Retry(ctx, DefaultRetry, func() error {
+	err := RetryAPI(ctx, DefaultRetry, func(ctx context.Context) error {
 		var err error
 		s, err = c.JS.Stream(ctx, name)
 		return err

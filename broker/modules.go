@@ -34,7 +34,7 @@ func (c *Conn) moduleStore(ctx context.Context, job string) (jetstream.ObjectSto
 	if obs != nil {
 		return obs, nil
 	}
-	err := Retry(ctx, DefaultRetry, func() error {
+	err := RetryAPI(ctx, DefaultRetry, func(ctx context.Context) error {
 		var err error
 		obs, err = c.JS.ObjectStore(ctx, ModuleBucket(job))
 		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {

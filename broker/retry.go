@@ -113,6 +113,23 @@ func Retry(ctx context.Context, p RetryPolicy, f func() error) error {
 	}
 }
 
+// APITimeout bounds one JetStream API request (a stream or bucket lookup
+// or creation) inside RetryAPI: a response lost under load then costs one
+// try, not the caller's whole deadline (a loaded test run once waited its
+// full minute on a bucket lookup that was never answered).
+var APITimeout = 10 * time.Second
+
+// RetryAPI is Retry for JetStream API requests: each try gets a context
+// bounded by APITimeout, and a try that runs out of it is retried while
+// ctx lasts.
+func RetryAPI(ctx context.Context, p RetryPolicy, f func(ctx context.Context) error) error {
+	return Retry(ctx, p, func() error {
+		actx, cancel := context.WithTimeout(ctx, APITimeout)
+		defer cancel()
+		return f(actx)
+	})
+}
+
 // PublishRetry publishes m to stream under msgID and waits for the
 // stream's acknowledgement, retrying transient failures under p. The
 // message id makes retries safe: a copy the stream already stored is

@@ -237,7 +237,7 @@ func (c *Conn) EnsureModuleBucket(ctx context.Context, job string, replicas int)
 	if err := ValidateJob(job); err != nil {
 		return err
 	}
-	err := Retry(ctx, DefaultRetry, func() error {
+	err := RetryAPI(ctx, DefaultRetry, func(ctx context.Context) error {
 		_, err := c.JS.ObjectStore(ctx, ModuleBucket(job))
 		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 			_, err = c.JS.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
