@@ -61,4 +61,23 @@ typedef struct gp_ctl {
 #define GP_SPACE_LOCAL_BIT 0x4u
 #define GP_SPACE_BLOCK_BIT 0x8u
 
+#if !defined(__CUDACC__)
+#include <string.h>
+/* gp_copy_slots copies n record slots from src (the pinned array the device
+ * wrote) to dst, each only as far as its record reaches: the header and the
+ * 32 addresses, then 32 values of the record's size (a block event: the
+ * header). A slot has room for 16-byte values; a 4-byte access uses about
+ * half of it, and the device waits while the host copies. Host only. */
+static inline void gp_copy_slots(uint8_t *dst, const uint8_t *src, uint32_t n) {
+    uint32_t i;
+    for (i = 0; i < n; i++) {
+        const uint8_t *s = src + (size_t)i * GP_REC_STRIDE;
+        uint32_t size = s[20]; /* gp_rec_hdr.size */
+        size_t used = sizeof(gp_rec_hdr);
+        if (size > 0 && size <= 16) used = GP_REC_VAL_OFF + (size_t)GP_WARP * size;
+        memcpy(dst + (size_t)i * GP_REC_STRIDE, s, used);
+    }
+}
+#endif
+
 #endif

@@ -239,7 +239,7 @@ bool conv_stage(Buf *b, uint32_t n) {
     lk.unlock();
     if (!data) data = (uint8_t *)malloc((size_t)g_cfg.device_records * GP_REC_STRIDE);
     if (!data) return false;
-    memcpy(data, b->recs, (size_t)n * GP_REC_STRIDE);
+    gp_copy_slots(data, b->recs, n);
     lk.lock();
     g_conv_q.push_back(Staged{b, data, n, b->launch_id});
     g_conv_inflight++;
