@@ -171,7 +171,7 @@ func (s *ValueSketch) AddN(raw uint64, n uint64) {
 	if rho > s.HLL[idx] {
 		s.HLL[idx] = rho
 	}
-	i := s.search(raw)
+	i := sort.Search(len(s.Top), func(i int) bool { return s.Top[i].Value >= raw })
 	if i < len(s.Top) && s.Top[i].Value == raw {
 		s.Top[i].Count += n
 		return
@@ -194,20 +194,6 @@ func (s *ValueSketch) AddN(raw uint64, n uint64) {
 		copy(s.Top[i+1:m+1], s.Top[i:m])
 	}
 	s.Top[i] = TopValue{Value: raw, Count: min.Count + n, Err: min.Count}
-}
-
-// search is the index of the first Top entry whose value is >= raw.
-func (s *ValueSketch) search(raw uint64) int {
-	lo, hi := 0, len(s.Top)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if s.Top[mid].Value < raw {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo
 }
 
 // minTop returns the index of the smallest counter (lowest value on ties, so

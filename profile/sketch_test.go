@@ -383,8 +383,8 @@ func FuzzSketchMerge(f *testing.F) {
 	})
 }
 
-// addNReference is AddN as first written (sort.Search, remove then
-// insert): the oracle of the one that moves entries once.
+// addNReference is AddN as first written (remove the smallest counter, then
+// insert the new one): the oracle of the one that moves entries once.
 func addNReference(s *ValueSketch, raw uint64, n uint64) {
 	if n == 0 {
 		return

@@ -44,9 +44,9 @@ type Options struct {
 	// Workers analysing access records in parallel (default GOMAXPROCS).
 	Workers int
 	// MemWorkers computing reuse distances and bank conflicts, sharded by
-	// block (default Workers). Both sets are CPU-bound, and the stream's
-	// decoder and dispatch loop are serial: on a rank's share of cores,
-	// fewer goroutines than cores leave those stages a core of their own.
+	// block (default Workers). Both pools are CPU-bound; on the 16-core
+	// GPU host, smaller pools that left cores to the serial reader and
+	// dispatch loop were no faster (docs/collector.md).
 	MemWorkers int
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver
