@@ -386,6 +386,20 @@ bool setup_sass(PCtx *pc) {
     return true;
 }
 
+/* GPUPROF_SASS_FLUSH=end: read the SASS metrics once, when the context
+ * ends (or at exit), instead of after every launch. On the H100 a flush
+ * after a launch left every later launch without records; a flush while
+ * the process goes on launching is reported elsewhere to wedge CUPTI.
+ * The counts then add up over launches and go out with launch id 0 (the
+ * collector places them at the function's calling context). */
+bool sass_flush_at_end() {
+    static const bool at_end = [] {
+        const char *v = getenv("GPUPROF_SASS_FLUSH");
+        return v && !strcmp(v, "end");
+    }();
+    return at_end;
+}
+
 void sass_flush(PCtx *pc, uint64_t launch_id) {
     CUpti_SassMetricsGetDataProperties_Params dp;
     memset(&dp, 0, sizeof dp);
@@ -486,6 +500,7 @@ void on_context_destroy(CUcontext ctx) {
         g_ctxs.erase(it);
     }
     finish_pcsampling(pc);
+    if (pc->sass && sass_flush_at_end()) sass_flush(pc, 0);
     if (pc->sass) {
         CUpti_SassMetricsDisable_Params dp;
         memset(&dp, 0, sizeof dp);
@@ -591,7 +606,7 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
     PCtx *pc = ctx_state(cd->context);
     if (!pc) return;
     if (pc->pcs) pcs_get(pc);
-    if (pc->sass) {
+    if (pc->sass && !sass_flush_at_end()) {
         uint64_t lid = launch_of(cd->correlationId);
         cuCtxSynchronize();
         sass_flush(pc, lid);
@@ -821,7 +836,20 @@ void cupti_atexit() {
         std::lock_guard<std::mutex> lk(g_mu);
         for (auto &kv : g_ctxs) ctxs.push_back(kv.second);
     }
-    for (PCtx *pc : ctxs) finish_pcsampling(pc);
+    for (PCtx *pc : ctxs) {
+        finish_pcsampling(pc);
+        if (pc->sass && sass_flush_at_end()) {
+            // The context outlived the application's code: finish its work,
+            // then read the counts once.
+            if (cuCtxPushCurrent(pc->ctx) == CUDA_SUCCESS) {
+                cuCtxSynchronize();
+                CUcontext prev;
+                cuCtxPopCurrent(&prev);
+            }
+            sass_flush(pc, 0);
+            pc->sass = false;
+        }
+    }
     cuptiActivityFlushAll(1);
 }
 
