@@ -503,10 +503,10 @@ func (c *Collector) logAnalysis(a *analyze.Analyzer, source string, wall, reader
 		rate = float64(recs) / b.WorkerBusy.Seconds()
 	}
 	msg := fmt.Sprintf("%s: analysed %d access records in %v: workers busy %v (%d workers, %.0f records/s per busy core), "+
-		"analysis loop waited %v (full worker queues %v, barriers %v, items %v), socket reader held up %v; %d barriers, %d early",
+		"analysis loop waited %v (full worker queues %v, barriers %v of which resolving %v, items %v), socket reader held up %v; %d barriers, %d early",
 		source, recs, wall.Round(time.Millisecond), b.WorkerBusy.Round(time.Millisecond), b.Workers, rate,
 		(b.Blocked + b.BarrierWait + b.Resolve + b.Build).Round(time.Millisecond), b.Blocked.Round(time.Millisecond),
-		(b.BarrierWait + b.Resolve).Round(time.Millisecond), b.Build.Round(time.Millisecond), readerWait.Round(time.Millisecond),
+		(b.BarrierWait + b.Resolve).Round(time.Millisecond), b.Resolve.Round(time.Millisecond), b.Build.Round(time.Millisecond), readerWait.Round(time.Millisecond),
 		b.Barriers, b.EarlyBarriers)
 	if s, ok := c.o.Structures.(*analyze.SASS); ok {
 		st := s.Stats()

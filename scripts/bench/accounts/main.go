@@ -32,14 +32,15 @@ type Account struct {
 	Records                                 float64 // access records analysed
 	MBWritten, DrainS, QueueWaitS, WriterS  float64 // the library's
 	StreamS, BusyS, BarrierS, ReaderHeldUpS float64 // the collector's
-	HasLibrary, HasCollector                bool
+	ResolveS                                float64 // of BarrierS, resolving candidates
+	HasLibrary, HasCollector, HasResolve    bool
 }
 
 var (
 	libRe = regexp.MustCompile(`time: \d+ trace buffers drained \(\d+ records\) in ([\d.]+) s while the GPU waited; ` +
 		`producers waited ([\d.]+) s for queue room \(\d+ times\); writer ([\d.]+) s in write for ([\d.]+) MB`)
-	colRe = regexp.MustCompile(`analysed (\d+) access records in (\S+): workers busy (\S+) \(.*barriers (\S+), items \S+\), ` +
-		`socket reader held up (\S+);`)
+	colRe = regexp.MustCompile(`analysed (\d+) access records in (\S+): workers busy (\S+) \(.*barriers (\S+)` +
+		`(?: of which resolving (\S+))?, items \S+\), socket reader held up (\S+);`)
 )
 
 // Parse reads one run's log.
@@ -62,12 +63,19 @@ func Parse(r io.Reader) (Account, error) {
 			if err != nil {
 				return a, fmt.Errorf("collector account: records %q: %w", m[1], err)
 			}
-			d, err := durations(m[2:])
+			d, err := durations([]string{m[2], m[3], m[4], m[6]})
 			if err != nil {
 				return a, fmt.Errorf("collector account %q: %w", line, err)
 			}
 			a.Records = n
 			a.StreamS, a.BusyS, a.BarrierS, a.ReaderHeldUpS = d[0], d[1], d[2], d[3]
+			if m[5] != "" { // logs before the split have no resolve time
+				r, err := durations(m[5:6])
+				if err != nil {
+					return a, fmt.Errorf("collector account %q: %w", line, err)
+				}
+				a.ResolveS, a.HasResolve = r[0], true
+			}
 			a.HasCollector = true
 		}
 	}
@@ -119,10 +127,13 @@ func (p Program) Median() Account {
 	}
 	lib := func(a Account) bool { return a.HasLibrary }
 	col := func(a Account) bool { return a.HasCollector }
+	res := func(a Account) bool { return a.HasResolve }
 	for _, r := range p.Runs {
 		m.HasLibrary = m.HasLibrary || r.HasLibrary
 		m.HasCollector = m.HasCollector || r.HasCollector
+		m.HasResolve = m.HasResolve || r.HasResolve
 	}
+	m.ResolveS = pick(res, func(a Account) float64 { return a.ResolveS })
 	m.MBWritten = pick(lib, func(a Account) float64 { return a.MBWritten })
 	m.DrainS = pick(lib, func(a Account) float64 { return a.DrainS })
 	m.QueueWaitS = pick(lib, func(a Account) float64 { return a.QueueWaitS })
@@ -213,17 +224,21 @@ func tsvOrder(path string) []string {
 
 // Table writes the markdown table.
 func Table(w io.Writer, ps []Program) {
-	fmt.Fprintln(w, "| program | runs | records (M) | MB written | GPU waited for drains s | of it, for queue room s | library writer in `write` s | collector stream s | workers busy s | analysis waited on barriers s | reader held up s |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| program | runs | records (M) | MB written | GPU waited for drains s | of it, for queue room s | library writer in `write` s | collector stream s | workers busy s | analysis waited on barriers s | of it, resolving s | reader held up s |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, p := range ps {
 		m := p.Median()
-		recs, lib, col := "-", "| - | - | - | - ", "| - | - | - | - "
+		recs, lib, col := "-", "| - | - | - | - ", "| - | - | - | - | - "
 		if m.HasLibrary {
 			lib = fmt.Sprintf("| %.0f | %.2f | %.2f | %.2f ", m.MBWritten, m.DrainS, m.QueueWaitS, m.WriterS)
 		}
 		if m.HasCollector {
 			recs = fmt.Sprintf("%.2f", m.Records/1e6)
-			col = fmt.Sprintf("| %.1f | %.1f | %.2f | %.2f ", m.StreamS, m.BusyS, m.BarrierS, m.ReaderHeldUpS)
+			resolve := "-"
+			if m.HasResolve {
+				resolve = fmt.Sprintf("%.2f", m.ResolveS)
+			}
+			col = fmt.Sprintf("| %.1f | %.1f | %.2f | %s | %.2f ", m.StreamS, m.BusyS, m.BarrierS, resolve, m.ReaderHeldUpS)
 		}
 		fmt.Fprintf(w, "| %s | %d | %s %s%s|\n", p.Name, len(p.Runs), recs, lib, col)
 	}

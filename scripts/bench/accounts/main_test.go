@@ -66,6 +66,12 @@ func TestParse(t *testing.T) {
 	if a != want {
 		t.Errorf("got %+v\nwant %+v", a, want)
 	}
+	// The collector's line as it is now written, with the resolving time.
+	a, err = Parse(strings.NewReader(`msg="rank 0: stream 1: analysed 7 access records in 2s: workers busy 3s (16 workers, 1 records/s per busy core), ` +
+		`analysis loop waited 1s (full worker queues 0s, barriers 1.5s of which resolving 250ms, items 0s), socket reader held up 4s; 3 barriers, 0 early"`))
+	if err != nil || !a.HasResolve || a.ResolveS != 0.25 || a.BarrierS != 1.5 || a.ReaderHeldUpS != 4 {
+		t.Errorf("resolve split: %+v %v", a, err)
+	}
 	// A log without accounts has none; a directory without logs is an error.
 	if a, err := Parse(strings.NewReader("nothing here\n")); err != nil || a.HasLibrary || a.HasCollector {
 		t.Errorf("empty log: %+v %v", a, err)
