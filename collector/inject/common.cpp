@@ -214,7 +214,7 @@ struct Output {
     uint64_t drop_records = 0;     // pending DROPPED counts (under mu)
     uint64_t drop_bytes = 0;
     uint64_t total_drop_records = 0;
-    // Time accounts for the exit line (GPUPROF_VERBOSE): producers held
+    // Time accounts for the exit line (GPUPROF_STATS): producers held
     // back by a full queue, the writer inside write/send, bytes written.
     std::atomic<uint64_t> wait_ns{0}, waits{0};
     uint64_t write_ns = 0, written = 0; // writer thread only

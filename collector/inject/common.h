@@ -70,8 +70,9 @@ bool out_hello_set();
 // Writes pending frames, DROPPED if needed and END, then stops the writer.
 void out_finish(int exit_code);
 /* Where the library's own time goes:
- * host time converting full trace buffers while the GPU waits. GPUPROF_STATS
- * or GPUPROF_VERBOSE prints the account at exit. */
+ * host time spent on full trace buffers (converting them, or copying them
+ * out to convert later) while the GPU waits. GPUPROF_STATS or
+ * GPUPROF_VERBOSE prints the account at exit. */
 void stat_drain(uint64_t ns, uint64_t records);
 
 /* ---- HELLO ---- */
