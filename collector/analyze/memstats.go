@@ -497,7 +497,9 @@ func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record) {
 				us = append(us, x)
 			}
 		}
-		slices.Sort(us)
+		if !slices.IsSorted(us) { // coalesced accesses come in order
+			slices.Sort(us)
+		}
 		us = slices.Compact(us)
 		w.units = us
 		t := c.tr[g]
