@@ -68,6 +68,9 @@ type Options struct {
 	// Workers analysing records (default GOMAXPROCS); MemWorkers for reuse
 	// distances and bank conflicts (default Workers).
 	Workers, MemWorkers int
+	// ResolveEvery: access records per worker between spatial resolutions
+	// (0: the analysis' default).
+	ResolveEvery uint64
 	// Structures gives GPU module structure; default: nvdisasm when on
 	// PATH, else the nvdisasm outputs in SASSFiles.
 	Structures analyze.StructureSource
@@ -503,11 +506,11 @@ func (c *Collector) logAnalysis(a *analyze.Analyzer, source string, wall, reader
 		rate = float64(recs) / b.WorkerBusy.Seconds()
 	}
 	msg := fmt.Sprintf("%s: analysed %d access records in %v: workers busy %v (%d workers, %.0f records/s per busy core), "+
-		"analysis loop waited %v (full worker queues %v, barriers %v of which resolving %v, items %v), socket reader held up %v; %d barriers, %d early",
+		"analysis loop waited %v (full worker queues %v, full memory worker queues %v, barriers %v of which resolving %v, items %v), socket reader held up %v; %d barriers, %d early; memory workers busy %v",
 		source, recs, wall.Round(time.Millisecond), b.WorkerBusy.Round(time.Millisecond), b.Workers, rate,
-		(b.Blocked + b.BarrierWait + b.Resolve + b.Build).Round(time.Millisecond), b.Blocked.Round(time.Millisecond),
+		(b.Blocked + b.MemBlocked + b.BarrierWait + b.Resolve + b.Build).Round(time.Millisecond), b.Blocked.Round(time.Millisecond), b.MemBlocked.Round(time.Millisecond),
 		(b.BarrierWait + b.Resolve).Round(time.Millisecond), b.Resolve.Round(time.Millisecond), b.Build.Round(time.Millisecond), readerWait.Round(time.Millisecond),
-		b.Barriers, b.EarlyBarriers)
+		b.Barriers, b.EarlyBarriers, b.MemBusy.Round(time.Millisecond))
 	if s, ok := c.o.Structures.(*analyze.SASS); ok {
 		st := s.Stats()
 		msg += fmt.Sprintf("; modules: %d disassembled, %d shared by other ranks, %d fallbacks", st.Disassembled, st.Shared, st.Fallbacks)
@@ -533,7 +536,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			in = io.TeeReader(raw, t)
 		}
 	}
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, Structures: c.o.Structures, OnModule: c.o.OnModule})
+	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ResolveEvery: c.o.ResolveEvery, Structures: c.o.Structures, OnModule: c.o.OnModule})
 	defer a.Close()
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of

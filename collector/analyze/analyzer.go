@@ -48,6 +48,10 @@ type Options struct {
 	// GPU host, smaller pools that left cores to the serial reader and
 	// dispatch loop were no faster (docs/collector.md).
 	MemWorkers int
+	// ResolveEvery is how many access records per worker may pass between
+	// the resolutions of spatial candidates (default 1<<14; candidates that
+	// outgrow the cache are resolved sooner).
+	ResolveEvery uint64
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver
 	// Structures gives GPU module structure (nil: instructions are placed
@@ -236,8 +240,8 @@ type Analyzer struct {
 
 	// time spent waiting for workers at barriers, resolving candidates,
 	// building items and blocked on a full worker queue (Busy reports them)
-	tWait, tResolve, tBuild, tBlocked time.Duration
-	barriers, earlyBarriers           int
+	tWait, tResolve, tBuild, tBlocked, tMemBlocked time.Duration
+	barriers, earlyBarriers                        int
 
 	anomalies uint64
 	firstAnom string
@@ -257,6 +261,9 @@ func New(o Options) *Analyzer {
 	}
 	if o.Host == nil {
 		o.Host = symbolize.New()
+	}
+	if o.ResolveEvery == 0 {
+		o.ResolveEvery = resolveEvery
 	}
 	a := &Analyzer{o: o, exit: -1,
 		modules: map[uint64]*modInfo{}, byContent: map[uint64]*modInfo{}, hashes: map[profile.ModuleHash]bool{},
@@ -282,6 +289,7 @@ func New(o Options) *Analyzer {
 	if o.MemWorkers <= 0 {
 		o.MemWorkers = o.Workers
 	}
+
 	a.x.start(o.MemWorkers)
 	return a
 }
@@ -362,8 +370,8 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		// at items, and sooner when a worker's candidates outgrow the
 		// cache: the window's candidate tables stay small, and values seen
 		// are known to the workers sooner.
-		if a.sinceResolve += uint64(f.Count); a.sinceResolve >= resolveEvery*uint64(len(a.workers)) || a.candidatesFull() {
-			if a.sinceResolve < resolveEvery*uint64(len(a.workers)) {
+		if a.sinceResolve += uint64(f.Count); a.sinceResolve >= a.o.ResolveEvery*uint64(len(a.workers)) || a.candidatesFull() {
+			if a.sinceResolve < a.o.ResolveEvery*uint64(len(a.workers)) {
 				a.earlyBarriers++
 			}
 			if err := a.barrier(); err != nil {
@@ -431,7 +439,7 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 			}
 		}
 	}
-	a.x.ms.access(f, l, mem)
+	a.tMemBlocked += a.x.ms.access(f, l, mem)
 }
 
 func (a *Analyzer) module(f *rawstream.Module, off int64) {
@@ -746,8 +754,8 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 	}
 }
 
-// resolveEvery is how many access records per worker may pass between
-// barriers: enough to keep the workers busy between them. candLimit
+// resolveEvery is the default of Options.ResolveEvery, how many access
+// records per worker may pass between barriers: enough to keep the workers busy between them. candLimit
 // bounds a worker's candidates between barriers: with values that are
 // mostly new (every lane a new value, 32 candidates a record) 2^14
 // records made 32 MB tables, where every insert missed the cache; 2^15

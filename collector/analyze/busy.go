@@ -12,6 +12,11 @@ type Busy struct {
 	// Blocked is the time the caller of Add waited on a full worker queue:
 	// the analysis was the bottleneck and the stream reader stood still.
 	Blocked time.Duration
+	// MemBlocked is the same wait on the memory workers' queues (records
+	// go to them by block, so a few blocks' records load one worker).
+	MemBlocked time.Duration
+	// MemBusy is the memory workers' time analysing records, summed.
+	MemBusy time.Duration
 	// BarrierWait, Resolve and Build are the caller's waits for the
 	// workers at spatial barriers, the candidate resolution and the
 	// building of items.
@@ -24,10 +29,13 @@ type Busy struct {
 // Busy returns the analyzer's time accounts so far. Call it from the
 // goroutine that calls Add.
 func (a *Analyzer) Busy() Busy {
-	b := Busy{Workers: len(a.workers), Blocked: a.tBlocked, BarrierWait: a.tWait, Resolve: a.tResolve, Build: a.tBuild,
+	b := Busy{Workers: len(a.workers), Blocked: a.tBlocked, MemBlocked: a.tMemBlocked, BarrierWait: a.tWait, Resolve: a.tResolve, Build: a.tBuild,
 		Barriers: a.barriers, EarlyBarriers: a.earlyBarriers}
 	for _, w := range a.workers {
 		b.WorkerBusy += time.Duration(w.busy.Load())
+	}
+	for _, w := range a.x.ms.all {
+		b.MemBusy += time.Duration(w.busy.Load())
 	}
 	return b
 }

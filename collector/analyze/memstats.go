@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"gpuprof/collector/rawstream"
 	"gpuprof/profile"
@@ -243,11 +245,14 @@ type memWorker struct {
 	pool []*ctaState
 	// scratch
 	units []uint64
+	// busy: nanoseconds spent on records (Analyzer.Busy)
+	busy atomic.Int64
 }
 
 // memStats runs the memory workers.
 type memStats struct {
 	ws      []*memWorker
+	all     []*memWorker // ws, kept after stop for the time accounts
 	started bool
 }
 
@@ -256,6 +261,7 @@ func (s *memStats) start(n int) {
 	for i := 0; i < n; i++ {
 		w := &memWorker{id: i, n: n, in: make(chan memMsg, 16), ctas: map[ctaKey]*ctaState{}, acc: newMemAcc(), window: ReuseWindow, pcs: map[uint64]uint64{}}
 		s.ws = append(s.ws, w)
+		s.all = append(s.all, w)
 		go w.run()
 	}
 }
@@ -293,12 +299,23 @@ func (m *memSplit) add(r *rawstream.Record, off uint32) {
 	m.per[i] = append(m.per[i], off)
 }
 
-func (s *memStats) access(f *rawstream.Access, l *launchInfo, m memSplit) {
+// access sends each memory worker its records of f and returns how long
+// it waited on full queues.
+func (s *memStats) access(f *rawstream.Access, l *launchInfo, m memSplit) time.Duration {
+	var blocked time.Duration
 	for i, w := range s.ws {
 		if len(m.per[i]) > 0 {
-			w.in <- memMsg{acc: f, l: l, offs: m.per[i]}
+			msg := memMsg{acc: f, l: l, offs: m.per[i]}
+			select {
+			case w.in <- msg:
+			default:
+				t0 := time.Now()
+				w.in <- msg
+				blocked += time.Since(t0)
+			}
 		}
 	}
+	return blocked
 }
 
 func (s *memStats) endLaunch(l *launchInfo) {
@@ -339,7 +356,9 @@ func (w *memWorker) run() {
 				}
 			}
 		default:
+			t0 := time.Now()
 			w.frame(m.acc, m.offs, m.l)
+			w.busy.Add(int64(time.Since(t0)))
 		}
 	}
 }

@@ -166,6 +166,8 @@ void load_config() {
     c.pc_period = (int)env_u64("GPUPROF_PC_PERIOD", 15, 0, 31);
     if (const char *v = env("GPUPROF_PC_COLLECTION")) c.pc_serialized = strcmp(v, "continuous") != 0;
     c.pc_buffer_pcs = (uint32_t)env_u64("GPUPROF_PC_BUFFER_PCS", 10000, 16, 1u << 22);
+    c.pc_hwbuf_mb = (uint32_t)env_u64("GPUPROF_PC_HWBUF_MB", 0, 0, 1u << 16);
+    c.pc_sleep_ms = (uint32_t)env_u64("GPUPROF_PC_SLEEP_MS", 0, 0, 60000);
     c.exit_timeout_s = (uint32_t)env_u64("GPUPROF_EXIT_TIMEOUT_S", 60, 1, 86400);
     c.seed = env_u64("GPUPROF_SEED", 0, 0, UINT64_MAX);
     (void)driver_version(); // read now, not inside a CUDA callback
@@ -302,7 +304,7 @@ void writer_main() {
                 h.pid = (uint32_t)getpid();
                 h.mode = (uint8_t)g_cfg.mode;
                 h.block_sampling = g_cfg.mode == GPW_MODE_REDUNDANCY ? g_cfg.block_sampling : 1;
-                h.kernel_sampling = g_cfg.mode == GPW_MODE_REDUNDANCY ? g_cfg.kernel_sampling : 1;
+                h.kernel_sampling = hello_kernel_sampling();
                 h.start_ns = now_ns();
                 char host[256] = {0};
                 gethostname(host, sizeof host - 1);
@@ -631,7 +633,7 @@ void hello_from_device(CUdevice dev) {
     h.pid = (uint32_t)getpid();
     h.mode = (uint8_t)g_cfg.mode;
     h.block_sampling = g_cfg.mode == GPW_MODE_REDUNDANCY ? g_cfg.block_sampling : 1;
-    h.kernel_sampling = g_cfg.mode == GPW_MODE_REDUNDANCY ? g_cfg.kernel_sampling : 1;
+    h.kernel_sampling = hello_kernel_sampling();
     h.start_ns = start;
     h.host = host;
     h.gpu = name;
@@ -769,6 +771,15 @@ size_t host_backtrace(uint64_t *pcs, size_t max) {
 }
 
 uint64_t hash_frames(const uint64_t *pcs, size_t n) { return gpw_fnv1a64(pcs, n * sizeof(uint64_t)); }
+
+/* Kernel sampling applies to the redundancy pass, and to PC sampling in
+ * serialized collection (sampling started and stopped around the chosen
+ * launches); the other passes observe every launch. */
+uint32_t hello_kernel_sampling() {
+    if (g_cfg.mode == GPW_MODE_REDUNDANCY) return g_cfg.kernel_sampling;
+    if (g_cfg.mode == GPW_MODE_PCSAMPLING && g_cfg.pc_serialized) return g_cfg.kernel_sampling;
+    return 1;
+}
 
 bool kernel_sample(uint64_t context_hash) {
     std::lock_guard<std::mutex> lk(g_host_mu);

@@ -38,6 +38,8 @@ struct Config {
     int pc_period = 15;                  // GPUPROF_PC_PERIOD (log2 cycles, 5..31; 0 = CUPTI default, 2^11)
     bool pc_serialized = true;           // GPUPROF_PC_COLLECTION=serialized|continuous
     uint32_t pc_buffer_pcs = 10000;      // PCs per CUPTI PC sampling buffer
+    uint32_t pc_hwbuf_mb = 0;            // GPUPROF_PC_HWBUF_MB (CUPTI's hardware buffer; 0 = CUPTI's 512 MB)
+    uint32_t pc_sleep_ms = 0;            // GPUPROF_PC_SLEEP_MS (CUPTI's worker wake-up; 0 = CUPTI's 100 ms)
     uint64_t seed = 0;                   // GPUPROF_SEED (0: from time and pid)
     uint32_t exit_timeout_s = 60;        // GPUPROF_EXIT_TIMEOUT_S
     bool verbose = false;                // GPUPROF_VERBOSE
@@ -84,6 +86,7 @@ void host_modules_scan();                             // emits HOST_MODULE for n
 size_t host_backtrace(uint64_t *pcs, size_t max);     // calling context, tool frames removed
 uint64_t hash_frames(const uint64_t *pcs, size_t n);  // for kernel-sampling contexts
 bool kernel_sample(uint64_t context_hash);            // instance 1 of a context and every K-th after
+uint32_t hello_kernel_sampling();                     // the K that the stream's launches were chosen by
 
 /* ---- GPU modules ---- */
 struct ElfFunc {

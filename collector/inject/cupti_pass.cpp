@@ -61,6 +61,7 @@ struct PCtx {
     CUcontext ctx = nullptr;
     uint32_t device = 0;
     bool pcs = false;  // PC sampling enabled
+    bool pcs_ranges = false; // started and stopped around the launches kernel sampling chooses
     bool sass = false; // SASS metrics enabled
     bool sass_pending = false; // enable at the first launch
     size_t nreasons = 0;
@@ -87,6 +88,7 @@ bool g_profiler_initialized = false;
 
 thread_local uint32_t t_rt_corr = 0;
 thread_local bool t_rt_seen = false;
+thread_local PCtx *t_pcs_started = nullptr; // this thread's launch runs inside a PC sampling range
 thread_local int t_depth = 0;
 
 /* ---- functions ---- */
@@ -287,6 +289,28 @@ bool setup_pcsampling(PCtx *pc) {
                                                             ? CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED
                                                             : CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
     cfg.push_back(a);
+    // Kernel sampling: PC sampling runs only inside ranges around the
+    // chosen launches (cuptiPCSamplingStart/Stop at their API enter and
+    // exit), so the others run unserialized and unsampled.
+    if (g_cfg.pc_serialized && hello_kernel_sampling() > 1) {
+        memset(&a, 0, sizeof a);
+        a.attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL;
+        a.attributeData.enableStartStopControlData.enableStartStopControl = 1;
+        cfg.push_back(a);
+        pc->pcs_ranges = true;
+    }
+    if (g_cfg.pc_hwbuf_mb) {
+        memset(&a, 0, sizeof a);
+        a.attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE;
+        a.attributeData.hardwareBufferSizeData.hardwareBufferSize = (size_t)g_cfg.pc_hwbuf_mb << 20;
+        cfg.push_back(a);
+    }
+    if (g_cfg.pc_sleep_ms) {
+        memset(&a, 0, sizeof a);
+        a.attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN;
+        a.attributeData.workerThreadPeriodicSleepSpanData.workerThreadPeriodicSleepSpan = g_cfg.pc_sleep_ms;
+        cfg.push_back(a);
+    }
     if (g_cfg.pc_period >= 5) {
         memset(&a, 0, sizeof a);
         a.attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
@@ -520,11 +544,18 @@ PCtx *ctx_state(CUcontext ctx) {
 
 /* ---- launches ---- */
 
-void emit_launch(uint32_t corr, uint32_t rt_corr, const char *name, const unsigned grid[3], const unsigned block[3],
-                 unsigned shared, uint64_t stream) {
+/* emit_launch writes the LAUNCH frame and says whether the launch is
+ * observed: always, except under PC sampling ranges, where kernel sampling
+ * chooses (the first instance of each calling context and every K-th, as
+ * in the redundancy pass); a launch seen only after the fact (can_range
+ * false) cannot be put in a range. */
+bool emit_launch(uint32_t corr, uint32_t rt_corr, const char *name, const unsigned grid[3], const unsigned block[3],
+                 unsigned shared, uint64_t stream, bool ranges, bool can_range) {
     uint64_t frames[64];
     size_t nf = host_backtrace(frames, 64);
     uint32_t fid = function_by_name(name);
+    bool sampled = true;
+    if (ranges) sampled = can_range && kernel_sample(hash_frames(frames, nf) ^ ((uint64_t)fid * 0x9e3779b97f4a7c15ull));
     uint64_t lid = g_next_launch.fetch_add(1);
     {
         std::lock_guard<std::mutex> lk(g_mu);
@@ -541,12 +572,13 @@ void emit_launch(uint32_t corr, uint32_t rt_corr, const char *name, const unsign
     }
     L.shared_bytes = shared;
     L.stream = stream;
-    L.instrumented = 1; // every launch is observed by sampling or counters
+    L.instrumented = sampled ? 1 : 0;
     L.block_offset = 0;
     gpw_buf f;
     gpw_buf_init(&f);
     gpw_launch(&f, &L, frames, nf);
     out_push(&f, false, 0);
+    return sampled;
 }
 
 uint64_t launch_of(uint32_t corr) {
@@ -593,8 +625,15 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
         default: return;
         }
         t_rt_seen = true;
-        emit_launch(cd->correlationId, t_rt_corr, cd->symbolName, grid, block, shared, stream);
         PCtx *pc = ctx_state(cd->context);
+        const bool ranges = pc && pc->pcs && pc->pcs_ranges;
+        if (emit_launch(cd->correlationId, t_rt_corr, cd->symbolName, grid, block, shared, stream, ranges, true) && ranges) {
+            CUpti_PCSamplingStartParams sp;
+            memset(&sp, 0, sizeof sp);
+            sp.size = CUpti_PCSamplingStartParamsSize;
+            sp.ctx = pc->ctx;
+            if (CUPTI(cuptiPCSamplingStart(&sp))) t_pcs_started = pc;
+        }
         if (pc && pc->sass_pending) {
             pc->sass_pending = false;
             pc->sass = setup_sass(pc);
@@ -605,6 +644,14 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
     // API exit
     PCtx *pc = ctx_state(cd->context);
     if (!pc) return;
+    if (t_pcs_started == pc) {
+        t_pcs_started = nullptr;
+        CUpti_PCSamplingStopParams sp;
+        memset(&sp, 0, sizeof sp);
+        sp.size = CUpti_PCSamplingStopParamsSize;
+        sp.ctx = pc->ctx;
+        CUPTI(cuptiPCSamplingStop(&sp));
+    }
     if (pc->pcs) pcs_get(pc);
     if (pc->sass && !sass_flush_at_end()) {
         uint64_t lid = launch_of(cd->correlationId);
@@ -641,7 +688,10 @@ void on_runtime_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
                 stream = (uint64_t)(uintptr_t)a->config->stream;
             }
         }
-        if (grid[0]) emit_launch(0, cd->correlationId, cd->symbolName, grid, block, shared, stream);
+        if (grid[0]) {
+            PCtx *pc = ctx_state(cd->context);
+            emit_launch(0, cd->correlationId, cd->symbolName, grid, block, shared, stream, pc && pc->pcs_ranges, false);
+        }
     }
     t_rt_corr = 0;
     t_rt_seen = false;
