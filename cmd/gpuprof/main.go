@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"syscall"
@@ -80,7 +81,9 @@ func main() {
 		os.Exit(2)
 	}
 	stop := startCPUProfile(os.Getenv("GPUPROF_CPUPROFILE"))
+	stopTrace := startTrace(os.Getenv("GPUPROF_TRACE"))
 	err := c.run(os.Args[2:])
+	stopTrace()
 	stop()
 	var ee exitError
 	switch {
@@ -117,6 +120,32 @@ func startCPUProfile(path string) (stop func()) {
 		pprof.StopCPUProfile()
 		if err := f.Close(); err != nil {
 			slog.Warn("CPU profile", "file", path, "err", err)
+		}
+	}
+}
+
+// startTrace writes Go's execution trace of the whole command to path (none
+// if empty): where the analysis' goroutines wait, and for what, which a CPU
+// profile cannot show (go tool trace -pprof=sched FILE).
+func startTrace(path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = trace.Start(f)
+	}
+	if err != nil {
+		slog.Warn("no execution trace", "file", path, "err", err)
+		if f != nil {
+			f.Close()
+		}
+		return func() {}
+	}
+	return func() {
+		trace.Stop()
+		if err := f.Close(); err != nil {
+			slog.Warn("execution trace", "file", path, "err", err)
 		}
 	}
 }

@@ -52,6 +52,11 @@ type Options struct {
 	// the resolutions of spatial candidates (default 1<<14; candidates that
 	// outgrow the cache are resolved sooner).
 	ResolveEvery uint64
+	// QueueDepth is how many frames each worker's queue holds (default
+	// 16): deeper queues even out the load of workers whose records come
+	// in bursts from a few blocks, at the price of longer drains at
+	// barriers.
+	QueueDepth int
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver
 	// Structures gives GPU module structure (nil: instructions are placed
@@ -265,6 +270,9 @@ func New(o Options) *Analyzer {
 	if o.ResolveEvery == 0 {
 		o.ResolveEvery = resolveEvery
 	}
+	if o.QueueDepth <= 0 {
+		o.QueueDepth = 16
+	}
 	a := &Analyzer{o: o, exit: -1,
 		modules: map[uint64]*modInfo{}, byContent: map[uint64]*modInfo{}, hashes: map[profile.ModuleHash]bool{},
 		funcByID: map[uint32]*funcInfo{}, byName: map[string]*funcInfo{}, fsnap: &funcSnap{},
@@ -278,7 +286,7 @@ func New(o Options) *Analyzer {
 		a.shards[i] = newShard(i)
 	}
 	for w := 0; w < o.Workers; w++ {
-		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, 16), pcs: map[uint64]*pcInfo{}}
+		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}}
 		wk.cand = make([]spTable, o.Workers)
 		for s := w; s < numShards; s += o.Workers {
 			wk.own = append(wk.own, a.shards[s])
@@ -290,7 +298,7 @@ func New(o Options) *Analyzer {
 		o.MemWorkers = o.Workers
 	}
 
-	a.x.start(o.MemWorkers)
+	a.x.start(o.MemWorkers, o.QueueDepth)
 	return a
 }
 

@@ -10,7 +10,7 @@ type extra struct {
 	ms memStats
 }
 
-func (x *extra) start(workers int) { x.ms.start(workers) }
+func (x *extra) start(workers, depth int) { x.ms.start(workers, depth) }
 
 func (x *extra) stop() { x.ms.stop() }
 

@@ -256,10 +256,10 @@ type memStats struct {
 	started bool
 }
 
-func (s *memStats) start(n int) {
+func (s *memStats) start(n, depth int) {
 	s.started = true
 	for i := 0; i < n; i++ {
-		w := &memWorker{id: i, n: n, in: make(chan memMsg, 16), ctas: map[ctaKey]*ctaState{}, acc: newMemAcc(), window: ReuseWindow, pcs: map[uint64]uint64{}}
+		w := &memWorker{id: i, n: n, in: make(chan memMsg, depth), ctas: map[ctaKey]*ctaState{}, acc: newMemAcc(), window: ReuseWindow, pcs: map[uint64]uint64{}}
 		s.ws = append(s.ws, w)
 		s.all = append(s.all, w)
 		go w.run()
