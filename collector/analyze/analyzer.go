@@ -57,6 +57,10 @@ type Options struct {
 	// in bursts from a few blocks, at the price of longer drains at
 	// barriers.
 	QueueDepth int
+	// Slots is how many workers (of both pools) may analyse at once
+	// (default: GOMAXPROCS less the cores left to the dispatch loop and
+	// the stream reader, slots.go).
+	Slots int
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver
 	// Structures gives GPU module structure (nil: instructions are placed
@@ -201,6 +205,7 @@ type delta struct {
 
 // Analyzer analyses one process's stream. Use it from one goroutine.
 type Analyzer struct {
+	slots slots // workers analysing at once
 	o     Options
 	hello *rawstream.Hello
 	exit  int32
@@ -285,6 +290,7 @@ func New(o Options) *Analyzer {
 	for i := range a.shards {
 		a.shards[i] = newShard(i)
 	}
+	a.slots = newSlots(o.Slots)
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}}
 		wk.cand = make([]spTable, o.Workers)
@@ -298,7 +304,7 @@ func New(o Options) *Analyzer {
 		o.MemWorkers = o.Workers
 	}
 
-	a.x.start(o.MemWorkers, o.QueueDepth)
+	a.x.start(o.MemWorkers, o.QueueDepth, a.slots)
 	return a
 }
 

@@ -59,7 +59,7 @@ func BenchmarkMemStats(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				var s memStats
-				s.start(w, 16)
+				s.start(w, 16, newSlots(w))
 				for _, it := range items {
 					m := s.split()
 					r := it.acc.Records()
