@@ -166,7 +166,10 @@ void load_config() {
     c.pc_period = (int)env_u64("GPUPROF_PC_PERIOD", 15, 0, 31);
     if (const char *v = env("GPUPROF_PC_COLLECTION")) c.pc_serialized = strcmp(v, "continuous") != 0;
     c.pc_buffer_pcs = (uint32_t)env_u64("GPUPROF_PC_BUFFER_PCS", 10000, 16, 1u << 22);
-    c.pc_hwbuf_mb = (uint32_t)env_u64("GPUPROF_PC_HWBUF_MB", 0, 0, 1u << 16);
+    // 32 MB instead of CUPTI's 512 MB: measured on the H100 (gpu-check pcsweep) to
+    // cut the serialized collection's cost by 10-35% of the wall time with no
+    // sample dropped, stall_exec's 13.7 M samples of 100 ms kernels included.
+    c.pc_hwbuf_mb = (uint32_t)env_u64("GPUPROF_PC_HWBUF_MB", 32, 0, 1u << 16);
     c.pc_sleep_ms = (uint32_t)env_u64("GPUPROF_PC_SLEEP_MS", 0, 0, 60000);
     c.exit_timeout_s = (uint32_t)env_u64("GPUPROF_EXIT_TIMEOUT_S", 60, 1, 86400);
     c.seed = env_u64("GPUPROF_SEED", 0, 0, UINT64_MAX);

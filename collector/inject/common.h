@@ -38,7 +38,7 @@ struct Config {
     int pc_period = 15;                  // GPUPROF_PC_PERIOD (log2 cycles, 5..31; 0 = CUPTI default, 2^11)
     bool pc_serialized = true;           // GPUPROF_PC_COLLECTION=serialized|continuous
     uint32_t pc_buffer_pcs = 10000;      // PCs per CUPTI PC sampling buffer
-    uint32_t pc_hwbuf_mb = 0;            // GPUPROF_PC_HWBUF_MB (CUPTI's hardware buffer; 0 = CUPTI's 512 MB)
+    uint32_t pc_hwbuf_mb = 32;           // GPUPROF_PC_HWBUF_MB (CUPTI's hardware buffer; 0 = CUPTI's 512 MB)
     uint32_t pc_sleep_ms = 0;            // GPUPROF_PC_SLEEP_MS (CUPTI's worker wake-up; 0 = CUPTI's 100 ms)
     uint64_t seed = 0;                   // GPUPROF_SEED (0: from time and pid)
     uint32_t exit_timeout_s = 60;        // GPUPROF_EXIT_TIMEOUT_S
