@@ -224,7 +224,7 @@ func tsvOrder(path string) []string {
 
 // Table writes the markdown table.
 func Table(w io.Writer, ps []Program) {
-	fmt.Fprintln(w, "| program | runs | records (M) | MB written | GPU waited for drains s | of it, for queue room s | library writer in `write` s | collector stream s | workers busy s | analysis waited on barriers s | of it, resolving s | reader held up s |")
+	fmt.Fprintln(w, "| program | runs | records (M) | MB written | GPU waited for drains s | producers waited for queue room s | library writer in `write` s | collector stream s | workers busy s | analysis waited on barriers s | of it, resolving s | reader held up s |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, p := range ps {
 		m := p.Median()
