@@ -58,8 +58,8 @@ type Options struct {
 	// barriers.
 	QueueDepth int
 	// Slots is how many workers (of both pools) may analyse at once
-	// (default: GOMAXPROCS less the cores left to the dispatch loop and
-	// the stream reader, slots.go).
+	// (default GOMAXPROCS; fewer keep cores for the dispatch loop and the
+	// stream reader, slots.go).
 	Slots int
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver

@@ -167,7 +167,7 @@ void load_config() {
     if (const char *v = env("GPUPROF_PC_COLLECTION")) c.pc_serialized = strcmp(v, "continuous") != 0;
     c.pc_buffer_pcs = (uint32_t)env_u64("GPUPROF_PC_BUFFER_PCS", 10000, 16, 1u << 22);
     // 32 MB instead of CUPTI's 512 MB: measured on the H100 (gpu-check pcsweep) to
-    // cut the serialized collection's cost by 10-35% of the wall time with no
+    // cut the serialized collection's cost by 11-23% of the wall time with no
     // sample dropped, stall_exec's 13.7 M samples of 100 ms kernels included.
     c.pc_hwbuf_mb = (uint32_t)env_u64("GPUPROF_PC_HWBUF_MB", 32, 0, 1u << 16);
     c.pc_sleep_ms = (uint32_t)env_u64("GPUPROF_PC_SLEEP_MS", 0, 0, 60000);
