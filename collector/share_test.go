@@ -13,6 +13,7 @@ import (
 
 	"gpuprof/broker"
 	"gpuprof/collector/analyze"
+	"gpuprof/collector/rawstream"
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
@@ -77,26 +78,7 @@ func loadAll(t *testing.T, e *broker.Embedded, job string, n int, tool string, w
 		if errs[i] != nil || sts[i] == nil {
 			t.Fatalf("rank %d: structure %v, %v", i, sts[i], errs[i])
 		}
-		checked := 0
-		for _, f := range ref.Functions {
-			kinds := f.AccessKinds()
-			for k, in := range f.Insts {
-				off := in.Offset - f.Insts[0].Offset
-				pl, ok := sts[i].Place(f.Name, off)
-				if !ok || pl.Offset != uint32(in.Offset) {
-					t.Fatalf("rank %d: %s+%#x placed %v %+v", i, f.Name, off, ok, pl)
-				}
-				ak, ok := sts[i].AccessKind(f.Name, off)
-				want := kinds[k].Vec > 0 && !kinds[k].Fallback
-				if ok != want || ok && int(ak.UnitBits) != kinds[k].UnitBits {
-					t.Fatalf("rank %d: %s+%#x kind %v %+v, listing says %v", i, f.Name, off, ok, ak, kinds[k])
-				}
-				checked++
-			}
-		}
-		if checked == 0 {
-			t.Fatal("no instructions checked")
-		}
+		checkPlacement(t, fmt.Sprintf("rank %d", i), sts[i], ref)
 	}
 	return srcs
 }
@@ -183,4 +165,86 @@ func TestSharedListings(t *testing.T) {
 			t.Errorf("a late rank did not use the fallback's listing")
 		}
 	})
+}
+
+// A module's listing is made when its bytes arrive, not at its first
+// launch: nvdisasm has started before any LAUNCH frame is analysed, runs
+// once, and the structure it gives is the one Structure returns.
+func TestPrefetchListing(t *testing.T) {
+	const listing = "../testdata/sass/probe/k.hex.txt"
+	cubin, err := os.ReadFile("../testdata/sass/probe/k.sm90.cubin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(listing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := sass.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, count := fakeNVDisasm(t, listing, 200*time.Millisecond)
+	src := &analyze.SASS{NVDisasm: tool}
+	a := analyze.New(analyze.Options{Job: "prefetch", Workers: 1, Structures: src})
+	defer a.Close()
+	if err := a.Add(&rawstream.Hello{Version: 2, SM: 90}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Add(&rawstream.Module{ModuleID: 1, ContentKey: 1, Size: uint32(len(cubin)), HasBytes: true, Bytes: cubin}, 8); err != nil {
+		t.Fatal(err)
+	}
+	// No launch yet: the fake nvdisasm must start on its own.
+	deadline := time.Now().Add(30 * time.Second)
+	for runs(t, count) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("nvdisasm did not start when the module arrived")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h := profile.ModuleHash(xxhash.Sum64(cubin))
+	var funcs []string
+	for _, f := range ref.Functions {
+		funcs = append(funcs, f.Name)
+	}
+	st, err := src.Structure(h, cubin, funcs, 90)
+	if err != nil || st == nil {
+		t.Fatalf("structure after the prefetch: %v, %v", st, err)
+	}
+	if _, err := src.Structure(h, cubin, funcs, 90); err != nil {
+		t.Fatal(err)
+	}
+	if r := runs(t, count); r != 1 {
+		t.Fatalf("nvdisasm ran %d times, want 1", r)
+	}
+	if s := src.Stats(); s.Disassembled != 1 {
+		t.Fatalf("stats: %+v", s)
+	}
+	checkPlacement(t, "prefetched", st, ref)
+}
+
+// checkPlacement checks that st places and kinds every instruction of the
+// listing ref as the listing says.
+func checkPlacement(t *testing.T, who string, st analyze.Structure, ref *sass.Module) {
+	t.Helper()
+	checked := 0
+	for _, f := range ref.Functions {
+		kinds := f.AccessKinds()
+		for k, in := range f.Insts {
+			off := in.Offset - f.Insts[0].Offset
+			pl, ok := st.Place(f.Name, off)
+			if !ok || pl.Offset != uint32(in.Offset) {
+				t.Fatalf("%s: %s+%#x placed %v %+v", who, f.Name, off, ok, pl)
+			}
+			ak, ok := st.AccessKind(f.Name, off)
+			want := kinds[k].Vec > 0 && !kinds[k].Fallback
+			if ok != want || ok && int(ak.UnitBits) != kinds[k].UnitBits {
+				t.Fatalf("%s: %s+%#x kind %v %+v, listing says %v", who, f.Name, off, ok, ak, kinds[k])
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no instructions checked")
+	}
 }

@@ -475,6 +475,11 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 		m.hash = profile.ModuleHash(f.ContentKey)
 	}
 	a.modules[f.ModuleID] = m
+	if pf, ok := a.o.Structures.(interface {
+		Prefetch(profile.ModuleHash, []byte)
+	}); ok && m.cubin != nil {
+		pf.Prefetch(m.hash, m.cubin)
+	}
 	if !a.hashes[m.hash] {
 		a.hashes[m.hash] = true
 		if a.o.OnModule != nil && m.cubin != nil {
