@@ -246,6 +246,65 @@ func TestScalarReplacementEstimate(t *testing.T) {
 	}
 }
 
+// Scalar replacement when the running value already lives in a register:
+// the loop reloads s[0] and stores y[i] every iteration without loading
+// it (loop_reload's code). The store to the invariant address leaves the
+// loop too, unless a barrier in the loop lets other threads read it.
+func TestScalarReplacementStoreOnly(t *testing.T) {
+	for _, bar := range []bool{false, true} {
+		sync := "NOP {S1}"
+		if bar {
+			sync = "BAR.SYNC.DEFER_BLOCKING 0x0 {S1}"
+		}
+		m := parseSASS(t, "k", `
+		#line 7
+		LDC.64 R2, c[0x0][0x218]
+		LDC.64 R8, c[0x0][0x220]
+		MOV R12, RZ
+		.L_x_1:
+		#line 8
+		LDG.E R5, desc[UR4][R2.64] {W0 S1}
+		FFMA R6, R6, R5, 1 {B0 S4}
+		STG.E desc[UR4][R8.64], R6 {R2 S1}
+		`+sync+`
+		IADD3 R12, R12, 0x1, RZ {S1}
+		ISETP.NE.AND P0, PT, R12, R13, PT {S4}
+		@P0 BRA `+"`(.L_x_1)"+` {S1}
+		#line 9
+		EXIT
+	`)
+		s := sampledKernel(t, m, "k", mod1)
+		s.stall(0x30, "selected", 2)
+		s.stall(0x40, "long_scoreboard", 60)
+		s.stall(0x40, "selected", 4)
+		s.stall(0x50, "lg_throttle", 6)
+		s.stall(0x60, "selected", 8)
+		s.stall(0x90, "selected", 20)
+		fid := profile.FuncIDOf(mod1, "k")
+		pcS := profile.PC{Func: fid, Offset: 0x30}
+		s.p.PCStatOf(profile.PCKey{Context: s.k.ID, PC: pcS, Access: profile.Load}).Accesses = 1000
+		s.p.Add(s.node[uint64(pcS.Offset)], profile.MemLoads, 1000)
+		s.p.Temporal[profile.TemporalKey{Context: s.k.ID, Old: pcS, New: pcS, Access: profile.Load}] = 990
+		as, err := Advise(s.p, Modules{mod1: m}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := findKind(t, as, KindScalarRepl)
+		// T = 100: the load's 2 samples and the 60 blamed on it go; the
+		// store's 6 throttle samples go with it unless the loop has a
+		// barrier, which keeps the store in the loop: then only the
+		// throttle relief of the load's going (one of the loop's two LSU
+		// instructions, half of the store's lg_throttle) is saved.
+		T, M := 100.0, 2+60+6.0
+		if bar {
+			M = 2 + 60 + 3
+		}
+		if !approx(a.Speedup, T/(T-M)) {
+			t.Fatalf("barrier %v: speedup %v want %v; %s", bar, a.Speedup, T/(T-M), a.Evidence)
+		}
+	}
+}
+
 // A memory-bound kernel loads x[i] and w[i] (a single-value object written
 // by a fill kernel) and stores y[i]: constant replacement removes the fill
 // kernel and w's third of the traffic, so a third of the memory stalls.

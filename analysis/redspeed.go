@@ -269,8 +269,15 @@ func coLoads(r instRef) []instRef {
 
 // scalarReplacementCost: the flagged redundant loads (their eq. 1 share of
 // cost), and every access of the loop to a loop-invariant address that
-// scalar replacement keeps in a register: its loads, and its stores when
-// the same address is also loaded in the loop (then stored once after it).
+// scalar replacement keeps in a register: its loads, and its stores, which
+// go once after the loop. Scalar replacement already assumes that the
+// loop's invariant references do not alias (the flagged load is reloaded
+// only because a store might change it), and then only the last store to
+// an invariant address can be seen, unless a barrier in the loop lets
+// other threads read the ones before: without one, every store to an
+// invariant address leaves the loop (before, only those whose address
+// was also loaded in the loop did: loop_reload's y[i], kept in a
+// register by the compiler but stored every iteration, was left in).
 func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) float64 {
 	counted := map[instRef]bool{}
 	m := 0.0
@@ -281,8 +288,12 @@ func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) float
 		}
 		loads := map[string]bool{}
 		var stores []instRef
+		barrier := false
 		for i := range r.fv.c.F.Insts {
 			in := &r.fv.c.F.Insts[i]
+			if r.fv.inLoop(i, li) && in.Class == sass.ClassSync && (in.Op == "BAR" || in.Op == "MEMBAR") {
+				barrier = true
+			}
 			if !r.fv.inLoop(i, li) || in.Class != sass.ClassMemory || in.Mem.Space == sass.SpaceConstant || in.Mem.Space == sass.SpaceShared {
 				continue
 			}
@@ -302,7 +313,7 @@ func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) float
 		}
 		for _, s := range stores {
 			key, _ := invariantAddress(s.fv, s.i, li)
-			if loads[key] && !counted[s] {
+			if (loads[key] || !barrier && !kv.gpaOnly) && !counted[s] {
 				counted[s] = true
 				m += s.fv.cost(s.i)
 			}
