@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gpuprof/profile"
+	"gpuprof/sass"
 )
 
 func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -226,24 +227,33 @@ func TestScalarReplacementEstimate(t *testing.T) {
 	s.stall(0x60, "lg_throttle", 6)
 	s.stall(0x70, "selected", 6)
 	s.stall(0x90, "selected", 20)
-	fid := profile.FuncIDOf(mod1, "k")
-	pcS, pcY := profile.PC{Func: fid, Offset: 0x30}, profile.PC{Func: fid, Offset: 0x40}
-	for _, pc := range []profile.PC{pcS, pcY} {
-		s.p.PCStatOf(profile.PCKey{Context: s.k.ID, PC: pc, Access: profile.Load}).Accesses = 1000
-		s.p.Add(s.node[uint64(pc.Offset)], profile.MemLoads, 1000)
-	}
-	s.p.Temporal[profile.TemporalKey{Context: s.k.ID, Old: pcS, New: pcS, Access: profile.Load}] = 990
-	as, err := Advise(s.p, Modules{mod1: m}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := findKind(t, as, KindScalarRepl)
+	a := scalarReplacement(t, s, m, 0x30, 0x40)
 	// T = 100. The loads cost their issue samples and the 60 stall samples
 	// blamed on them; the store its throttle samples; all three go.
 	T, M := 100.0, 2+2+60+6.0
 	if !approx(a.Speedup, T/(T-M)) || a.Hotspots[0].Line != 8 || a.Hotspots[0].Loop != "k.cu:8" {
 		t.Fatalf("speedup %v want %v; hotspot %+v; %s", a.Speedup, T/(T-M), a.Hotspots[0], a.Evidence)
 	}
+}
+
+// scalarReplacement gives the loads at offs 1000 accesses each, makes 990
+// of the first one's temporally redundant, and returns the scalar
+// replacement advice.
+func scalarReplacement(t *testing.T, s *sampled, m *sass.Module, offs ...uint32) Advice {
+	t.Helper()
+	fid := profile.FuncIDOf(mod1, "k")
+	for _, off := range offs {
+		pc := profile.PC{Func: fid, Offset: off}
+		s.p.PCStatOf(profile.PCKey{Context: s.k.ID, PC: pc, Access: profile.Load}).Accesses = 1000
+		s.p.Add(s.node[uint64(off)], profile.MemLoads, 1000)
+	}
+	pc := profile.PC{Func: fid, Offset: offs[0]}
+	s.p.Temporal[profile.TemporalKey{Context: s.k.ID, Old: pc, New: pc, Access: profile.Load}] = 990
+	as, err := Advise(s.p, Modules{mod1: m}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return findKind(t, as, KindScalarRepl)
 }
 
 // Scalar replacement when the running value already lives in a register:
@@ -280,16 +290,7 @@ func TestScalarReplacementStoreOnly(t *testing.T) {
 		s.stall(0x50, "lg_throttle", 6)
 		s.stall(0x60, "selected", 8)
 		s.stall(0x90, "selected", 20)
-		fid := profile.FuncIDOf(mod1, "k")
-		pcS := profile.PC{Func: fid, Offset: 0x30}
-		s.p.PCStatOf(profile.PCKey{Context: s.k.ID, PC: pcS, Access: profile.Load}).Accesses = 1000
-		s.p.Add(s.node[uint64(pcS.Offset)], profile.MemLoads, 1000)
-		s.p.Temporal[profile.TemporalKey{Context: s.k.ID, Old: pcS, New: pcS, Access: profile.Load}] = 990
-		as, err := Advise(s.p, Modules{mod1: m}, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := findKind(t, as, KindScalarRepl)
+		a := scalarReplacement(t, s, m, 0x30)
 		// T = 100: the load's 2 samples and the 60 blamed on it go; the
 		// store's 6 throttle samples go with it unless the loop has a
 		// barrier, which keeps the store in the loop: then only the

@@ -83,15 +83,17 @@ func loadAll(t *testing.T, e *broker.Embedded, job string, n int, tool string, w
 	return srcs
 }
 
-// Ranks sharing a module's listing through the real broker run nvdisasm
-// once between them; a claimant that dies is replaced after the bound.
-func TestSharedListings(t *testing.T) {
-	const listing = "../testdata/sass/probe/k.hex.txt"
+// probeListing is the committed nvdisasm listing of the probe cubin.
+const probeListing = "../testdata/sass/probe/k.hex.txt"
+
+// probeModule reads the committed probe cubin and parses its listing.
+func probeModule(t *testing.T) ([]byte, *sass.Module) {
+	t.Helper()
 	cubin, err := os.ReadFile("../testdata/sass/probe/k.sm90.cubin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := os.ReadFile(listing)
+	text, err := os.ReadFile(probeListing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +101,13 @@ func TestSharedListings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cubin, ref
+}
+
+// Ranks sharing a module's listing through the real broker run nvdisasm
+// once between them; a claimant that dies is replaced after the bound.
+func TestSharedListings(t *testing.T) {
+	cubin, ref := probeModule(t)
 	e, err := broker.StartEmbeddedWith(broker.EmbeddedOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +116,7 @@ func TestSharedListings(t *testing.T) {
 	const n = 6
 
 	t.Run("one run", func(t *testing.T) {
-		tool, count := fakeNVDisasm(t, listing, 300*time.Millisecond)
+		tool, count := fakeNVDisasm(t, probeListing, 300*time.Millisecond)
 		srcs := loadAll(t, e, "share", n, tool, time.Minute, cubin, ref)
 		if r := runs(t, count); r != 1 {
 			t.Fatalf("nvdisasm ran %d times for %d ranks, want 1", r, n)
@@ -131,7 +140,7 @@ func TestSharedListings(t *testing.T) {
 	})
 
 	t.Run("claimant dies", func(t *testing.T) {
-		tool, count := fakeNVDisasm(t, listing, 0)
+		tool, count := fakeNVDisasm(t, probeListing, 0)
 		c, err := broker.Connect(e.Options("doomed"))
 		if err != nil {
 			t.Fatal(err)
@@ -171,20 +180,8 @@ func TestSharedListings(t *testing.T) {
 // launch: nvdisasm has started before any LAUNCH frame is analysed, runs
 // once, and the structure it gives is the one Structure returns.
 func TestPrefetchListing(t *testing.T) {
-	const listing = "../testdata/sass/probe/k.hex.txt"
-	cubin, err := os.ReadFile("../testdata/sass/probe/k.sm90.cubin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, err := os.ReadFile(listing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := sass.Parse(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tool, count := fakeNVDisasm(t, listing, 200*time.Millisecond)
+	cubin, ref := probeModule(t)
+	tool, count := fakeNVDisasm(t, probeListing, 200*time.Millisecond)
 	src := &analyze.SASS{NVDisasm: tool}
 	a := analyze.New(analyze.Options{Job: "prefetch", Workers: 1, Structures: src})
 	defer a.Close()

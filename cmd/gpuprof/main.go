@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime/pprof"
@@ -99,53 +100,39 @@ func main() {
 
 // startCPUProfile writes a CPU profile of the whole command to path (none
 // if empty), for finding where a collector's analysis spends its time on a
-// real application; the returned function ends it. A profile that cannot
-// be written is a warning: the command runs on.
+// real application; the returned function ends it.
 func startCPUProfile(path string) (stop func()) {
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
-	}
-	if err != nil {
-		slog.Warn("no CPU profile", "file", path, "err", err)
-		if f != nil {
-			f.Close()
-		}
-		return func() {}
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			slog.Warn("CPU profile", "file", path, "err", err)
-		}
-	}
+	return startRecording(path, "CPU profile", pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 // startTrace writes Go's execution trace of the whole command to path (none
 // if empty): where the analysis' goroutines wait, and for what, which a CPU
 // profile cannot show (go tool trace -pprof=sched FILE).
 func startTrace(path string) (stop func()) {
+	return startRecording(path, "execution trace", trace.Start, trace.Stop)
+}
+
+// startRecording starts a runtime recording into path. One that cannot be
+// written is a warning: the command runs on.
+func startRecording(path, what string, start func(io.Writer) error, end func()) (stop func()) {
 	if path == "" {
 		return func() {}
 	}
 	f, err := os.Create(path)
 	if err == nil {
-		err = trace.Start(f)
+		err = start(f)
 	}
 	if err != nil {
-		slog.Warn("no execution trace", "file", path, "err", err)
+		slog.Warn("no "+what, "file", path, "err", err)
 		if f != nil {
 			f.Close()
 		}
 		return func() {}
 	}
 	return func() {
-		trace.Stop()
+		end()
 		if err := f.Close(); err != nil {
-			slog.Warn("execution trace", "file", path, "err", err)
+			slog.Warn(what, "file", path, "err", err)
 		}
 	}
 }
