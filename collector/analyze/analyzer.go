@@ -303,7 +303,6 @@ func New(o Options) *Analyzer {
 	if o.MemWorkers <= 0 {
 		o.MemWorkers = o.Workers
 	}
-
 	a.x.start(o.MemWorkers, o.QueueDepth, a.slots)
 	return a
 }
@@ -774,12 +773,13 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 }
 
 // resolveEvery is the default of Options.ResolveEvery, how many access
-// records per worker may pass between barriers: enough to keep the workers busy between them. candLimit
-// bounds a worker's candidates between barriers: with values that are
-// mostly new (every lane a new value, 32 candidates a record) 2^14
-// records made 32 MB tables, where every insert missed the cache; 2^15
-// entries keep them at 2 MB, while streams of recurring values keep the
-// long interval and its few barriers.
+// records per worker may pass between barriers: enough to keep the
+// workers busy between them. candLimit bounds a worker's candidates
+// between barriers: with values that are mostly new (every lane a new
+// value, 32 candidates a record) 2^14 records made 32 MB tables, where
+// every insert missed the cache; 2^15 entries keep them at 2 MB, while
+// streams of recurring values keep the long interval and its few
+// barriers.
 const resolveEvery = 1 << 14
 
 // candLimit is a variable so that tests can make early barriers frequent.
