@@ -416,14 +416,25 @@ func testConsumerLeaderWatch(t *testing.T, cl *brokertest.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The delivery that the failure loses: fetched, never acknowledged.
-	b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The delivery that the failure loses: fetched, never acknowledged. The
+	// cluster may still be re-forming its routes after the node restarted
+	// in "leader killed" (a fetch then ends early and empty), so fetch
+	// again until the message comes, within a bound.
 	n := 0
-	for range b.Messages() {
-		n++
+	for deadline := time.Now().Add(30 * time.Second); n == 0 && time.Now().Before(deadline); {
+		b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Logf("fetch: %v", err)
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		for range b.Messages() {
+			n++
+		}
+		if n == 0 {
+			t.Logf("fetch ended empty: %v", b.Error())
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 	if n != 1 {
 		t.Fatalf("fetched %d messages, want 1", n)
