@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -110,10 +109,6 @@ func cpuTime() time.Duration {
 // test programs (testdata/captures/*.redundancy.p1.gpr) one after the
 // other: real records, small streams.
 func BenchmarkAnalyzeCaptures(b *testing.B) {
-	files, _ := filepath.Glob(benchGlob())
-	if len(files) == 0 {
-		b.Skip("no captures")
-	}
 	type capture struct {
 		fs   []rawstream.Frame
 		offs []int64
@@ -121,15 +116,10 @@ func BenchmarkAnalyzeCaptures(b *testing.B) {
 	}
 	var caps []capture
 	var recs uint64
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		prog := strings.SplitN(filepath.Base(f), ".", 2)[0]
-		c := capture{st: &SASS{NVDisasm: "-", Files: []string{filepath.Join("../../testdata/sass", prog)}}}
+	for _, tc := range loadCaptures(b, benchGlob()) {
+		c := capture{st: tc.st}
 		var n uint64
-		c.fs, c.offs, n = decodeAll(b, data)
+		c.fs, c.offs, n = decodeAll(b, tc.data)
 		recs += n
 		caps = append(caps, c)
 	}
@@ -164,7 +154,7 @@ func benchGlob() string {
 	if g := os.Getenv("GPUPROF_BENCH_CAPTURES"); g != "" {
 		return g
 	}
-	return "../../testdata/captures/*.redundancy.p1.gpr"
+	return captureGlob("*.redundancy.p1.gpr")
 }
 
 // BenchmarkAnalyzeSteady measures the analysis in its steady state on real
@@ -175,18 +165,9 @@ func benchGlob() string {
 // them, so table growth and SASS parsing are paid once as in a live run.
 // One worker: the figure is CPU per warp record.
 func BenchmarkAnalyzeSteady(b *testing.B) {
-	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p50k10.gpr")
-	if len(files) == 0 {
-		b.Skip("no captures")
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		prog := strings.SplitN(filepath.Base(f), ".", 2)[0]
-		st := &SASS{NVDisasm: "-", Files: []string{filepath.Join("../../testdata/sass", prog)}}
-		all, _, recs := decodeAll(b, data)
+	for _, c := range loadCaptures(b, captureGlob("*.redundancy.p50k10.gpr")) {
+		prog, st := strings.SplitN(c.name, ".", 2)[0], c.st
+		all, _, recs := decodeAll(b, c.data)
 		var head, launches []rawstream.Frame
 		var maxID uint64
 		for _, fr := range all {

@@ -1,8 +1,6 @@
 package analyze
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,19 +13,9 @@ import (
 // and the counts testdata/cuda/README.md derives from the programs' source
 // come out.
 func TestCaptures(t *testing.T) {
-	files, _ := filepath.Glob("../../testdata/captures/*.gpr")
-	if len(files) == 0 {
-		t.Skip("no captures in testdata/captures")
-	}
-	for _, f := range files {
-		base := filepath.Base(f)
-		prog := strings.SplitN(base, ".", 2)[0]
-		st := &SASS{NVDisasm: "-", Files: []string{filepath.Join("../../testdata/sass", prog)}}
+	for _, c := range loadCaptures(t, captureGlob("*.gpr")) {
+		base, stream, st := c.name, c.data, c.st
 		t.Run(base, func(t *testing.T) {
-			stream, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
 			p := analyse(t, stream, 3, 40, st) // no decoding error, no anomaly, every item valid
 			if strings.Contains(base, ".redundancy.") && (strings.Contains(base, ".p1.") || strings.Contains(base, ".rank0.")) {
 				ref := runReference(t, stream, st)

@@ -118,24 +118,9 @@ func decodeRecords(b *testing.B, s []byte) uint64 {
 
 // compactStream re-encodes a stream's access frames compactly.
 func compactStream(b *testing.B, data []byte) []byte {
-	var out bytes.Buffer
-	w := rawstream.NewWriter(&out)
-	d := rawstream.NewDecoder(bytes.NewReader(data))
-	for {
-		f, err := d.Next()
-		if err == io.EOF {
-			return out.Bytes()
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		if a, ok := f.(*rawstream.Access); ok {
-			if f, err = a.Compact(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := w.Write(f); err != nil {
-			b.Fatal(err)
-		}
+	c, err := rawstream.CompactStream(data)
+	if err != nil {
+		b.Fatal(err)
 	}
+	return c
 }

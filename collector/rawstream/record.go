@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math/bits"
 	"slices"
 )
@@ -355,6 +356,32 @@ func (a *Access) Compact() (*Access, error) {
 		c.AppendCompact(it.Record())
 	}
 	return c, it.Err()
+}
+
+// CompactStream re-encodes a recorded stream with every Access frame
+// compact, as the library writes them since wire version 2: captures
+// recorded before shrink, and decode to the same records.
+func CompactStream(data []byte) ([]byte, error) {
+	var out bytes.Buffer
+	w := NewWriter(&out)
+	d := NewDecoder(bytes.NewReader(data))
+	for {
+		f, err := d.Next()
+		if err == io.EOF {
+			return out.Bytes(), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if a, ok := f.(*Access); ok {
+			if f, err = a.Compact(); err != nil {
+				return nil, err
+			}
+		}
+		if err := w.Write(f); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // Reset empties a for reuse with another launch.
