@@ -73,8 +73,6 @@ type Options struct {
 	ResolveEvery uint64
 	// QueueDepth: frames each analysis worker's queue holds (0: default).
 	QueueDepth int
-	// Slots: analysis workers running at once (0: the analysis' default).
-	Slots int
 	// Structures gives GPU module structure; default: nvdisasm when on
 	// PATH, else the nvdisasm outputs in SASSFiles.
 	Structures analyze.StructureSource
@@ -540,7 +538,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			in = io.TeeReader(raw, t)
 		}
 	}
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ResolveEvery: c.o.ResolveEvery, QueueDepth: c.o.QueueDepth, Slots: c.o.Slots, Structures: c.o.Structures, OnModule: c.o.OnModule})
+	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ResolveEvery: c.o.ResolveEvery, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule})
 	defer a.Close()
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of

@@ -57,10 +57,6 @@ type Options struct {
 	// in bursts from a few blocks, at the price of longer drains at
 	// barriers.
 	QueueDepth int
-	// Slots is how many workers (of both pools) may analyse at once
-	// (default GOMAXPROCS; fewer keep cores for the dispatch loop and the
-	// stream reader, slots.go).
-	Slots int
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver
 	// Structures gives GPU module structure (nil: instructions are placed
@@ -205,7 +201,6 @@ type delta struct {
 
 // Analyzer analyses one process's stream. Use it from one goroutine.
 type Analyzer struct {
-	slots slots // workers analysing at once
 	o     Options
 	hello *rawstream.Hello
 	exit  int32
@@ -290,7 +285,6 @@ func New(o Options) *Analyzer {
 	for i := range a.shards {
 		a.shards[i] = newShard(i)
 	}
-	a.slots = newSlots(o.Slots)
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}}
 		wk.cand = make([]spTable, o.Workers)
@@ -303,7 +297,7 @@ func New(o Options) *Analyzer {
 	if o.MemWorkers <= 0 {
 		o.MemWorkers = o.Workers
 	}
-	a.x.start(o.MemWorkers, o.QueueDepth, a.slots)
+	a.x.start(o.MemWorkers, o.QueueDepth)
 	return a
 }
 

@@ -10,7 +10,7 @@ type extra struct {
 	ms memStats
 }
 
-func (x *extra) start(workers, depth int, sl slots) { x.ms.start(workers, depth, sl) }
+func (x *extra) start(workers, depth int) { x.ms.start(workers, depth) }
 
 func (x *extra) stop() { x.ms.stop() }
 

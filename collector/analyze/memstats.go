@@ -246,8 +246,7 @@ type memWorker struct {
 	// scratch
 	units []uint64
 	// busy: nanoseconds spent on records (Analyzer.Busy)
-	busy  atomic.Int64
-	slots slots
+	busy atomic.Int64
 }
 
 // memStats runs the memory workers.
@@ -257,10 +256,10 @@ type memStats struct {
 	started bool
 }
 
-func (s *memStats) start(n, depth int, sl slots) {
+func (s *memStats) start(n, depth int) {
 	s.started = true
 	for i := 0; i < n; i++ {
-		w := &memWorker{id: i, n: n, in: make(chan memMsg, depth), slots: sl, ctas: map[ctaKey]*ctaState{}, acc: newMemAcc(), window: ReuseWindow, pcs: map[uint64]uint64{}}
+		w := &memWorker{id: i, n: n, in: make(chan memMsg, depth), ctas: map[ctaKey]*ctaState{}, acc: newMemAcc(), window: ReuseWindow, pcs: map[uint64]uint64{}}
 		s.ws = append(s.ws, w)
 		s.all = append(s.all, w)
 		go w.run()
@@ -357,11 +356,9 @@ func (w *memWorker) run() {
 				}
 			}
 		default:
-			w.slots.acquire()
 			t0 := time.Now()
 			w.frame(m.acc, m.offs, m.l)
 			w.busy.Add(int64(time.Since(t0)))
-			w.slots.release()
 		}
 	}
 }

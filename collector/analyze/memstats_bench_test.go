@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -16,22 +14,14 @@ import (
 // alone over the fully traced H100 captures' access records, to set their
 // cost beside BenchmarkAnalyzeCaptures (which includes them).
 func BenchmarkMemStats(b *testing.B) {
-	files, _ := filepath.Glob("../../testdata/captures/*.redundancy.p1.gpr")
-	if len(files) == 0 {
-		b.Skip("no captures")
-	}
 	type item struct {
 		acc *rawstream.Access
 		l   *launchInfo
 	}
 	var items []item
 	var recs uint64
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		d := rawstream.NewDecoder(bytes.NewReader(data))
+	for _, c := range loadCaptures(b, captureGlob("*.redundancy.p1.gpr")) {
+		d := rawstream.NewDecoder(bytes.NewReader(c.data))
 		ls := map[uint64]*launchInfo{}
 		fn := &funcInfo{}
 		snap := &funcSnap{}
@@ -59,7 +49,7 @@ func BenchmarkMemStats(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				var s memStats
-				s.start(w, 16, newSlots(w))
+				s.start(w, 16)
 				for _, it := range items {
 					m := s.split()
 					r := it.acc.Records()

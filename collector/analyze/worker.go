@@ -302,11 +302,9 @@ func (w *worker) run() {
 		switch m.kind {
 		case msgAccess:
 			if failed == nil {
-				w.a.slots.acquire()
 				t0 := time.Now()
 				failed = w.safely(func() { w.access(m.acc, m.l, m.fseq, m.recs) })
 				w.busy.Add(int64(time.Since(t0)))
-				w.a.slots.release()
 				n := 0
 				for p := range w.cand {
 					n += w.cand[p].n
