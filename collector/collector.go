@@ -494,10 +494,10 @@ func (b *byteBudget) close() {
 }
 
 // logAnalysis writes the stream's final account of the analysis: records,
-// the workers' busy time against the wall time, and how long the reader
-// had to wait (the analysis was the bottleneck), for the overhead table's
-// analysis time / kernel time.
-func (c *Collector) logAnalysis(a *analyze.Analyzer, source string, wall, readerWait time.Duration) {
+// the workers' busy time against the wall time, how long the reader had
+// to wait (the analysis was the bottleneck), and how long the analysis ran
+// on after the stream's END, for the overhead table's accounts.
+func (c *Collector) logAnalysis(a *analyze.Analyzer, source string, wall, readerWait, endAt time.Duration) {
 	if c.o.Logf == nil {
 		return
 	}
@@ -513,6 +513,10 @@ func (c *Collector) logAnalysis(a *analyze.Analyzer, source string, wall, reader
 		(b.Blocked + b.MemBlocked + b.BarrierWait + b.Resolve + b.Build).Round(time.Millisecond), b.Blocked.Round(time.Millisecond), b.MemBlocked.Round(time.Millisecond),
 		(b.BarrierWait + b.Resolve).Round(time.Millisecond), b.Resolve.Round(time.Millisecond), b.Build.Round(time.Millisecond), readerWait.Round(time.Millisecond),
 		b.Barriers, b.EarlyBarriers, b.MemBusy.Round(time.Millisecond))
+	if endAt > 0 {
+		// The analysis' tail: what the run waited for after the application's END.
+		msg += fmt.Sprintf("; END read at %v, the analysis finished %v after it", endAt.Round(time.Millisecond), (wall - endAt).Round(time.Millisecond))
+	}
 	if s, ok := c.o.Structures.(*analyze.SASS); ok {
 		st := s.Stats()
 		msg += fmt.Sprintf("; modules: %d disassembled, %d shared by other ranks, %d fallbacks", st.Disassembled, st.Shared, st.Fallbacks)
@@ -549,9 +553,10 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 	frames := make(chan decoded, 1<<14)
 	budget := newByteBudget(readAhead)
 	var readerWait time.Duration // the reader waiting for budget: the socket not drained
+	var endAt time.Duration      // when END was read: the application's end
 	stop := make(chan struct{})
 	t0 := time.Now()
-	defer func() { c.logAnalysis(a, source, time.Since(t0), readerWait) }()
+	defer func() { c.logAnalysis(a, source, time.Since(t0), readerWait, endAt) }()
 	go func() {
 		defer close(frames)
 		d := rawstream.NewDecoder(in)
@@ -572,6 +577,9 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 				return
 			}
 			c.frames.Add(1)
+			if _, ok := f.(*rawstream.End); ok {
+				endAt = time.Since(t0)
+			}
 			size := d.Offset() - prev
 			if w := budget.acquire(size); w > 0 {
 				readerWait += w // read by the deferred log after the goroutine ended

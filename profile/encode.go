@@ -18,7 +18,9 @@ import (
 
 const (
 	profileMagic   = "GPPF"
-	profileVersion = 1
+	profileVersion = 2
+	// Version 1 lacks RankInfo.SamplesDropped; it is still read.
+	oldestVersion = 1
 )
 
 type enc struct {
@@ -324,7 +326,7 @@ func (p *Profile) Encode() []byte {
 				for _, s := range [...]string{ri.Host, ri.GPU, ri.GPUUUID, ri.Driver, ri.CUDA, ri.Mode, ri.Source, ri.Incomplete} {
 					e.s(s)
 				}
-				for _, v := range [...]uint64{uint64(ri.BlockP), uint64(ri.KernelK), ri.Launches, ri.LaunchesTraced, ri.Blocks, ri.BlocksTraced, ri.Records, ri.Dropped, ri.HostDropped} {
+				for _, v := range [...]uint64{uint64(ri.BlockP), uint64(ri.KernelK), ri.Launches, ri.LaunchesTraced, ri.Blocks, ri.BlocksTraced, ri.Records, ri.Dropped, ri.HostDropped, ri.SamplesDropped} {
 					e.u(v)
 				}
 				e.i(ri.Batches)
@@ -564,6 +566,7 @@ type dec struct {
 	off     int
 	err     error
 	field   string
+	version uint64
 	metrics []MetricID
 	// Allocation in blocks: node values, sketch registers, and frame
 	// strings interned (a few file and module names repeat on every node).
@@ -743,8 +746,10 @@ func Decode(b []byte) (*Profile, error) {
 	}
 	d.off = len(profileMagic)
 	d.field = "version"
-	if v := d.u(); d.err == nil && v != profileVersion {
-		return nil, &DecodeError{d.off, "version", fmt.Sprintf("version %d, want %d", v, profileVersion)}
+	if v := d.u(); d.err == nil && (v < oldestVersion || v > profileVersion) {
+		return nil, &DecodeError{d.off, "version", fmt.Sprintf("version %d, want %d to %d", v, oldestVersion, profileVersion)}
+	} else {
+		d.version = v
 	}
 	var wg sync.WaitGroup
 	parallel := len(b) >= 64*parMin && workers() > 1
@@ -882,6 +887,9 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 		ri.BlockP, ri.KernelK = uint32(d.u()), uint32(d.u())
 		for _, v := range []*uint64{&ri.Launches, &ri.LaunchesTraced, &ri.Blocks, &ri.BlocksTraced, &ri.Records, &ri.Dropped, &ri.HostDropped} {
 			*v = d.u()
+		}
+		if d.version >= 2 {
+			ri.SamplesDropped = d.u()
 		}
 		ri.Batches = d.i()
 		ri.ExitCode = int32(d.i())

@@ -133,7 +133,7 @@ func refEncode(p *profile.Profile) []byte {
 	}
 
 	e.b = append(e.b, "GPPF"...)
-	e.u(1)
+	e.u(2) // version 2 added RankInfo.SamplesDropped
 	e.s(p.Job)
 	if p.Synthetic {
 		e.u(1)
@@ -282,7 +282,7 @@ func refEncode(p *profile.Profile) []byte {
 		for _, s := range []string{ri.Host, ri.GPU, ri.GPUUUID, ri.Driver, ri.CUDA, ri.Mode, ri.Source, ri.Incomplete} {
 			e.s(s)
 		}
-		for _, v := range []uint64{uint64(ri.BlockP), uint64(ri.KernelK), ri.Launches, ri.LaunchesTraced, ri.Blocks, ri.BlocksTraced, ri.Records, ri.Dropped, ri.HostDropped} {
+		for _, v := range []uint64{uint64(ri.BlockP), uint64(ri.KernelK), ri.Launches, ri.LaunchesTraced, ri.Blocks, ri.BlocksTraced, ri.Records, ri.Dropped, ri.HostDropped, ri.SamplesDropped} {
 			e.u(v)
 		}
 		e.i(ri.Batches)

@@ -245,6 +245,7 @@ func (ri *RankInfo) merge(o *RankInfo) {
 	ri.Records += o.Records
 	ri.Dropped += o.Dropped
 	ri.HostDropped += o.HostDropped
+	ri.SamplesDropped += o.SamplesDropped
 	ri.Batches = max(ri.Batches, o.Batches)
 	// A failing pass's exit code wins over a clean one (-1: unknown).
 	if exitOrder(o.ExitCode) > exitOrder(ri.ExitCode) {

@@ -238,6 +238,10 @@ type RankInfo struct {
 	Records        uint64 // access records analysed
 	Dropped        uint64 // records lost on the device
 	HostDropped    uint64 // records lost in the library's host queue
+	// SamplesDropped counts PC samples the GPU's sampling hardware
+	// dropped (its buffer was full): stall shares are then measured on
+	// fewer samples than were taken.
+	SamplesDropped uint64
 	// Batches is the rank's data batch count, known once its done item
 	// (sequence Batches) is merged; -1 before.
 	Batches    int64

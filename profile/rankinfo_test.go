@@ -1,6 +1,11 @@
 package profile
 
-import "testing"
+import (
+	"encoding/binary"
+	"os"
+	"strings"
+	"testing"
+)
 
 // A rank's provenance does not depend on the order its items arrive in,
 // even when its items disagree (passes run on different GPUs, a pass that
@@ -29,5 +34,38 @@ func TestRankInfoMergeOrder(t *testing.T) {
 		if ri != first {
 			t.Errorf("order %v: %+v, order %v gave %+v", perm, ri, perms[0], first)
 		}
+	}
+}
+
+// Profiles of version 1 (without SamplesDropped) still decode: the
+// committed sampling study's profiles were written by it.
+func TestDecodeVersion1(t *testing.T) {
+	b, err := os.ReadFile("../testdata/sampling/single_value.p50k10.gpuprof")
+	if err != nil {
+		t.Skip(err)
+	}
+	if v, n := binary.Uvarint(b[len(profileMagic):]); n <= 0 || v != 1 {
+		t.Skipf("the file is of version %d now", v)
+	}
+	p, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, ri := range p.Ranks {
+		if ri.SamplesDropped != 0 || ri.Records == 0 {
+			t.Errorf("rank %d: %+v", r, ri)
+		}
+	}
+	// Written again, it is of the current version and reads back equal.
+	q, err := Decode(p.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.String() != q.String() {
+		t.Error("a version 1 profile changed when written as the current version")
+	}
+	bad := append([]byte(profileMagic), byte(profileVersion+1))
+	if _, err := Decode(bad); err == nil || !strings.Contains(err.Error(), "version") {
+		t.Errorf("a future version: %v", err)
 	}
 }

@@ -101,7 +101,12 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	case *local != "":
 		lp := &localPublisher{p: profile.New(o.Job)}
 		o.Publisher = lp
-		closePub = func(context.Context) error { return profile.WriteFile(*local, lp.p) }
+		closePub = func(context.Context) error {
+			t0 := time.Now()
+			err := profile.WriteFile(*local, lp.p)
+			slog.Debug("profile written", "file", *local, "in", time.Since(t0).Round(time.Millisecond))
+			return err
+		}
 	default:
 		bo := nats("gpuprof collect")
 		if len(bo.URLs) == 0 {

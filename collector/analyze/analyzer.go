@@ -196,7 +196,7 @@ type instAcc struct {
 }
 
 type delta struct {
-	launches, traced, blocks, blocksTraced, records, dropped, hostDropped uint64
+	launches, traced, blocks, blocksTraced, records, dropped, hostDropped, samplesDropped uint64
 }
 
 // Analyzer analyses one process's stream. Use it from one goroutine.
@@ -402,6 +402,7 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		a.instrCounts(f, offset)
 	case *rawstream.Dropped:
 		a.d.hostDropped += f.Records
+		a.d.samplesDropped += f.PCSamples
 	case *rawstream.End:
 		a.exit = f.ExitCode
 	}

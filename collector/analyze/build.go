@@ -216,6 +216,7 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	ri.Launches, ri.LaunchesTraced = a.d.launches, a.d.traced
 	ri.Blocks, ri.BlocksTraced = a.d.blocks, a.d.blocksTraced
 	ri.Records, ri.Dropped, ri.HostDropped = a.d.records, a.d.dropped, a.d.hostDropped
+	ri.SamplesDropped = a.d.samplesDropped
 	a.d = delta{}
 
 	// Kernel-level metrics, in context order.

@@ -90,6 +90,51 @@ func TestPCSamplingMode(t *testing.T) {
 	}
 }
 
+// Losses reach the rank's provenance and survive the profile encoding:
+// records the library's host queue dropped, and PC samples the sampling
+// hardware dropped, both from DROPPED frames.
+func TestDroppedInProvenance(t *testing.T) {
+	b := synthStream(t, synth.Options{Seed: 3, Mode: rawstream.ModePCSampling}, 0)
+	d := rawstream.NewDecoder(bytes.NewReader(b))
+	var buf bytes.Buffer
+	w := rawstream.NewWriter(&buf)
+	for {
+		f, err := d.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, end := f.(*rawstream.End); end {
+			for _, x := range []rawstream.Frame{&rawstream.Dropped{Records: 3, Bytes: 100, PCSamples: 40}, &rawstream.Dropped{PCSamples: 2}} {
+				if err := w.Write(x); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f = &rawstream.End{ExitCode: f.(*rawstream.End).ExitCode}
+		}
+		if err := w.Write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := analyse(t, buf.Bytes(), 2, 5, &SASS{NVDisasm: "-", Files: probeSASS})
+	ri := p.Ranks[3]
+	if ri.HostDropped != 3 || ri.SamplesDropped != 42 {
+		t.Fatalf("host dropped %d, PC samples dropped %d; want 3 and 42", ri.HostDropped, ri.SamplesDropped)
+	}
+	q, err := profile.Decode(p.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Ranks[3].SamplesDropped; got != 42 {
+		t.Errorf("after encoding: %d PC samples dropped, want 42", got)
+	}
+	if !strings.Contains(q.String(), "pc_samples_dropped=42") {
+		t.Errorf("the text rendering does not show the dropped samples")
+	}
+}
+
 func TestHybridMode(t *testing.T) {
 	b := synthStream(t, synth.Options{Seed: 4, Mode: rawstream.ModeHybrid}, 0)
 	_, executed, _ := streamTotals(t, b)

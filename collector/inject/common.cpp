@@ -218,6 +218,7 @@ struct Output {
     uint64_t frames = 0;           // frames written (writer thread)
     uint64_t drop_records = 0;     // pending DROPPED counts (under mu)
     uint64_t drop_bytes = 0;
+    uint64_t drop_pc_samples = 0;  // pending: PC samples the hardware dropped (under mu)
     uint64_t total_drop_records = 0;
     // Time accounts for the exit line (GPUPROF_STATS): producers held
     // back by a full queue, the writer inside write/send, bytes written.
@@ -234,6 +235,8 @@ Output &O() {
 }
 
 std::atomic<uint64_t> g_drain_ns{0}, g_drains{0}, g_drain_records{0};
+std::atomic<uint64_t> g_stat_ns[ST_N], g_stat_n[ST_N];
+uint64_t g_started_ns = 0; // out_start: the library's lifetime in the account
 
 static uint64_t mono_ns() {
     struct timespec ts;
@@ -359,14 +362,14 @@ void writer_main() {
         if (fin) {
             std::unique_lock<std::mutex> lk(o.mu);
             if (!o.q.empty()) continue; // frames queued while we wrote: go round again
-            uint64_t dr = o.drop_records, db = o.drop_bytes;
-            o.drop_records = o.drop_bytes = 0;
+            uint64_t dr = o.drop_records, db = o.drop_bytes, dp = o.drop_pc_samples;
+            o.drop_records = o.drop_bytes = o.drop_pc_samples = 0;
             lk.unlock();
             if (!o.dead.load()) {
                 gpw_buf e;
                 gpw_buf_init(&e);
-                if (dr || db) {
-                    gpw_dropped(&e, dr, db);
+                if (dr || db || dp) {
+                    gpw_dropped(&e, dr, db, dp);
                     o.frames++;
                 }
                 gpw_end(&e, o.frames, code);
@@ -391,6 +394,13 @@ void writer_main() {
 
 } // namespace
 
+uint64_t stat_clock() { return mono_ns(); }
+
+void stat_time(StatKind k, uint64_t ns) {
+    g_stat_ns[k] += ns;
+    g_stat_n[k]++;
+}
+
 void stat_drain(uint64_t ns, uint64_t records) {
     g_drain_ns += ns;
     g_drains++;
@@ -401,6 +411,7 @@ bool out_start() {
     Output &o = O();
     if (o.started.load()) return o.fd >= 0;
     o.started.store(true);
+    g_started_ns = mono_ns();
     if (!g_cfg.socket_path.empty()) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_un sa;
@@ -487,14 +498,14 @@ void out_push(gpw_buf *frame, bool droppable, uint64_t records) {
         gpw_buf_free(frame);
         return;
     }
-    if ((o.drop_records || o.drop_bytes) && o.qbytes + frame->len <= g_cfg.queue_bytes) {
+    if ((o.drop_records || o.drop_bytes || o.drop_pc_samples) && o.qbytes + frame->len <= g_cfg.queue_bytes) {
         gpw_buf d;
         gpw_buf_init(&d);
-        gpw_dropped(&d, o.drop_records, o.drop_bytes);
+        gpw_dropped(&d, o.drop_records, o.drop_bytes, o.drop_pc_samples);
         if (!d.oom) {
             o.q.push_back(Item{d.data, d.len});
             o.qbytes += d.len;
-            o.drop_records = o.drop_bytes = 0;
+            o.drop_records = o.drop_bytes = o.drop_pc_samples = 0;
         } else {
             gpw_buf_free(&d);
         }
@@ -528,6 +539,13 @@ bool out_hello_set() {
     return o.hello_set;
 }
 
+void out_pc_samples_dropped(uint64_t n) {
+    if (n == 0) return;
+    Output &o = O();
+    std::lock_guard<std::mutex> lk(o.mu);
+    o.drop_pc_samples += n;
+}
+
 void out_finish(int exit_code) {
     Output &o = O();
     if (!o.th.joinable()) return;
@@ -548,6 +566,16 @@ void out_finish(int exit_code) {
                 "for queue room (%llu times); writer %.3f s in write for %.1f MB",
                 (unsigned long long)g_drains.load(), (unsigned long long)g_drain_records.load(), g_drain_ns.load() / 1e9,
                 o.wait_ns.load() / 1e9, (unsigned long long)o.waits.load(), o.write_ns / 1e9, o.written / 1e6);
+        if (g_cfg.verbose || g_cfg.stats) {
+            static const char *names[ST_N] = {"module loads", "re-patch", "unpatch", "launch begin",
+                                              "traced launch end", "untraced launch end"};
+            char line[512];
+            int n = snprintf(line, sizeof line, "callbacks:");
+            for (int k = 0; k < ST_N && n > 0 && (size_t)n < sizeof line; k++)
+                n += snprintf(line + n, sizeof line - n, "%s %s %.3f s (%llu)", k ? "," : "", names[k],
+                              g_stat_ns[k].load() / 1e9, (unsigned long long)g_stat_n[k].load());
+            log("%s; library alive %.3f s", line, (mono_ns() - g_started_ns) / 1e9);
+        }
     } else {
         log("writer did not finish within %u s; the stream may be truncated", g_cfg.exit_timeout_s);
         lk.unlock();

@@ -69,6 +69,9 @@ void out_push(gpw_buf *frame, bool droppable, uint64_t records);
 // The writer holds everything back until the HELLO is known.
 void out_set_hello(const gpw_hello_t &h);
 bool out_hello_set();
+// Counts PC samples the sampling hardware dropped; they go out in the next
+// DROPPED frame.
+void out_pc_samples_dropped(uint64_t n);
 // Writes pending frames, DROPPED if needed and END, then stops the writer.
 void out_finish(int exit_code);
 /* Where the library's own time goes:
@@ -76,6 +79,19 @@ void out_finish(int exit_code);
  * out to convert later) while the GPU waits. GPUPROF_STATS or
  * GPUPROF_VERBOSE prints the account at exit. */
 void stat_drain(uint64_t ns, uint64_t records);
+/* Time the callbacks spend in the application's threads, by what they do,
+ * for the same account: where a run's wall time goes beyond the kernels. */
+enum StatKind {
+    ST_MODULE_LOAD,     // a module's load callback (its patching included)
+    ST_PATCH,           // re-patching a module before a traced launch
+    ST_UNPATCH,         // unpatching it before an untraced one
+    ST_LAUNCH_BEGIN,    // the launch-begin callback (backtrace, sampling, set-up)
+    ST_SYNC_TRACED,     // waiting at a traced launch's end (the kernel's run included)
+    ST_SYNC_UNTRACED,   // waiting at an untraced launch's end (GPUPROF_SYNC=1)
+    ST_N
+};
+uint64_t stat_clock();  // CLOCK_MONOTONIC ns
+void stat_time(StatKind k, uint64_t ns);
 
 /* ---- HELLO ---- */
 // Fills and sets the HELLO from a device (called at context creation).

@@ -199,6 +199,7 @@ void emit_pc_data(const CUpti_PCSamplingData &d) {
         else
             gpw_buf_free(&f);
     }
+    out_pc_samples_dropped(d.droppedSamples);
     if (d.droppedSamples || d.hardwareBufferFull)
         log("PC sampling: %llu samples dropped by the hardware%s", (unsigned long long)d.droppedSamples,
             d.hardwareBufferFull ? " (hardware buffer full)" : "");

@@ -558,10 +558,13 @@ static inline int gpw_host_module(gpw_buf *b, uint64_t base, const char *path, c
     return gpw_frame_finish(b, off);
 }
 
-static inline int gpw_dropped(gpw_buf *b, uint64_t records, uint64_t bytes) {
+/* pc_samples (PC samples the sampling hardware dropped) is an optional
+ * trailing field, written only when not zero. */
+static inline int gpw_dropped(gpw_buf *b, uint64_t records, uint64_t bytes, uint64_t pc_samples) {
     size_t off = gpw_frame_begin(b, GPW_DROPPED);
     gpw_put_u64(b, records);
     gpw_put_u64(b, bytes);
+    if (pc_samples) gpw_put_u64(b, pc_samples);
     return gpw_frame_finish(b, off);
 }
 

@@ -444,7 +444,9 @@ uint32_t blocks_sampled(uint32_t total, uint32_t P, uint32_t r) {
 void finish_launch(LaunchState &st, Sanitizer_StreamHandle hs) {
     uint64_t t1 = 0, records = 0, dropped = 0;
     if (st.buf || g_cfg.sync_all) {
+        uint64_t s0 = stat_clock();
         SAN(sanitizerStreamSynchronize(hs));
+        stat_time(st.buf ? ST_SYNC_TRACED : ST_SYNC_UNTRACED, stat_clock() - s0);
         t1 = now_ns();
     }
     if (st.buf) {
@@ -520,10 +522,13 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
         if (instr) buf = acquire_buf(cs, ld->context);
         if (!buf) disabled = disabled_ctl(cs, ld->context, ld->hStream);
         if (m && g_cfg.skip_unpatch && m->instrumentable) {
+            uint64_t t0 = stat_clock();
             if (!buf && m->patched) {
                 if (SAN(sanitizerUnpatchModule(ld->module))) m->patched = false;
+                stat_time(ST_UNPATCH, stat_clock() - t0);
             } else if (buf && !m->patched) {
                 m->patched = patch_module(ld->module);
+                stat_time(ST_PATCH, stat_clock() - t0);
             }
         }
     }
@@ -677,10 +682,13 @@ void SANITIZERAPI callback(void *, Sanitizer_CallbackDomain domain, Sanitizer_Ca
         case SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
             on_context_destroy(((const Sanitizer_ResourceContextData *)cbdata)->context);
             break;
-        case SANITIZER_CBID_RESOURCE_MODULE_LOADED:
+        case SANITIZER_CBID_RESOURCE_MODULE_LOADED: {
+            uint64_t t0 = stat_clock();
             on_module_loaded((const Sanitizer_ResourceModuleData *)cbdata);
             host_modules_scan();
+            stat_time(ST_MODULE_LOAD, stat_clock() - t0);
             break;
+        }
         case SANITIZER_CBID_RESOURCE_FUNCTIONS_LAZY_LOADED:
             on_functions_lazy_loaded((const Sanitizer_ResourceFunctionsLazyLoadedData *)cbdata);
             break;
@@ -696,8 +704,11 @@ void SANITIZERAPI callback(void *, Sanitizer_CallbackDomain domain, Sanitizer_Ca
         }
         break;
     case SANITIZER_CB_DOMAIN_LAUNCH:
-        if (cbid == SANITIZER_CBID_LAUNCH_BEGIN)
+        if (cbid == SANITIZER_CBID_LAUNCH_BEGIN) {
+            uint64_t t0 = stat_clock();
             on_launch_begin((const Sanitizer_LaunchData *)cbdata);
+            stat_time(ST_LAUNCH_BEGIN, stat_clock() - t0);
+        }
         else if (cbid == SANITIZER_CBID_LAUNCH_END)
             on_launch_end((const Sanitizer_LaunchData *)cbdata);
         break;

@@ -65,7 +65,7 @@ int main(void) {
 	n += gpw_instr_counts_finish(&b, off, 1);
 	n += gpw_kernel_end(&b, 7, 10, 20, 16, 1, 4, 1);
 	n += gpw_free(&b, 0x1000);
-	n += gpw_dropped(&b, 12, 3456);
+	n += gpw_dropped(&b, 12, 3456, 789);
 	n += gpw_end(&b, (uint64_t)n, 3);
 	if (b.oom || n != 15) { fprintf(stderr, "writer failed: oom=%d frames=%d\n", b.oom, n); return 1; }
 	fwrite(b.data, 1, b.len, stdout);

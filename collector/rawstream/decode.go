@@ -406,7 +406,11 @@ func parsePayload(kind Kind, b []byte) (Frame, *fieldError) {
 		}
 		f = m
 	case KindDropped:
-		f = &Dropped{Records: p.u64("records"), Bytes: p.u64("bytes")}
+		d := &Dropped{Records: p.u64("records"), Bytes: p.u64("bytes")}
+		if p.err == nil && p.off < len(b) {
+			d.PCSamples = p.u64("pc_samples")
+		}
+		f = d
 	case KindEnd:
 		f = &End{Frames: p.u64("frames"), ExitCode: int32(p.u32("exit_code"))}
 	}

@@ -251,8 +251,11 @@ func (m *HostModule) Contains(a uint64) bool {
 	return false
 }
 
-// Dropped counts host-side losses since the previous DROPPED frame.
-type Dropped struct{ Records, Bytes uint64 }
+// Dropped counts losses since the previous DROPPED frame: records (and
+// their bytes) the library's host queue discarded, and PC samples the
+// GPU's sampling hardware dropped (an optional trailing field, written
+// only when not zero).
+type Dropped struct{ Records, Bytes, PCSamples uint64 }
 
 // End closes a stream.
 type End struct {

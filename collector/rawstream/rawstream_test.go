@@ -36,7 +36,7 @@ func everyFrame() []Frame {
 		&InstrCounts{LaunchID: 7, Counts: []InstrCount{{3, 0x10, 100, 3200}}},
 		&KernelEnd{LaunchID: 7, StartNS: 10, EndNS: 20, BlocksTotal: 16, BlocksSampled: 1, Records: 4, Dropped: 1},
 		&Free{Address: 0x1000},
-		&Dropped{Records: 12, Bytes: 3456},
+		&Dropped{Records: 12, Bytes: 3456, PCSamples: 789},
 		&End{ExitCode: 3},
 	}
 }
@@ -197,6 +197,34 @@ func TestErrorsNameOffsetAndKind(t *testing.T) {
 				t.Errorf("%d frames kept before the error, want %d", len(got), c.frame)
 			}
 		})
+	}
+}
+
+// DROPPED's pc_samples field is optional: the 16-byte form of earlier
+// libraries reads as no PC samples dropped, and a cut field is an error
+// that names it.
+func TestDroppedOptionalField(t *testing.T) {
+	frames := everyFrame()
+	frames[13] = &Dropped{Records: 1, Bytes: 2}
+	b := encode(t, frames)
+	out, offs, err := decodeAll(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := out[13].(*Dropped); *d != (Dropped{Records: 1, Bytes: 2}) {
+		t.Fatalf("read %+v", d)
+	}
+	if n := offs[14] - offs[13]; n != 8+16 {
+		t.Fatalf("DROPPED without PC samples is %d bytes, want the 24 of the first version", n)
+	}
+	// A payload of 20 bytes: half a pc_samples field.
+	cut := append([]byte{}, b[:offs[14]]...)
+	cut = append(cut, 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(cut[offs[13]+4:], 20)
+	cut = append(cut, b[offs[14]:]...)
+	_, _, err = decodeAll(cut)
+	if err == nil || !strings.Contains(err.Error(), "pc_samples") {
+		t.Fatalf("cut pc_samples field: %v", err)
 	}
 }
 

@@ -149,6 +149,9 @@ func AppendFrame(b []byte, f Frame) ([]byte, error) {
 		}
 	case *Dropped:
 		p = p.u64(f.Records).u64(f.Bytes)
+		if f.PCSamples != 0 {
+			p = p.u64(f.PCSamples)
+		}
 	case *End:
 		p = p.u64(f.Frames).u32(uint32(f.ExitCode))
 	default:

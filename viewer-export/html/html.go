@@ -194,6 +194,9 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		{"Sampling", fmt.Sprintf("blocks %s, kernel launches %s; %d of %d launches traced", strings.Join(bp, ","), strings.Join(kk, ","), pv.LaunchesTraced, pv.Launches)},
 		{"Records", fmt.Sprintf("%d analysed, %d dropped on the device, %d in host queues", pv.Records, pv.Dropped, pv.HostDrp)},
 	}
+	if pv.SamplesDropped > 0 {
+		d.Summary = append(d.Summary, kv{"PC samples", fmt.Sprintf("%d dropped by the GPU's sampling hardware", pv.SamplesDropped)})
+	}
 	for _, r := range p.SortedRanks() {
 		ri := p.Ranks[r]
 		row := rankRow{Rank: r, Host: ri.Host, GPU: ri.GPU, Mode: ri.Mode, Source: ri.Source,

@@ -65,6 +65,7 @@ type Rank struct {
 	Records        uint64 `json:"records"`
 	Dropped        uint64 `json:"dropped"`
 	HostDropped    uint64 `json:"host_dropped"`
+	SamplesDropped uint64 `json:"pc_samples_dropped"`
 	Batches        int64  `json:"batches"`
 	ExitCode       int32  `json:"exit_code"`
 	Sealed         bool   `json:"sealed"`
@@ -305,7 +306,7 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		d.Ranks = append(d.Ranks, Rank{Rank: r, Host: ri.Host, GPU: ri.GPU, GPUUUID: ri.GPUUUID, Driver: ri.Driver, CUDA: ri.CUDA,
 			Mode: ri.Mode, Source: ri.Source, BlockPeriod: ri.BlockP, KernelPeriod: ri.KernelK, Launches: ri.Launches,
 			LaunchesTraced: ri.LaunchesTraced, Blocks: ri.Blocks, BlocksTraced: ri.BlocksTraced, Records: ri.Records,
-			Dropped: ri.Dropped, HostDropped: ri.HostDropped, Batches: ri.Batches, ExitCode: ri.ExitCode,
+			Dropped: ri.Dropped, HostDropped: ri.HostDropped, SamplesDropped: ri.SamplesDropped, Batches: ri.Batches, ExitCode: ri.ExitCode,
 			Sealed: p.Sealed(r), Incomplete: ri.Incomplete})
 	}
 	for _, m := range view.Metrics(p) {

@@ -171,6 +171,9 @@ func (r *report) header() {
 		drop += " (" + strings.Join(parts, ", ") + ")"
 	}
 	rows = append(rows, []string{"Records:", drop})
+	if pv.SamplesDropped > 0 {
+		rows = append(rows, []string{"PC samples:", fmt.Sprintf("%d dropped by the GPU's sampling hardware (its buffer was full): stall shares are measured on the samples kept", pv.SamplesDropped)})
+	}
 	r.table(rows)
 }
 

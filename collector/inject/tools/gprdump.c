@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
     int saw_end = 0;
     uint64_t end_frames = 0;
     int32_t end_code = 0;
-    uint64_t access_records = 0, access_lanes = 0, access_events = 0, dropped_records = 0, dropped_bytes = 0;
+    uint64_t access_records = 0, access_lanes = 0, access_events = 0, dropped_records = 0, dropped_bytes = 0, pc_dropped = 0;
     uint64_t module_bytes = 0, modules_with_bytes = 0, allocs = 0, frees = 0, pc_samples = 0;
     uint64_t instrumented = 0, ended = 0, dev_dropped = 0;
     ht_t temporal = {0}, pcval = {0}, pctot = {0}, pcseen = {0};
@@ -638,6 +638,7 @@ int main(int argc, char **argv) {
         case GPW_DROPPED:
             dropped_records += u64(&r);
             dropped_bytes += u64(&r);
+            if (r.n - r.pos >= 8) pc_dropped += u64(&r); /* optional field */
             break;
         case GPW_END:
             saw_end = 1;
@@ -667,8 +668,8 @@ int main(int argc, char **argv) {
     printf("SUMMARY access_records=%" PRIu64 " block_events=%" PRIu64 " lane_accesses=%" PRIu64
            " device_dropped=%" PRIu64 " host_dropped_records=%" PRIu64 " host_dropped_bytes=%" PRIu64 "\n",
            access_records, access_events, access_lanes, dev_dropped, dropped_records, dropped_bytes);
-    printf("SUMMARY allocs=%" PRIu64 " frees=%" PRIu64 " pc_samples=%" PRIu64 " stall_reasons=%u\n", allocs, frees,
-           pc_samples, nreasons);
+    printf("SUMMARY allocs=%" PRIu64 " frees=%" PRIu64 " pc_samples=%" PRIu64 " stall_reasons=%u pc_samples_dropped=%" PRIu64
+           "\n", allocs, frees, pc_samples, nreasons, pc_dropped);
     {
         size_t k, bad = 0;
         for (k = 0; k < nlaunches; k++)

@@ -34,12 +34,23 @@ type Account struct {
 	StreamS, BusyS, BarrierS, ReaderHeldUpS float64 // the collector's
 	ResolveS                                float64 // of BarrierS, resolving candidates
 	HasLibrary, HasCollector, HasResolve    bool
+	// The library's callbacks by what they did (CallNames), its lifetime,
+	// and the analysis' tail after the stream's END (newer logs only).
+	CallS             [len(CallNames)]float64
+	AliveS, TailS     float64
+	HasCalls, HasTail bool
 }
+
+// CallNames are the parts of the library's callback account, in its order.
+var CallNames = [...]string{"module loads", "re-patch", "unpatch", "launch begin", "traced launch end", "untraced launch end"}
 
 var (
 	libRe = regexp.MustCompile(`time: \d+ trace buffers drained \(\d+ records\) in ([\d.]+) s while the GPU waited; ` +
 		`producers waited ([\d.]+) s for queue room \(\d+ times\); writer ([\d.]+) s in write for ([\d.]+) MB`)
-	colRe = regexp.MustCompile(`analysed (\d+) access records in (\S+): workers busy (\S+) \(.*barriers (\S+)` +
+	callRe = regexp.MustCompile(`callbacks: module loads ([\d.]+) s \(\d+\), re-patch ([\d.]+) s \(\d+\), unpatch ([\d.]+) s \(\d+\), ` +
+		`launch begin ([\d.]+) s \(\d+\), traced launch end ([\d.]+) s \(\d+\), untraced launch end ([\d.]+) s \(\d+\); library alive ([\d.]+) s`)
+	tailRe = regexp.MustCompile(`END read at \S+, the analysis finished (\S+) after it`)
+	colRe  = regexp.MustCompile(`analysed (\d+) access records in (\S+): workers busy (\S+) \(.*barriers (\S+)` +
 		`(?: of which resolving (\S+))?, items \S+\), socket reader held up (\S+);`)
 )
 
@@ -57,6 +68,21 @@ func Parse(r io.Reader) (Account, error) {
 			}
 			a.DrainS, a.QueueWaitS, a.WriterS, a.MBWritten = f[0], f[1], f[2], f[3]
 			a.HasLibrary = true
+		}
+		if m := callRe.FindStringSubmatch(line); m != nil {
+			f, err := floats(m[1:])
+			if err != nil {
+				return a, fmt.Errorf("callback account %q: %w", line, err)
+			}
+			copy(a.CallS[:], f)
+			a.AliveS, a.HasCalls = f[len(f)-1], true
+		}
+		if m := tailRe.FindStringSubmatch(line); m != nil {
+			d, err := durations(m[1:2])
+			if err != nil {
+				return a, fmt.Errorf("analysis tail %q: %w", line, err)
+			}
+			a.TailS, a.HasTail = d[0], true
 		}
 		if m := colRe.FindStringSubmatch(line); m != nil {
 			n, err := strconv.ParseFloat(m[1], 64)
@@ -128,7 +154,16 @@ func (p Program) Median() Account {
 	lib := func(a Account) bool { return a.HasLibrary }
 	col := func(a Account) bool { return a.HasCollector }
 	res := func(a Account) bool { return a.HasResolve }
+	calls := func(a Account) bool { return a.HasCalls }
+	tail := func(a Account) bool { return a.HasTail }
+	for k := range m.CallS {
+		m.CallS[k] = pick(calls, func(a Account) float64 { return a.CallS[k] })
+	}
+	m.AliveS = pick(calls, func(a Account) float64 { return a.AliveS })
+	m.TailS = pick(tail, func(a Account) float64 { return a.TailS })
 	for _, r := range p.Runs {
+		m.HasCalls = m.HasCalls || r.HasCalls
+		m.HasTail = m.HasTail || r.HasTail
 		m.HasLibrary = m.HasLibrary || r.HasLibrary
 		m.HasCollector = m.HasCollector || r.HasCollector
 		m.HasResolve = m.HasResolve || r.HasResolve
@@ -244,6 +279,43 @@ func Table(w io.Writer, ps []Program) {
 	}
 }
 
+// CallTable writes the table of the library's callbacks and the
+// analysis' tail, for logs that have them (nothing otherwise).
+func CallTable(w io.Writer, ps []Program) {
+	any := false
+	for _, p := range ps {
+		m := p.Median()
+		any = any || m.HasCalls || m.HasTail
+	}
+	if !any {
+		return
+	}
+	fmt.Fprint(w, "\n| program | library alive s |")
+	for _, n := range CallNames {
+		fmt.Fprintf(w, " %s s |", n)
+	}
+	fmt.Fprintln(w, " analysis after END s |")
+	fmt.Fprintln(w, "|---|---:|"+strings.Repeat("---:|", len(CallNames)+1))
+	for _, p := range ps {
+		m := p.Median()
+		row := "| " + p.Name
+		if m.HasCalls {
+			row += fmt.Sprintf(" | %.2f", m.AliveS)
+			for _, c := range m.CallS {
+				row += fmt.Sprintf(" | %.2f", c)
+			}
+		} else {
+			row += strings.Repeat(" | -", len(CallNames)+1)
+		}
+		if m.HasTail {
+			row += fmt.Sprintf(" | %.2f |", m.TailS)
+		} else {
+			row += " | - |"
+		}
+		fmt.Fprintln(w, row)
+	}
+}
+
 func main() {
 	mode := flag.String("mode", "redundancy", "the runs' mode, as in the log names")
 	flag.Usage = func() {
@@ -261,4 +333,5 @@ func main() {
 		os.Exit(1)
 	}
 	Table(os.Stdout, ps)
+	CallTable(os.Stdout, ps)
 }

@@ -82,6 +82,18 @@ func TestParse(t *testing.T) {
 	if err != nil || !a.HasResolve || a.ResolveS != 0.25 || a.BarrierS != 1.5 || a.ReaderHeldUpS != 4 {
 		t.Errorf("resolve split: %+v %v", a, err)
 	}
+	// The library's callback account and the analysis' tail.
+	a, err = Parse(strings.NewReader("[gpuprof 9] callbacks: module loads 0.120 s (1), re-patch 0.300 s (20), unpatch 0.250 s (21), " +
+		"launch begin 0.800 s (202), traced launch end 1.500 s (21), untraced launch end 0.400 s (181); library alive 3.250 s\n" +
+		`msg="analysed 7 access records in 2s: workers busy 3s (16 workers, 1 records/s per busy core), analysis loop waited 1s (full worker queues 0s, barriers 1.5s of which resolving 250ms, items 0s), socket reader held up 4s; 3 barriers, 0 early; memory workers busy 1s; END read at 1.2s, the analysis finished 800ms after it"`))
+	if err != nil || !a.HasCalls || a.CallS != [len(CallNames)]float64{0.12, 0.3, 0.25, 0.8, 1.5, 0.4} || a.AliveS != 3.25 || !a.HasTail || a.TailS != 0.8 {
+		t.Errorf("callbacks and tail: %+v %v", a, err)
+	}
+	var b bytes.Buffer
+	CallTable(&b, []Program{{Name: "p", Runs: []Account{a}}})
+	if !strings.Contains(b.String(), "| p | 3.25 | 0.12 | 0.30 | 0.25 | 0.80 | 1.50 | 0.40 | 0.80 |") {
+		t.Errorf("call table:\n%s", b.String())
+	}
 	// A log without accounts has none; a directory without logs is an error.
 	if a, err := Parse(strings.NewReader("nothing here\n")); err != nil || a.HasLibrary || a.HasCollector {
 		t.Errorf("empty log: %+v %v", a, err)

@@ -337,8 +337,10 @@ type Provenance struct {
 	BlockP, KernelK           []uint32
 	Launches, LaunchesTraced  uint64
 	Records, Dropped, HostDrp uint64
-	Incomplete                map[int32]string
-	DroppedBy                 map[int32]uint64
+	// SamplesDropped: PC samples the sampling hardware dropped.
+	SamplesDropped uint64
+	Incomplete     map[int32]string
+	DroppedBy      map[int32]uint64
 }
 
 // ProvenanceOf gathers p's provenance.
@@ -380,6 +382,7 @@ func ProvenanceOf(p *profile.Profile) Provenance {
 		pv.Records += ri.Records
 		pv.Dropped += ri.Dropped
 		pv.HostDrp += ri.HostDropped
+		pv.SamplesDropped += ri.SamplesDropped
 		if d := ri.Dropped + ri.HostDropped; d > 0 {
 			pv.DroppedBy[r] = d
 		}
