@@ -71,6 +71,9 @@ type Options struct {
 	// ResolveEvery: access records per worker between spatial resolutions
 	// (0: the analysis' default).
 	ResolveEvery uint64
+	// CandidateLimit: spatial candidates a worker may hold before a
+	// barrier is brought forward (0: the analysis' default).
+	CandidateLimit int64
 	// QueueDepth: frames each analysis worker's queue holds (0: default).
 	QueueDepth int
 	// Structures gives GPU module structure; default: nvdisasm when on
@@ -542,7 +545,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			in = io.TeeReader(raw, t)
 		}
 	}
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ResolveEvery: c.o.ResolveEvery, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule})
+	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule})
 	defer a.Close()
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of

@@ -52,6 +52,9 @@ type Options struct {
 	// the resolutions of spatial candidates (default 1<<14; candidates that
 	// outgrow the cache are resolved sooner).
 	ResolveEvery uint64
+	// CandidateLimit brings a barrier forward when a worker holds this
+	// many spatial candidates (default candLimit).
+	CandidateLimit int64
 	// QueueDepth is how many frames each worker's queue holds (default
 	// 16): deeper queues even out the load of workers whose records come
 	// in bursts from a few blocks, at the price of longer drains at
@@ -269,6 +272,9 @@ func New(o Options) *Analyzer {
 	}
 	if o.ResolveEvery == 0 {
 		o.ResolveEvery = resolveEvery
+	}
+	if o.CandidateLimit <= 0 {
+		o.CandidateLimit = candLimit
 	}
 	if o.QueueDepth <= 0 {
 		o.QueueDepth = 16
@@ -777,14 +783,15 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 // barriers.
 const resolveEvery = 1 << 14
 
-// candLimit is a variable so that tests can make early barriers frequent.
+// candLimit is the default of Options.CandidateLimit, a variable so that
+// tests can make early barriers frequent.
 var candLimit int64 = 1 << 15
 
 // candidatesFull says whether some worker holds candLimit candidates (as
 // of its last frame: the workers run behind the dispatcher).
 func (a *Analyzer) candidatesFull() bool {
 	for _, w := range a.workers {
-		if w.candN.Load() >= candLimit {
+		if w.candN.Load() >= a.o.CandidateLimit {
 			return true
 		}
 	}

@@ -14,7 +14,7 @@ var update = flag.Bool("update", false, "rewrite the golden file")
 // The committed H100 logs of the overhead tables in docs/overhead.md give
 // the committed account tables.
 func TestH100Accounts(t *testing.T) {
-	for _, d := range []string{"h100-wire2", "h100-staged"} {
+	for _, d := range []string{"h100-wire2", "h100-staged", "h100-calls"} {
 		t.Run(d, func(t *testing.T) { checkAccounts(t, filepath.Join("../../../testdata/overhead", d)) })
 	}
 }
@@ -46,9 +46,16 @@ func checkAccounts(t *testing.T, dir string) {
 				t.Errorf("loop_reload medians: %+v", m)
 			}
 		}
+		// The run with the callback account and the analysis' tail.
+		if filepath.Base(dir) == "h100-calls" {
+			if m := p.Median(); !m.HasCalls || !m.HasTail || m.AliveS <= 0 {
+				t.Errorf("%s: no callback account or tail: %+v", p.Name, m)
+			}
+		}
 	}
 	var b bytes.Buffer
 	Table(&b, ps)
+	CallTable(&b, ps)
 	golden := filepath.Join(dir, "accounts.md")
 	if *update {
 		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
