@@ -95,17 +95,10 @@ func TestPCSamplingMode(t *testing.T) {
 // hardware dropped, both from DROPPED frames.
 func TestDroppedInProvenance(t *testing.T) {
 	b := synthStream(t, synth.Options{Seed: 3, Mode: rawstream.ModePCSampling}, 0)
-	d := rawstream.NewDecoder(bytes.NewReader(b))
+	frames, _, _ := decodeAll(t, b)
 	var buf bytes.Buffer
 	w := rawstream.NewWriter(&buf)
-	for {
-		f, err := d.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range frames {
 		if _, end := f.(*rawstream.End); end {
 			for _, x := range []rawstream.Frame{&rawstream.Dropped{Records: 3, Bytes: 100, PCSamples: 40}, &rawstream.Dropped{PCSamples: 2}} {
 				if err := w.Write(x); err != nil {
