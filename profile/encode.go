@@ -746,10 +746,9 @@ func Decode(b []byte) (*Profile, error) {
 	}
 	d.off = len(profileMagic)
 	d.field = "version"
-	if v := d.u(); d.err == nil && (v < oldestVersion || v > profileVersion) {
-		return nil, &DecodeError{d.off, "version", fmt.Sprintf("version %d, want %d to %d", v, oldestVersion, profileVersion)}
-	} else {
-		d.version = v
+	d.version = d.u()
+	if d.err == nil && (d.version < oldestVersion || d.version > profileVersion) {
+		return nil, &DecodeError{d.off, "version", fmt.Sprintf("version %d, want %d to %d", d.version, oldestVersion, profileVersion)}
 	}
 	var wg sync.WaitGroup
 	parallel := len(b) >= 64*parMin && workers() > 1

@@ -41,14 +41,23 @@ type Account struct {
 	HasCalls, HasTail bool
 }
 
-// CallNames are the parts of the library's callback account, in its order.
+// CallNames are the parts of the library's callback account, in the order
+// its line gives them ("callbacks: NAME S s (N), ...; library alive S s").
 var CallNames = [...]string{"module loads", "re-patch", "unpatch", "launch begin", "traced launch end", "untraced launch end"}
+
+// callPattern is the callback line's regexp, built from CallNames.
+func callPattern() string {
+	parts := make([]string, len(CallNames))
+	for i, n := range CallNames {
+		parts[i] = regexp.QuoteMeta(n) + ` ([\d.]+) s \(\d+\)`
+	}
+	return `callbacks: ` + strings.Join(parts, ", ") + `; library alive ([\d.]+) s`
+}
 
 var (
 	libRe = regexp.MustCompile(`time: \d+ trace buffers drained \(\d+ records\) in ([\d.]+) s while the GPU waited; ` +
 		`producers waited ([\d.]+) s for queue room \(\d+ times\); writer ([\d.]+) s in write for ([\d.]+) MB`)
-	callRe = regexp.MustCompile(`callbacks: module loads ([\d.]+) s \(\d+\), re-patch ([\d.]+) s \(\d+\), unpatch ([\d.]+) s \(\d+\), ` +
-		`launch begin ([\d.]+) s \(\d+\), traced launch end ([\d.]+) s \(\d+\), untraced launch end ([\d.]+) s \(\d+\); library alive ([\d.]+) s`)
+	callRe = regexp.MustCompile(callPattern())
 	tailRe = regexp.MustCompile(`END read at \S+, the analysis finished (\S+) after it`)
 	colRe  = regexp.MustCompile(`analysed (\d+) access records in (\S+): workers busy (\S+) \(.*barriers (\S+)` +
 		`(?: of which resolving (\S+))?, items \S+\), socket reader held up (\S+);`)
@@ -282,12 +291,13 @@ func Table(w io.Writer, ps []Program) {
 // CallTable writes the table of the library's callbacks and the
 // analysis' tail, for logs that have them (nothing otherwise).
 func CallTable(w io.Writer, ps []Program) {
-	any := false
+	found := false
 	for _, p := range ps {
-		m := p.Median()
-		any = any || m.HasCalls || m.HasTail
+		for _, r := range p.Runs {
+			found = found || r.HasCalls || r.HasTail
+		}
 	}
-	if !any {
+	if !found {
 		return
 	}
 	fmt.Fprint(w, "\n| program | library alive s |")
