@@ -177,6 +177,11 @@ type launchInfo struct {
 	instrumented bool
 	ended        bool
 	warps        int // warps per block (extra.go)
+	// the lane groups of its warps (laneGroupsOf), and the work units of
+	// the warps and blocks seen (dispatcher only; units)
+	groups int
+	wunits map[uint64]uint32
+	bunits map[uint32]uint32
 	// seen: per partition, the values of each (object, kind) seen before
 	// the last barrier; written only at barriers.
 	seen []map[uint32]*valSet // per partition, by object << 1 | kind
@@ -240,7 +245,9 @@ type Analyzer struct {
 	workers []*worker
 	shards  [numShards]*shard
 	fseq    uint32
-	pending uint64 // access records since the last flush
+	// the next warp and block work units (units)
+	nextWarp, nextBlock uint32
+	pending             uint64 // access records since the last flush
 	// access records since the last barrier
 	sinceResolve uint64
 
@@ -415,45 +422,69 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 	return nil
 }
 
-// dispatch gives each worker the records of its shards in a frame.
+// dispatch gives each worker its lane groups' parts of a frame's records,
+// and each memory worker its blocks' records.
 func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 	n := len(a.workers)
-	per := make([][]uint32, n)
-	if n == 1 {
-		per[0] = make([]uint32, 0, 2*f.Count)
-	}
+	per := make([][]recRef, n)
 	// The memory workers' records are split in the same pass, so no worker
 	// reads records that are not its own.
 	mem := a.x.ms.split()
 	it := f.RecordHeaders()
+	lastKey, unit, bunit := ^uint64(0), uint32(0), uint32(0)
 	for {
 		off := it.Offset()
 		if !it.Next() {
 			break
 		}
 		r := it.Record()
-		w := shardOf(r.Block, r.Warp) % n
-		if per[w] == nil {
-			per[w] = make([]uint32, 0, 2*int(f.Count)/n+16)
+		// Records of one warp often come in runs.
+		if k := uint64(r.Block)<<16 | uint64(r.Warp); k != lastKey {
+			lastKey = k
+			unit, bunit = a.units(l, r.Block, r.Warp)
 		}
-		per[w] = append(per[w], uint32(it.Index()), uint32(off))
-		mem.add(r, uint32(off))
+		for g := 0; g < l.groups; g++ {
+			lanes := r.Active & groupMask(g, l.groups)
+			if lanes == 0 {
+				continue
+			}
+			s := shardOf(unit, g, l.groups)
+			w := s % n
+			if per[w] == nil {
+				per[w] = make([]recRef, 0, l.groups*int(f.Count)/n+16)
+			}
+			per[w] = append(per[w], recRef{idx: uint32(it.Index()), off: uint32(off), lanes: lanes, shard: uint8(s)})
+		}
+		mem.add(r, uint32(off), bunit)
 	}
 	for i, w := range a.workers {
 		if len(per[i]) > 0 {
-			m := msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq, recs: per[i]}
-			select {
-			case w.in <- m:
-			default:
-				// The worker's queue is full: the stream reader waits on
-				// the analysis (counted for the overhead figures).
-				t0 := time.Now()
-				w.in <- m
-				a.tBlocked += time.Since(t0)
-			}
+			a.tBlocked += w.send(msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq, recs: per[i]})
 		}
 	}
 	a.tMemBlocked += a.x.ms.access(f, l, mem)
+}
+
+// units numbers the launch's warps and blocks in the order they first
+// appear (across launches): a warp's lane groups go to consecutive shards
+// and a block's reuse granularities to consecutive memory workers, so a
+// launch's traced warps and blocks are spread evenly, as hashing their
+// indices (spaced by the block-sampling period) would not do.
+func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, blockUnit uint32) {
+	k := uint64(block)<<16 | uint64(warp)
+	u, ok := l.wunits[k]
+	if !ok {
+		u = a.nextWarp
+		a.nextWarp++
+		l.wunits[k] = u
+	}
+	b, ok := l.bunits[block]
+	if !ok {
+		b = a.nextBlock
+		a.nextBlock++
+		l.bunits[block] = b
+	}
+	return u, b
 }
 
 func (a *Analyzer) module(f *rawstream.Module, off int64) {
@@ -604,7 +635,9 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	}
 	a.nextSeq++
 	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.fsnap,
-		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers))}
+		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers)),
+		wunits: map[uint64]uint32{}, bunits: map[uint32]uint32{}}
+	l.groups = laneGroupsOf(a.tracedWarps(f))
 	a.launches[f.LaunchID] = l
 	a.bySeq[l.seq] = l
 	a.x.launch(ci, fn, f, l)
@@ -616,6 +649,26 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 		a.d.traced++
 	}
 	a.remember(f.LaunchID, ci)
+}
+
+// tracedWarps is the number of warps block sampling traces in a launch:
+// block b is traced iff (b + r) mod P = 0.
+func (a *Analyzer) tracedWarps(f *rawstream.Launch) uint64 {
+	if !f.Instrumented {
+		return 0
+	}
+	blocks := f.Blocks()
+	if a.hello != nil && a.hello.BlockSampling > 1 {
+		p := uint64(a.hello.BlockSampling)
+		first := (p - uint64(f.BlockOffset)%p) % p
+		if first >= blocks {
+			blocks = 0
+		} else {
+			blocks = (blocks-1-first)/p + 1
+		}
+	}
+	threads := uint64(f.Block[0]) * uint64(f.Block[1]) * uint64(f.Block[2])
+	return blocks * ((threads + 31) / 32)
 }
 
 func (a *Analyzer) remember(id uint64, ctx uint32) {
@@ -642,9 +695,9 @@ func (a *Analyzer) endLaunch(l *launchInfo) {
 	delete(a.launches, l.wireID)
 	l.ended = true
 	a.ended = append(a.ended, l)
-	m := msg{kind: msgEndLaunch, l: l}
+	l.wunits, l.bunits = nil, nil
 	for _, w := range a.workers {
-		w.in <- m
+		w.endLaunch(l)
 	}
 	a.x.ms.endLaunch(l)
 }
@@ -808,7 +861,7 @@ func (a *Analyzer) barrier() error {
 	a.sinceResolve = 0
 	done := make(chan error, len(a.workers))
 	for _, w := range a.workers {
-		w.in <- msg{kind: msgBarrier, done: done}
+		a.tBlocked += w.send(msg{kind: msgBarrier, done: done})
 	}
 	var err error
 	for range a.workers {
@@ -871,17 +924,12 @@ func (a *Analyzer) barrier() error {
 // the value is spatially redundant; resolve counts the first occurrences
 // per (object, PC), which the builder subtracts from the accesses.
 func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
-	firsts := map[objPCKey]uint64{}
-	var l *launchInfo
-	key := func(e *spEntry) objPCKey {
-		if l == nil || l.seq != uint32(e.a>>32) {
-			l = a.bySeq[uint32(e.a>>32)]
-		}
-		ok := uint32(e.a)
-		return objPCKey{l.ctx, uint8(ok & 1), ok >> 1, e.pc &^ firstFlag}
-	}
-	set := func(e *spEntry) (*valSet, *launchInfo) {
-		key(e)
+	// Counted by the entries' own words (launch, object and kind; PC) in a
+	// table of their own: a Go map with objPCKey keys cost more than the
+	// rest of the resolution for streams of new values.
+	var counts firstCounts
+	set := func(e *spEntry) *valSet {
+		l := a.bySeq[uint32(e.a>>32)]
 		ok := uint32(e.a)
 		if l.seen[p] == nil {
 			l.seen[p] = map[uint32]*valSet{}
@@ -891,18 +939,22 @@ func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
 			vs = &valSet{}
 			l.seen[p][ok] = vs
 		}
-		return vs, l
+		return vs
 	}
 	// Pass 1: the first worker to bring a value counts its candidate as the
 	// first occurrence (flagged in the entry). A value several workers
 	// brought is a conflict, settled in pass 2.
 	var conflicts []*spEntry
+	var last *valSet
+	lastA := ^uint64(0)
 	for _, w := range a.workers {
 		w.cand[p].each(func(e *spEntry) {
-			vs, _ := set(e)
-			if vs.addNew(e.v) {
+			if e.a != lastA {
+				last, lastA = set(e), e.a
+			}
+			if last.addNew(e.v) {
 				e.pc |= firstFlag
-				firsts[key(e)]++
+				counts.add(e.a, e.pc&^firstFlag, 1)
 			} else {
 				conflicts = append(conflicts, e)
 			}
@@ -922,13 +974,63 @@ func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
 			}
 		}
 		if min != flagged {
-			firsts[key(flagged)]--
+			counts.add(flagged.a, flagged.pc&^firstFlag, -1)
 			flagged.pc &^= firstFlag
 			min.pc |= firstFlag
-			firsts[key(min)]++
+			counts.add(min.a, min.pc&^firstFlag, 1)
 		}
 	}
+	firsts := make(map[objPCKey]uint64, counts.n)
+	for _, e := range counts.e {
+		if e.n == 0 {
+			continue
+		}
+		l := a.bySeq[uint32(e.a>>32)]
+		ok := uint32(e.a)
+		firsts[objPCKey{l.ctx, uint8(ok & 1), ok >> 1, e.pc}] += uint64(e.n)
+	}
 	return firsts
+}
+
+// firstCounts counts first occurrences by (launch << 32 | object << 1 |
+// kind, packed PC): an open-addressing table, since the keys are few (the
+// instructions and objects of the launches between two barriers) and
+// every candidate adds to one.
+type firstCounts struct {
+	e []firstCount
+	n int
+}
+
+type firstCount struct {
+	a, pc uint64
+	n     int64
+	used  bool
+}
+
+func (c *firstCounts) add(a, pc uint64, d int64) {
+	if 2*(c.n+1) > len(c.e) {
+		old := c.e
+		c.e = make([]firstCount, max(2*len(old), 16))
+		c.n = 0
+		for _, x := range old {
+			if x.used {
+				c.add(x.a, x.pc, x.n)
+			}
+		}
+	}
+	mask := uint64(len(c.e) - 1)
+	for i := mix64(pc^a*0x9e3779b97f4a7c15) & mask; ; i = (i + 1) & mask {
+		x := &c.e[i]
+		if !x.used {
+			*x = firstCount{a: a, pc: pc, n: d, used: true}
+			c.n++
+			return
+		}
+		if x.a == a && x.pc == pc {
+			x.n += d
+			return
+		}
+	}
 }
 
 // firstFlag marks, in a candidate's pc, the candidate counted as its

@@ -247,8 +247,6 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 			}
 			s.accesses += v.accesses
 			s.redT += v.redT
-			s.warpAcc += v.warpAcc
-			s.sectors += v.sectors
 			s.outside += v.outside
 		}
 	}
@@ -330,8 +328,6 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 			p.Add(id, profile.MemStores, s.accesses)
 			p.Add(id, profile.RedTempStore, s.redT)
 		}
-		p.Add(id, profile.MemWarpAccess, s.warpAcc)
-		p.Add(id, profile.MemSectors, s.sectors)
 		p.Add(id, MemOutside, s.outside)
 		st := p.PCStatOf(profile.PCKey{Context: b.kernel(k.ctx), PC: b.pc(k.pc), Access: access(k.kind)})
 		st.Accesses += s.accesses

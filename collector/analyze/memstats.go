@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"slices"
+	"sort"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,10 @@ const ReuseWindow = 1 << 14
 var reuseGrains = [...]struct {
 	name  string
 	shift uint
-}{{"elem", 0}, {"sector", 5}, {"line", 7}}
+}{{"elem", 0}, {"sector", sectorShift}, {"line", 7}}
+
+// sectorShift is the 32-byte sector's granularity.
+const sectorShift = 5
 
 // ReuseBuckets is the number of finite buckets: b0 counts distance 0,
 // bk (k ≥ 1) distances in [2^(k-1), 2^k).
@@ -213,19 +217,24 @@ type bankKey struct {
 
 type bankAcc struct{ warps, wavefronts, ideal uint64 }
 
+// divAcc is the memory divergence of one global instruction: its warp
+// accesses and the distinct sectors they touched.
+type divAcc struct{ warps, sectors uint64 }
+
 // memAcc is what one memory worker accumulated since the last item.
 type memAcc struct {
 	reuse map[uint32]*[len(reuseGrains)][ReuseBuckets + 1]uint64
 	banks map[bankKey]*bankAcc
+	div   map[pcKey]*divAcc
 }
 
 func newMemAcc() *memAcc {
-	return &memAcc{reuse: map[uint32]*[len(reuseGrains)][ReuseBuckets + 1]uint64{}, banks: map[bankKey]*bankAcc{}}
+	return &memAcc{reuse: map[uint32]*[len(reuseGrains)][ReuseBuckets + 1]uint64{}, banks: map[bankKey]*bankAcc{}, div: map[pcKey]*divAcc{}}
 }
 
 type memMsg struct {
 	acc  *rawstream.Access
-	offs []uint32 // offsets in acc.Data of this worker's records
+	refs []memRef // this worker's parts of the frame's records
 	l    *launchInfo
 	end  *launchInfo    // launch ended: drop its blocks
 	done chan<- *memAcc // sync: hand over the accumulator
@@ -244,7 +253,7 @@ type memWorker struct {
 	// per block cost more than the distances themselves.
 	pool []*ctaState
 	// scratch
-	units []uint64
+	units, addrs []uint64
 	// busy: nanoseconds spent on records (Analyzer.Busy)
 	busy atomic.Int64
 }
@@ -266,37 +275,58 @@ func (s *memStats) start(n, depth int) {
 	}
 }
 
-// memSplit collects, per memory worker, the offsets of a frame's records
-// that worker handles (block exits, shared and global non-prefetch
-// accesses of its blocks).
+// memSplit collects, per memory worker, its parts of a frame's records:
+// block exits, shared accesses (bank conflicts, with granularity 0) and
+// global non-prefetch accesses, per reuse granularity. Each granularity of
+// a block is a work unit of its own (a block's stream order matters only
+// within one granularity): block unit b's granularity g goes to worker
+// (b·len(reuseGrains) + g) mod n.
 type memSplit struct {
 	n   int
-	per [][]uint32
+	per [][]memRef
+}
+
+// memRef is a record's offset in its frame and the granularities (a bit
+// each) the worker handles for it.
+type memRef struct {
+	off    uint32
+	grains uint8
 }
 
 func (s *memStats) split() memSplit {
 	if len(s.ws) == 0 {
 		return memSplit{}
 	}
-	return memSplit{n: len(s.ws), per: make([][]uint32, len(s.ws))}
+	return memSplit{n: len(s.ws), per: make([][]memRef, len(s.ws))}
 }
 
-func (m *memSplit) add(r *rawstream.Record, off uint32) {
+func (m *memSplit) add(r *rawstream.Record, off uint32, blockUnit uint32) {
 	if m.n == 0 {
 		return
 	}
+	grains := 1<<len(reuseGrains) - 1
 	switch {
 	case r.Size == 0:
 		if r.Flags&rawstream.FlagBlockExit == 0 {
 			return
 		}
 	case r.Space == rawstream.SpaceShared:
+		grains = 1
 	case r.Space == rawstream.SpaceGlobal && r.Flags&rawstream.FlagPrefetch == 0:
 	default:
 		return
 	}
-	i := int(mix64(uint64(r.Block)) % uint64(m.n))
-	m.per[i] = append(m.per[i], off)
+	for g := range reuseGrains {
+		if grains&(1<<g) == 0 {
+			continue
+		}
+		i := int((uint64(blockUnit)*uint64(len(reuseGrains)) + uint64(g)) % uint64(m.n))
+		if p := m.per[i]; len(p) > 0 && p[len(p)-1].off == off {
+			p[len(p)-1].grains |= 1 << g
+			continue
+		}
+		m.per[i] = append(m.per[i], memRef{off, 1 << g})
+	}
 }
 
 // access sends each memory worker its records of f and returns how long
@@ -305,7 +335,7 @@ func (s *memStats) access(f *rawstream.Access, l *launchInfo, m memSplit) time.D
 	var blocked time.Duration
 	for i, w := range s.ws {
 		if len(m.per[i]) > 0 {
-			msg := memMsg{acc: f, l: l, offs: m.per[i]}
+			msg := memMsg{acc: f, l: l, refs: m.per[i]}
 			select {
 			case w.in <- msg:
 			default:
@@ -357,18 +387,18 @@ func (w *memWorker) run() {
 			}
 		default:
 			t0 := time.Now()
-			w.frame(m.acc, m.offs, m.l)
+			w.frame(m.acc, m.refs, m.l)
 			w.busy.Add(int64(time.Since(t0)))
 		}
 	}
 }
 
-// frame handles this worker's records of an access frame, at offs (the
+// frame handles this worker's parts of an access frame's records (the
 // records were validated by the decoder).
-func (w *memWorker) frame(f *rawstream.Access, offs []uint32, l *launchInfo) {
+func (w *memWorker) frame(f *rawstream.Access, refs []memRef, l *launchInfo) {
 	var rec rawstream.Record
-	for _, off := range offs {
-		if _, err := rawstream.ParseRecord(f.Data[off:], &rec); err != nil {
+	for _, ref := range refs {
+		if _, err := rawstream.ParseRecord(f.Data[ref.off:], &rec); err != nil {
 			return // cannot happen: the dispatcher parsed it
 		}
 		r := &rec
@@ -380,7 +410,7 @@ func (w *memWorker) frame(f *rawstream.Access, offs []uint32, l *launchInfo) {
 		case r.Space == rawstream.SpaceShared:
 			w.bank(l, r)
 		case r.Space == rawstream.SpaceGlobal && r.Flags&rawstream.FlagPrefetch == 0:
-			w.reuse(l, r)
+			w.reuse(l, r, ref.grains)
 		}
 	}
 }
@@ -485,10 +515,12 @@ func (w *memWorker) exit(l *launchInfo, r *rawstream.Record) {
 	}
 }
 
-// reuse feeds one global warp access to its block's trackers: at each
-// granularity, the distinct units the active lanes touch, in ascending
-// order (the lanes of one access are simultaneous).
-func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record) {
+// reuse feeds one global warp access to its block's trackers of the
+// granularities in grains: at each, the distinct units the active lanes
+// touch, in ascending order (the lanes of one access are simultaneous).
+// The sector granularity's units also give the access's memory divergence
+// (CUDAAdvisor's distinct 32-byte sectors per warp access).
+func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record, grains uint8) {
 	c := w.cta(l, r.Block)
 	kind, ok := kindOf(r.Flags)
 	if !ok {
@@ -503,24 +535,48 @@ func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record) {
 			w.acc.reuse[l.ctx] = h
 		}
 	}
+	// The lanes' addresses, sorted once (coalesced accesses come in
+	// order); a coarser granularity's units follow from them in order.
 	stride := 8 + int(r.Size)
+	addrs := w.addrs[:0]
+	for e := 0; e < r.NumLanes(); e++ {
+		addrs = append(addrs, binary.LittleEndian.Uint64(r.Lanes[e*stride:]))
+	}
+	if !slices.IsSorted(addrs) {
+		slices.Sort(addrs)
+	}
+	addrs = slices.Compact(addrs)
+	w.addrs = addrs
 	for g, gr := range reuseGrains {
-		us := w.units[:0]
-		for e := 0; e < r.NumLanes(); e++ {
-			a := binary.LittleEndian.Uint64(r.Lanes[e*stride:])
-			if gr.shift == 0 {
-				us = append(us, a)
-				continue
-			}
-			for x := a >> gr.shift; x <= (a+uint64(r.Size)-1)>>gr.shift; x++ {
-				us = append(us, x)
-			}
+		if grains&(1<<g) == 0 {
+			continue
 		}
-		if !slices.IsSorted(us) { // coalesced accesses come in order
-			slices.Sort(us)
+		us := addrs
+		if gr.shift != 0 {
+			// A unit at or below the last one is already in: the address
+			// whose range reached the last unit starts at or below this one.
+			us = w.units[:0]
+			for _, a := range addrs {
+				lo, hi := a>>gr.shift, (a+uint64(r.Size)-1)>>gr.shift
+				if n := len(us); n > 0 && lo <= us[n-1] {
+					lo = us[n-1] + 1
+				}
+				for x := lo; x <= hi; x++ {
+					us = append(us, x)
+				}
+			}
+			w.units = us
 		}
-		us = slices.Compact(us)
-		w.units = us
+		if gr.shift == sectorShift {
+			k := pcKey{l.ctx, kind, w.packed(l, r.PC)}
+			d := w.acc.div[k]
+			if d == nil {
+				d = &divAcc{}
+				w.acc.div[k] = d
+			}
+			d.warps++
+			d.sectors += uint64(len(us))
+		}
 		t := c.tr[g]
 		for _, u := range us {
 			if load {
@@ -532,14 +588,24 @@ func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record) {
 	}
 }
 
-// build adds the workers' bank and reuse counts to the item.
+// build adds the workers' bank, divergence and reuse counts to the item.
 func (s *memStats) build(b *builder) {
 	if !s.started {
 		return
 	}
 	reuse := map[uint32]*[len(reuseGrains)][ReuseBuckets + 1]uint64{}
 	banks := map[bankKey]*bankAcc{}
+	div := map[pcKey]*divAcc{}
 	for _, ac := range s.collect() {
+		for k, v := range ac.div {
+			t := div[k]
+			if t == nil {
+				t = &divAcc{}
+				div[k] = t
+			}
+			t.warps += v.warps
+			t.sectors += v.sectors
+		}
 		for ctx, h := range ac.reuse {
 			t := reuse[ctx]
 			if t == nil {
@@ -593,5 +659,15 @@ func (s *memStats) build(b *builder) {
 		b.p.Add(id, SharedWarpAccesses, v.warps)
 		b.p.Add(id, SharedWavefronts, v.wavefronts)
 		b.p.Add(id, SharedIdeal, v.ideal)
+	}
+	divKeys := make([]pcKey, 0, len(div))
+	for k := range div {
+		divKeys = append(divKeys, k)
+	}
+	sort.Slice(divKeys, func(i, j int) bool { return lessPC(divKeys[i], divKeys[j]) })
+	for _, k := range divKeys {
+		id := b.inst(k.ctx, k.kind, k.pc)
+		b.p.Add(id, profile.MemWarpAccess, div[k].warps)
+		b.p.Add(id, profile.MemSectors, div[k].sectors)
 	}
 }

@@ -111,7 +111,8 @@ func TestBankDegree(t *testing.T) {
 
 // memReference replays a stream's global and shared records per block in
 // stream order: reuse histograms per kernel function (loads only; stores
-// and atomics restart their units), bank passes per kernel function.
+// and atomics restart their units), bank passes per kernel function, and
+// memory divergence (distinct sectors per global warp access).
 type memReference struct {
 	reuse map[string]map[string]uint64 // kernel -> metric -> count
 }
@@ -208,6 +209,16 @@ func runMemReference(t *testing.T, stream []byte) *memReference {
 					ctas[key] = c
 				}
 				load := r.Flags&(rawstream.FlagWrite|rawstream.FlagAtomic) == 0
+				if r.Flags&(rawstream.FlagRead|rawstream.FlagWrite|rawstream.FlagAtomic) != 0 && r.Flags&rawstream.FlagPrefetch == 0 {
+					sectors := map[uint64]bool{}
+					for _, a := range addrs {
+						for x := a / 32; x <= (a+uint64(r.Size)-1)/32; x++ {
+							sectors[x] = true
+						}
+					}
+					add(l.fn, profile.MemWarpAccess.Name(), 1)
+					add(l.fn, profile.MemSectors.Name(), uint64(len(sectors)))
+				}
 				for g, gr := range reuseGrains {
 					set := map[uint64]bool{}
 					for _, a := range addrs {
@@ -259,7 +270,8 @@ func memTotals(p *profile.Profile) map[string]map[string]uint64 {
 		}
 		for _, mv := range inc[id] {
 			name := mv.ID.Name()
-			if strings.HasPrefix(name, "reuse.") || strings.HasPrefix(name, "mem.shared.") {
+			if strings.HasPrefix(name, "reuse.") || strings.HasPrefix(name, "mem.shared.") ||
+				name == profile.MemWarpAccess.Name() || name == profile.MemSectors.Name() {
 				out[n.Frame.Function][name] += mv.V
 			}
 		}

@@ -3,7 +3,6 @@ package analyze
 import (
 	"encoding/binary"
 	"math/bits"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -11,11 +10,46 @@ import (
 )
 
 // numShards is the fixed number of state shards. Temporal state is per
-// thread, so records are sharded by (block, warp); spatial first-occurrence
-// candidates are partitioned by (object, value). The number is fixed, not
-// the worker count, so results (sketches included) do not depend on how
-// many cores ran the analysis.
+// thread, so a thread's records always go to one shard; spatial
+// first-occurrence candidates are partitioned by (object, value). The
+// number is fixed, not the worker count, so results (sketches included)
+// do not depend on how many cores ran the analysis.
 const numShards = 32
+
+// A launch's warps are split into lane groups of consecutive lanes, each a
+// work unit of its own: nothing in a record's analysis needs the order of
+// another thread's accesses, and block sampling can leave a launch with
+// fewer traced warps than there are cores (stall_memory on the H100: 20
+// warps a launch for 16 cores, each warp ~1000 records). Splitting costs
+// a few map lookups per group and record, so a launch with enough traced
+// warps is not split.
+const maxLaneGroups = 4
+
+// laneGroupsOf is the number of lane groups of a launch with tracedWarps
+// warps traced: enough for 2·numShards work units, at most maxLaneGroups.
+// It depends on the stream alone, not on the worker count, so the results
+// do not either.
+func laneGroupsOf(tracedWarps uint64) int {
+	g := 1
+	for g < maxLaneGroups && tracedWarps*uint64(g) < 2*numShards {
+		g *= 2
+	}
+	return g
+}
+
+// groupMask is the lanes of group g of groups.
+func groupMask(g, groups int) uint32 {
+	n := 32 / groups
+	return uint32(1<<n-1) << (g * n)
+}
+
+// shardOf is the shard of lane group g of the warp that was the unit-th to
+// appear in the stream (warp units are numbered in stream order, so that
+// the groups of a launch's traced warps are spread evenly over the
+// shards, whatever the blocks block sampling picked).
+func shardOf(unit uint32, g, groups int) int {
+	return int((uint64(unit)*uint64(groups) + uint64(g)) % numShards)
+}
 
 const (
 	kLoad  uint8 = 0
@@ -30,10 +64,6 @@ func mix64(x uint64) uint64 {
 	x ^= x >> 33
 	x *= 0xc4ceb9fe1a85ec53
 	return x ^ x>>33
-}
-
-func shardOf(block uint32, warp uint16) int {
-	return int(mix64(uint64(block)<<16|uint64(warp)) % numShards)
 }
 
 // partOf is the spatial partition of a value; there is one partition per
@@ -54,8 +84,6 @@ type pcAcc struct {
 	ak       AccessKind
 	accesses uint64 // lane units
 	redT     uint64
-	warpAcc  uint64
-	sectors  uint64
 	outside  uint64 // global units outside every known allocation
 }
 
@@ -270,10 +298,11 @@ type worker struct {
 	gen       uint32
 	seenL     *launchInfo
 	seenOK    uint32
-	// scratch
-	sect []uint64
 	// busy: nanoseconds spent analysing (Analyzer.Busy)
 	busy atomic.Int64
+	// ends: launches ended that the worker has not been told of (the
+	// dispatcher's; see endLaunch)
+	ends []*launchInfo
 	// candN: candidates held since the last barrier, published after each
 	// frame for the dispatcher (candLimit).
 	candN atomic.Int64
@@ -287,10 +316,20 @@ const (
 	msgBarrier
 )
 
+// recRef is one lane group's part of a record: the record's index in its
+// frame and byte offset (found by the dispatcher, so that a worker touches
+// only its own records' memory), its shard and its active lanes there.
+type recRef struct {
+	idx, off uint32
+	lanes    uint32
+	shard    uint8
+}
+
 type msg struct {
 	kind msgKind
+	ends []*launchInfo // launches ended before this message (see endLaunch)
 	acc  *rawstream.Access
-	recs []uint32 // this worker's records: (index, offset) pairs
+	recs []recRef // this worker's parts of the frame's records
 	l    *launchInfo
 	fseq uint32
 	done chan<- error
@@ -299,6 +338,9 @@ type msg struct {
 func (w *worker) run() {
 	var failed error
 	for m := range w.in {
+		if len(m.ends) > 0 && failed == nil {
+			failed = w.safely(func() { w.endLaunches(m.ends) })
+		}
 		switch m.kind {
 		case msgAccess:
 			if failed == nil {
@@ -313,17 +355,51 @@ func (w *worker) run() {
 			}
 		case msgEndLaunch:
 			if failed == nil {
-				failed = w.safely(func() {
-					for _, s := range w.own {
-						s.endLaunch(m.l.seq)
-					}
-				})
+				failed = w.safely(func() { w.endLaunches([]*launchInfo{m.l}) })
 			}
 		case msgBarrier:
 			w.seenL = nil // the seen sets change at the barrier
 			m.done <- failed
 		}
 	}
+}
+
+func (w *worker) endLaunches(ls []*launchInfo) {
+	for _, l := range ls {
+		for _, s := range w.own {
+			s.endLaunch(l.seq)
+		}
+	}
+}
+
+// send queues m for the worker, with the launch ends it holds back, and
+// returns how long the queue was full (the stream reader waiting on the
+// analysis, counted for the overhead figures).
+func (w *worker) send(m msg) time.Duration {
+	m.ends, w.ends = w.ends, nil
+	select {
+	case w.in <- m:
+		return 0
+	default:
+		t0 := time.Now()
+		w.in <- m
+		return time.Since(t0)
+	}
+}
+
+// endLaunch tells the worker that launch l ended, so that it drops its
+// threads' state. A worker whose queue is full is told with its next
+// message instead: waiting on it here would hold up the stream for the
+// busiest worker, while its state is only memory held a little longer.
+func (w *worker) endLaunch(l *launchInfo) {
+	if len(w.ends) == 0 {
+		select {
+		case w.in <- msg{kind: msgEndLaunch, l: l}:
+			return
+		default:
+		}
+	}
+	w.ends = append(w.ends, l)
 }
 
 // safely turns a panic in the analysis into an error, so a bug here never
@@ -378,17 +454,18 @@ func (w *worker) seenSet(l *launchInfo, p int, ok uint32) *valSet {
 	return w.seenCache[p]
 }
 
-// access analyses this worker's records of a frame: recs holds their
-// (index, byte offset) pairs, found by the sequencer, so that a worker
-// touches only its own records' memory.
-func (w *worker) access(a *rawstream.Access, l *launchInfo, fseq uint32, recs []uint32) {
+// access analyses this worker's parts of a frame's records.
+func (w *worker) access(a *rawstream.Access, l *launchInfo, fseq uint32, recs []recRef) {
 	var r rawstream.Record
-	for i := 0; i+1 < len(recs); i += 2 {
-		if _, err := rawstream.ParseRecord(a.Data[recs[i+1]:], &r); err != nil {
-			panic(err) // validated by the decoder: this is a bug
+	parsed := ^uint32(0)
+	for _, ref := range recs {
+		if ref.off != parsed { // a record's groups that share this worker come one after the other
+			if _, err := rawstream.ParseRecord(a.Data[ref.off:], &r); err != nil {
+				panic(err) // validated by the decoder: this is a bug
+			}
+			parsed = ref.off
 		}
-		s := shardOf(r.Block, r.Warp)
-		w.own[s/w.n].record(w, l, fseq, int(recs[i]), &r)
+		w.a.shards[ref.shard].record(w, l, fseq, int(ref.idx), &r, ref.lanes)
 	}
 }
 
@@ -420,11 +497,13 @@ func kindOf(f rawstream.Flags) (uint8, bool) {
 	return 0, false
 }
 
-// record analyses one warp record (definitions III.1-III.4 per lane unit).
-func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstream.Record) {
+// record analyses the lanes of one warp record that belong to this shard
+// (definitions III.1-III.4 per lane unit; lanes is a contiguous run of
+// the record's active lanes).
+func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstream.Record, lanes uint32) {
 	if r.Size == 0 {
 		if r.Flags&rawstream.FlagBlockExit != 0 {
-			s.exit(l.seq, r.Block, r.Warp, r.Active)
+			s.exit(l.seq, r.Block, r.Warp, lanes)
 		}
 		return
 	}
@@ -445,10 +524,6 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	if pa == nil {
 		pa = &pcAcc{ak: ak}
 		s.acc.pcs[pk] = pa
-	}
-	if r.Space == rawstream.SpaceGlobal {
-		pa.warpAcc++
-		pa.sectors += uint64(w.sectors(r))
 	}
 	wk := warpKey{l.seq, r.Block, r.Warp}
 	ws := s.warps[wk]
@@ -483,11 +558,13 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	parts := len(w.cand)
 	hint := 0
 	base := uint64(fseq)<<32 | uint64(idx)<<9
-	lanes := r.Lanes
 	stride := 8 + int(r.Size)
-	for m, e := r.Active, 0; m != 0; m, e = m&(m-1), e+1 {
+	// The group's lanes are contiguous, so are their entries: the first is
+	// after those of the active lanes below the group.
+	first := bits.OnesCount32(r.Active & (lanes&-lanes - 1))
+	for m, e := lanes, first; m != 0; m, e = m&(m-1), e+1 {
 		lane := bits.TrailingZeros32(m)
-		ent := lanes[e*stride : (e+1)*stride]
+		ent := r.Lanes[e*stride : (e+1)*stride]
 		addr := binary.LittleEndian.Uint64(ent)
 		val := ent[8:]
 		// The lane's data object.
@@ -555,35 +632,4 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	}
 	flushPair()
 	flushObj()
-}
-
-// sectors counts the distinct 32-byte sectors a global warp access touches
-// (CUDAAdvisor's memory divergence).
-func (w *worker) sectors(r *rawstream.Record) int {
-	w.sect = w.sect[:0]
-	stride := 8 + int(r.Size)
-	for e := 0; e < r.NumLanes(); e++ {
-		a := binary.LittleEndian.Uint64(r.Lanes[e*stride:])
-		for s := a >> 5; s <= (a+uint64(r.Size)-1)>>5; s++ {
-			w.sect = append(w.sect, s)
-		}
-	}
-	ss := w.sect
-	sorted := true
-	for i := 1; i < len(ss); i++ {
-		if ss[i] < ss[i-1] {
-			sorted = false
-			break
-		}
-	}
-	if !sorted {
-		slices.Sort(ss)
-	}
-	n := 0
-	for i := range ss {
-		if i == 0 || ss[i] != ss[i-1] {
-			n++
-		}
-	}
-	return n
 }
