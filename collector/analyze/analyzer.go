@@ -180,7 +180,11 @@ type launchInfo struct {
 	// the lane groups of its warps (laneGroupsOf), and the work units of
 	// the warps and blocks seen (dispatcher only; units)
 	groups int
-	wunits map[uint64]uint32
+	// splitGrains: the reuse granularities of a block are work units of
+	// their own (memSplit), for launches with fewer traced blocks than
+	// memory workers
+	splitGrains bool
+	wunits      map[uint64]uint32
 	bunits map[uint32]uint32
 	// seen: per partition, the values of each (object, kind) seen before
 	// the last barrier; written only at barriers.
@@ -455,7 +459,7 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 			}
 			per[w] = append(per[w], recRef{idx: uint32(it.Index()), off: uint32(off), lanes: lanes, shard: uint8(s)})
 		}
-		mem.add(r, uint32(off), bunit)
+		mem.add(r, uint32(off), bunit, l.splitGrains)
 	}
 	for i, w := range a.workers {
 		if len(per[i]) > 0 {
@@ -637,7 +641,9 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.fsnap,
 		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers)),
 		wunits: map[uint64]uint32{}, bunits: map[uint32]uint32{}}
-	l.groups = laneGroupsOf(a.tracedWarps(f))
+	blocks, warps := a.tracedBlocks(f)
+	l.groups = laneGroupsOf(blocks * warps)
+	l.splitGrains = blocks < uint64(len(a.x.ms.ws))
 	a.launches[f.LaunchID] = l
 	a.bySeq[l.seq] = l
 	a.x.launch(ci, fn, f, l)
@@ -651,13 +657,13 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	a.remember(f.LaunchID, ci)
 }
 
-// tracedWarps is the number of warps block sampling traces in a launch:
-// block b is traced iff (b + r) mod P = 0.
-func (a *Analyzer) tracedWarps(f *rawstream.Launch) uint64 {
+// tracedBlocks is the number of blocks block sampling traces in a launch
+// (block b is traced iff (b + r) mod P = 0), and warpsPerBlock their warps.
+func (a *Analyzer) tracedBlocks(f *rawstream.Launch) (blocks, warpsPerBlock uint64) {
 	if !f.Instrumented {
-		return 0
+		return 0, 0
 	}
-	blocks := f.Blocks()
+	blocks = f.Blocks()
 	if a.hello != nil && a.hello.BlockSampling > 1 {
 		p := uint64(a.hello.BlockSampling)
 		first := (p - uint64(f.BlockOffset)%p) % p
@@ -668,7 +674,7 @@ func (a *Analyzer) tracedWarps(f *rawstream.Launch) uint64 {
 		}
 	}
 	threads := uint64(f.Block[0]) * uint64(f.Block[1]) * uint64(f.Block[2])
-	return blocks * ((threads + 31) / 32)
+	return blocks, (threads + 31) / 32
 }
 
 func (a *Analyzer) remember(id uint64, ctx uint32) {

@@ -151,12 +151,10 @@ func (t *reuseTracker) makeRoom() {
 		}
 		keep++
 	}
-	for i := int32(1); i <= cut; i++ { // dropped: older than the window
-		if t.state[i] == 1 {
-			t.last.del(t.unitAt[i])
-		}
-		t.state[i] = 0
-	}
+	// The map is rebuilt from the kept marks: deleting the dropped units one
+	// by one (as many as the window) cost more than clearing it.
+	clear(t.state[1 : cut+1])
+	t.last.clear()
 	j := int32(0)
 	for i := cut + 1; i <= t.now; i++ {
 		if t.state[i] == 0 {
@@ -277,10 +275,14 @@ func (s *memStats) start(n, depth int) {
 
 // memSplit collects, per memory worker, its parts of a frame's records:
 // block exits, shared accesses (bank conflicts, with granularity 0) and
-// global non-prefetch accesses, per reuse granularity. Each granularity of
-// a block is a work unit of its own (a block's stream order matters only
-// within one granularity): block unit b's granularity g goes to worker
-// (b·len(reuseGrains) + g) mod n.
+// global non-prefetch accesses, per reuse granularity. Block units go to
+// the workers in turn; in a launch with fewer traced blocks than workers,
+// each granularity of a block is a work unit of its own (a block's stream
+// order matters only within one granularity): block unit b's granularity
+// g goes to worker (b·len(reuseGrains) + g) mod n. Otherwise a block's
+// granularities stay together, since each worker that gets a record
+// parses it again (the split made dominant_load's memory workers twice as
+// busy on the H100).
 type memSplit struct {
 	n   int
 	per [][]memRef
@@ -300,7 +302,7 @@ func (s *memStats) split() memSplit {
 	return memSplit{n: len(s.ws), per: make([][]memRef, len(s.ws))}
 }
 
-func (m *memSplit) add(r *rawstream.Record, off uint32, blockUnit uint32) {
+func (m *memSplit) add(r *rawstream.Record, off uint32, blockUnit uint32, split bool) {
 	if m.n == 0 {
 		return
 	}
@@ -314,6 +316,11 @@ func (m *memSplit) add(r *rawstream.Record, off uint32, blockUnit uint32) {
 		grains = 1
 	case r.Space == rawstream.SpaceGlobal && r.Flags&rawstream.FlagPrefetch == 0:
 	default:
+		return
+	}
+	if !split {
+		i := int(uint64(blockUnit) % uint64(m.n))
+		m.per[i] = append(m.per[i], memRef{off, uint8(grains)})
 		return
 	}
 	for g := range reuseGrains {

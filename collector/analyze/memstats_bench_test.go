@@ -58,7 +58,7 @@ func BenchmarkMemStats(b *testing.B) {
 						if !r.Next() {
 							break
 						}
-						m.add(r.Record(), uint32(off), r.Record().Block) // blocks in order stand for their units
+						m.add(r.Record(), uint32(off), r.Record().Block, false) // blocks in order stand for their units
 					}
 					s.access(it.acc, it.l, m)
 				}

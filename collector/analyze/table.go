@@ -6,8 +6,9 @@ package analyze
 // value costs a lookup and an insert: hashing two words with mix64 and one
 // probe is several times cheaper than a map with a struct key.
 type spTable struct {
-	e []spEntry
-	n int
+	e    []spEntry
+	n    int
+	peak int // entries held lately (reset)
 }
 
 type spEntry struct {
@@ -74,19 +75,22 @@ func (t *spTable) grow() {
 }
 
 // reset empties the table. Its size follows its use: a table much larger
-// than what it last held is replaced by a smaller one, since both clearing
-// and iterating cost its capacity, not its entries.
+// than what it held lately is replaced by a smaller one, since both
+// clearing and iterating cost its capacity, not its entries. "Lately" is
+// a peak that decays by a quarter at each reset, so that a table whose
+// load varies from one barrier to the next is not shrunk and grown again.
 func (t *spTable) reset() {
-	if t.n == 0 {
+	t.peak = max(t.n, t.peak-t.peak/4)
+	if t.n == 0 && len(t.e) <= 64 {
 		return
 	}
-	if want := max(64, 4*t.n); len(t.e) > 4*want {
+	if want := max(64, 4*t.peak); len(t.e) > 4*want {
 		n := 64
 		for n < want {
 			n *= 2
 		}
 		t.e = make([]spEntry, n)
-	} else {
+	} else if t.n > 0 {
 		clear(t.e)
 	}
 	t.n = 0

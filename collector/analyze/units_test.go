@@ -36,7 +36,8 @@ func TestLaneGroupsOfLaunch(t *testing.T) {
 	} {
 		a := &Analyzer{hello: &rawstream.Hello{BlockSampling: tc.p}}
 		l := &rawstream.Launch{Grid: [3]uint32{tc.grid, 1, 1}, Block: [3]uint32{tc.block, 1, 1}, BlockOffset: tc.r, Instrumented: tc.instrumented}
-		w := a.tracedWarps(l)
+		b, wpb := a.tracedBlocks(l)
+		w := b * wpb
 		if w != tc.warps {
 			t.Errorf("%s: %d traced warps, want %d", tc.name, w, tc.warps)
 		}

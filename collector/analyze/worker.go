@@ -232,7 +232,13 @@ type shard struct {
 	acc   *acc
 	warps map[warpKey]*warpState
 	wpool []*warpState
+	// pooled: the slots of the tables in wpool (at most poolSlots)
+	pooled int
 }
+
+// poolSlots bounds the temporal table slots a shard keeps for reuse (4 MiB
+// of 32-byte slots; 128 MiB for all shards at most).
+const poolSlots = 1 << 17
 
 func newShard(id int) *shard {
 	return &shard{id: id, acc: newAcc(), warps: map[warpKey]*warpState{}}
@@ -259,8 +265,13 @@ func (s *shard) free(k warpKey, ws *warpState) {
 		ws.n = 0
 	}
 	ws.live = 0
-	if len(s.wpool) < 1024 && len(ws.t) <= 4096 {
+	// Warps with many addresses grow tables of their own: kept for the next
+	// launch's warps within a bound, since growing them again (rehashing
+	// every entry at each doubling) took a seventh of the analysis of a
+	// pointer chase on the H100.
+	if len(s.wpool) < 1024 && s.pooled+len(ws.t) <= poolSlots {
 		s.wpool = append(s.wpool, ws)
+		s.pooled += len(ws.t)
 	}
 }
 
@@ -531,6 +542,7 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 		if n := len(s.wpool); n > 0 {
 			ws = s.wpool[n-1]
 			s.wpool = s.wpool[:n-1]
+			s.pooled -= len(ws.t)
 		} else {
 			ws = &warpState{}
 		}
