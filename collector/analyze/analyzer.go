@@ -305,6 +305,9 @@ func New(o Options) *Analyzer {
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}}
 		wk.cand = make([]spTable, o.Workers)
+		for p := range wk.cand {
+			wk.cand[p].first = firstTableSize(o.CandidateLimit, o.Workers)
+		}
 		for s := w; s < numShards; s += o.Workers {
 			wk.own = append(wk.own, a.shards[s])
 		}
@@ -842,6 +845,17 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 // barriers.
 const resolveEvery = 1 << 14
 
+// firstTableSize is the first size of a worker's candidate table of one
+// partition: room for its share of the candidate limit at load 1/2 (a
+// power of two, 64 to 2^14 slots; 4096 slots, 128 KiB, for 16 workers).
+func firstTableSize(limit int64, parts int) int {
+	n := 64
+	for n < 1<<14 && int64(n) < 2*limit/int64(parts) {
+		n *= 2
+	}
+	return n
+}
+
 // candLimit is the default of Options.CandidateLimit, a variable so that
 // tests can make early barriers frequent.
 var candLimit int64 = 1 << 15
@@ -904,6 +918,11 @@ func (a *Analyzer) barrier() error {
 			}()
 			for p := range next {
 				firsts[p] = a.resolve(p)
+				// Emptied here, in parallel: the tables of all partitions
+				// are hundreds of MB to clear for streams of new values.
+				for _, w := range a.workers {
+					w.cand[p].reset()
+				}
 			}
 		}()
 	}
@@ -911,7 +930,9 @@ func (a *Analyzer) barrier() error {
 	if perr != nil {
 		return perr
 	}
-	a.clearCandidates()
+	for _, w := range a.workers {
+		w.candN.Store(0)
+	}
 	for _, f := range firsts {
 		for k, n := range f {
 			a.first[k] += n
@@ -1042,14 +1063,3 @@ func (c *firstCounts) add(a, pc uint64, d int64) {
 // firstFlag marks, in a candidate's pc, the candidate counted as its
 // value's first occurrence (packed PCs use 63 bits at most).
 const firstFlag = 1 << 63
-
-// clearCandidates empties every worker's candidates once all partitions
-// are resolved.
-func (a *Analyzer) clearCandidates() {
-	for _, w := range a.workers {
-		for p := range w.cand {
-			w.cand[p].reset()
-		}
-		w.candN.Store(0)
-	}
-}
