@@ -185,7 +185,7 @@ type launchInfo struct {
 	// memory workers
 	splitGrains bool
 	wunits      map[uint64]uint32
-	bunits map[uint32]uint32
+	bunits      map[uint32]uint32
 	// seen: per partition, the values of each (object, kind) seen before
 	// the last barrier; written only at barriers.
 	seen []map[uint32]*valSet // per partition, by object << 1 | kind
