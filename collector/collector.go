@@ -511,10 +511,10 @@ func (c *Collector) logAnalysis(a *analyze.Analyzer, source string, wall, reader
 		rate = float64(recs) / b.WorkerBusy.Seconds()
 	}
 	msg := fmt.Sprintf("%s: analysed %d access records in %v: workers busy %v (%d workers, %.0f records/s per busy core), "+
-		"analysis loop waited %v (full worker queues %v, full memory worker queues %v, barriers %v (resolutions %v beside the loop), items %v), socket reader held up %v; %d barriers, %d early; memory workers busy %v",
+		"analysis loop waited %v (full worker queues %v, full memory worker queues %v, barriers %v of which resolving %v, items %v), socket reader held up %v; %d barriers, %d early; memory workers busy %v",
 		source, recs, wall.Round(time.Millisecond), b.WorkerBusy.Round(time.Millisecond), b.Workers, rate,
-		(b.Blocked + b.MemBlocked + b.BarrierWait + b.Build).Round(time.Millisecond), b.Blocked.Round(time.Millisecond), b.MemBlocked.Round(time.Millisecond),
-		b.BarrierWait.Round(time.Millisecond), b.Resolve.Round(time.Millisecond), b.Build.Round(time.Millisecond), readerWait.Round(time.Millisecond),
+		(b.Blocked + b.MemBlocked + b.BarrierWait + b.Resolve + b.Build).Round(time.Millisecond), b.Blocked.Round(time.Millisecond), b.MemBlocked.Round(time.Millisecond),
+		(b.BarrierWait + b.Resolve).Round(time.Millisecond), b.Resolve.Round(time.Millisecond), b.Build.Round(time.Millisecond), readerWait.Round(time.Millisecond),
 		b.Barriers, b.EarlyBarriers, b.MemBusy.Round(time.Millisecond))
 	if endAt > 0 {
 		// The analysis' tail: what the run waited for after the application's END.

@@ -13,16 +13,12 @@
 package analyze
 
 import (
-	"cmp"
 	"fmt"
-	"maps"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -191,10 +187,8 @@ type launchInfo struct {
 	wunits      map[uint64]uint32
 	bunits      map[uint32]uint32
 	// seen: per partition, the values of each (object, kind) seen before
-	// the last resolved barrier, by object << 1 | kind. Written by the
-	// partition's resolver while workers read it: the map is replaced, not
-	// changed, when a set is added (valSet says how the sets are shared).
-	seen []atomic.Pointer[map[uint32]*valSet]
+	// the last barrier; written only at barriers.
+	seen []map[uint32]*valSet // per partition, by object << 1 | kind
 }
 
 type kernAcc struct {
@@ -255,10 +249,6 @@ type Analyzer struct {
 	workers []*worker
 	shards  [numShards]*shard
 	fseq    uint32
-	// the resolution in flight and the candidate generation of the
-	// current epoch (barrier)
-	inflight *resolution
-	gen      int
 	// the next warp and block work units (units)
 	nextWarp, nextBlock uint32
 	pending             uint64 // access records since the last flush
@@ -314,13 +304,10 @@ func New(o Options) *Analyzer {
 	}
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}}
-		for g := range wk.cands {
-			wk.cands[g] = make([]spTable, o.Workers)
-			for p := range wk.cands[g] {
-				wk.cands[g][p].first = firstTableSize(o.CandidateLimit, o.Workers)
-			}
+		wk.cand = make([]spTable, o.Workers)
+		for p := range wk.cand {
+			wk.cand[p].first = firstTableSize(o.CandidateLimit, o.Workers)
 		}
-		wk.cand = wk.cands[0]
 		for s := w; s < numShards; s += o.Workers {
 			wk.own = append(wk.own, a.shards[s])
 		}
@@ -342,10 +329,6 @@ func (a *Analyzer) Close() {
 	a.closed = true
 	for _, w := range a.workers {
 		close(w.in)
-	}
-	if a.inflight != nil {
-		<-a.inflight.done // the workers answer the barrier before they stop
-		a.inflight = nil
 	}
 	a.x.stop()
 }
@@ -418,7 +401,7 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 			if a.sinceResolve < a.o.ResolveEvery*uint64(len(a.workers)) {
 				a.earlyBarriers++
 			}
-			if err := a.barrier(false); err != nil {
+			if err := a.barrier(); err != nil {
 				a.failed = err
 				return err
 			}
@@ -659,7 +642,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	}
 	a.nextSeq++
 	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.fsnap,
-		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]atomic.Pointer[map[uint32]*valSet], len(a.workers)),
+		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers)),
 		wunits: map[uint64]uint32{}, bunits: map[uint32]uint32{}}
 	blocks, warps := a.tracedBlocks(f)
 	l.groups = laneGroupsOf(blocks * warps)
@@ -878,13 +861,8 @@ func firstTableSize(limit int64, parts int) int {
 var candLimit int64 = 1 << 15
 
 // candidatesFull says whether some worker holds candLimit candidates (as
-// of its last frame: the workers run behind the dispatcher). Until every
-// worker has switched to the epoch after the last barrier, the counts are
-// the last epoch's.
+// of its last frame: the workers run behind the dispatcher).
 func (a *Analyzer) candidatesFull() bool {
-	if r := a.inflight; r != nil && !r.switched.Load() {
-		return false
-	}
 	for _, w := range a.workers {
 		if w.candN.Load() >= a.o.CandidateLimit {
 			return true
@@ -893,96 +871,34 @@ func (a *Analyzer) candidatesFull() bool {
 	return false
 }
 
-// resolution is one epoch's resolution of spatial candidates, which runs
-// while the workers go on with the next epoch.
-type resolution struct {
-	done     chan struct{}
-	switched atomic.Bool   // every worker has moved to the next epoch
-	gen      int           // the candidate tables' generation
-	launches []*launchInfo // by seq: the launches whose candidates may be there
-	ended    []*launchInfo // launches that ended before the barrier
-	firsts   []map[objPCKey]uint64
-	took     time.Duration
-	err      error
-}
-
-// barrier ends the current epoch: the workers move on to their other
-// candidate tables, and the epoch's candidates are resolved in the
-// background, per partition in parallel (the earliest access of each new
-// value is its first occurrence, the others are redundant). The dispatch
-// loop waits only for the previous epoch's resolution, whose tables the
-// next epoch reuses; with wait it also waits for this one (an item needs
-// every candidate resolved).
-func (a *Analyzer) barrier(wait bool) error {
-	if err := a.join(); err != nil {
-		return err
-	}
+// barrier waits until every worker has analysed every frame sent so far,
+// then resolves the spatial candidates: per partition (in parallel), the
+// earliest access of each new value is its first occurrence, the others
+// are redundant.
+func (a *Analyzer) barrier() error {
+	t0 := time.Now()
 	a.barriers++
 	a.sinceResolve = 0
 	done := make(chan error, len(a.workers))
 	for _, w := range a.workers {
 		a.tBlocked += w.send(msg{kind: msgBarrier, done: done})
 	}
-	r := &resolution{done: make(chan struct{}), gen: a.gen, ended: slices.Clone(a.ended)}
-	a.gen ^= 1
-	a.ended = a.ended[:0]
-	// The resolvers must not read the dispatcher's map of launches.
-	for _, l := range a.bySeq {
-		r.launches = append(r.launches, l)
-	}
-	slices.SortFunc(r.launches, func(x, y *launchInfo) int { return cmp.Compare(x.seq, y.seq) })
-	a.inflight = r
-	go a.resolveEpoch(r, done)
-	if wait {
-		return a.join()
-	}
-	return nil
-}
-
-// join waits for the resolution in flight, if any, and takes its results.
-func (a *Analyzer) join() error {
-	r := a.inflight
-	if r == nil {
-		return nil
-	}
-	t0 := time.Now()
-	<-r.done
-	a.tWait += time.Since(t0)
-	a.tResolve += r.took
-	a.inflight = nil
-	if r.err != nil {
-		return r.err
-	}
-	for _, f := range r.firsts {
-		for k, n := range f {
-			a.first[k] += n
-		}
-	}
-	for _, l := range r.ended {
-		l.seen = nil // its candidates are resolved; no access comes after KERNEL_END
-		delete(a.bySeq, l.seq)
-	}
-	return nil
-}
-
-// resolveEpoch waits for every worker to finish the epoch, then resolves
-// its candidates and empties their tables.
-func (a *Analyzer) resolveEpoch(r *resolution, done <-chan error) {
-	defer close(r.done)
+	var err error
 	for range a.workers {
-		if e := <-done; e != nil && r.err == nil {
-			r.err = e
+		if e := <-done; e != nil && err == nil {
+			err = e
 		}
 	}
-	r.switched.Store(true)
-	if r.err != nil {
-		return
+	t1 := time.Now()
+	a.tWait += t1.Sub(t0)
+	defer func() { a.tResolve += time.Since(t1) }()
+	if err != nil {
+		return err
 	}
-	t0 := time.Now()
-	defer func() { r.took = time.Since(t0) }()
 	parts := len(a.workers)
-	r.firsts = make([]map[objPCKey]uint64, parts)
+	firsts := make([]map[objPCKey]uint64, parts)
 	var wg sync.WaitGroup
+	var perr error
 	var mu sync.Mutex
 	next := make(chan int, parts)
 	for p := 0; p < parts; p++ {
@@ -994,80 +910,72 @@ func (a *Analyzer) resolveEpoch(r *resolution, done <-chan error) {
 		go func() {
 			defer wg.Done()
 			defer func() {
-				if e := recover(); e != nil {
+				if r := recover(); r != nil {
 					mu.Lock()
-					r.err = panicError(e)
+					perr = panicError(r)
 					mu.Unlock()
 				}
 			}()
 			for p := range next {
-				r.firsts[p] = a.resolve(r, p)
+				firsts[p] = a.resolve(p)
 				// Emptied here, in parallel: the tables of all partitions
 				// are hundreds of MB to clear for streams of new values.
 				for _, w := range a.workers {
-					w.cands[r.gen][p].reset()
+					w.cand[p].reset()
 				}
 			}
 		}()
 	}
 	wg.Wait()
-}
-
-// launchOf finds the launch with sequence number seq in rs (sorted).
-func launchOf(ls []*launchInfo, seq uint32) *launchInfo {
-	i, ok := slices.BinarySearchFunc(ls, seq, func(l *launchInfo, s uint32) int { return cmp.Compare(l.seq, s) })
-	if !ok {
-		panic(fmt.Sprintf("candidate of launch %d, which the resolution does not know", seq))
+	if perr != nil {
+		return perr
 	}
-	return ls[i]
+	for _, w := range a.workers {
+		w.candN.Store(0)
+	}
+	for _, f := range firsts {
+		for k, n := range f {
+			a.first[k] += n
+		}
+	}
+	for _, l := range a.ended {
+		l.seen = nil // its candidates are resolved; no access comes after KERNEL_END
+		delete(a.bySeq, l.seq)
+	}
+	a.ended = a.ended[:0]
+	return nil
 }
 
 // resolve finds, in partition p, the first access of every candidate
-// value of r's epoch: the earliest among the workers that saw it, unless
-// an earlier epoch saw the value (a worker may have looked it up before
-// the last resolution added it). Every other access of the value is
-// spatially redundant; resolve counts the first occurrences per (object,
-// PC), which the builder subtracts from the accesses.
-func (a *Analyzer) resolve(r *resolution, p int) map[objPCKey]uint64 {
+// value: the earliest among the workers that saw it. Every other access of
+// the value is spatially redundant; resolve counts the first occurrences
+// per (object, PC), which the builder subtracts from the accesses.
+func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
 	// Counted by the entries' own words (launch, object and kind; PC) in a
 	// table of their own: a Go map with objPCKey keys cost more than the
 	// rest of the resolution for streams of new values.
 	var counts firstCounts
-	var l *launchInfo
-	launch := func(seq uint32) *launchInfo {
-		if l == nil || l.seq != seq {
-			l = launchOf(r.launches, seq)
-		}
-		return l
-	}
 	set := func(e *spEntry) *valSet {
-		l := launch(uint32(e.a >> 32))
+		l := a.bySeq[uint32(e.a>>32)]
 		ok := uint32(e.a)
-		m := l.seen[p].Load()
-		if m != nil {
-			if vs := (*m)[ok]; vs != nil {
-				return vs
-			}
+		if l.seen[p] == nil {
+			l.seen[p] = map[uint32]*valSet{}
 		}
-		// A new set: the map is replaced, as workers may be reading it.
-		nm := make(map[uint32]*valSet, 1)
-		if m != nil {
-			nm = maps.Clone(*m)
+		vs := l.seen[p][ok]
+		if vs == nil {
+			vs = &valSet{}
+			l.seen[p][ok] = vs
 		}
-		vs := &valSet{}
-		nm[ok] = vs
-		l.seen[p].Store(&nm)
 		return vs
 	}
 	// Pass 1: the first worker to bring a value counts its candidate as the
 	// first occurrence (flagged in the entry). A value several workers
-	// brought, or that an earlier epoch saw, is a conflict, settled in
-	// pass 2.
+	// brought is a conflict, settled in pass 2.
 	var conflicts []*spEntry
 	var last *valSet
 	lastA := ^uint64(0)
 	for _, w := range a.workers {
-		w.cands[r.gen][p].each(func(e *spEntry) {
+		w.cand[p].each(func(e *spEntry) {
 			if e.a != lastA {
 				last, lastA = set(e), e.a
 			}
@@ -1079,13 +987,11 @@ func (a *Analyzer) resolve(r *resolution, p int) map[objPCKey]uint64 {
 			}
 		})
 	}
-	// Pass 2: the first occurrence is the earliest candidate of all
-	// workers; none is when an earlier epoch saw the value (no candidate
-	// was flagged).
+	// Pass 2: the first occurrence is the earliest candidate of all workers.
 	for _, c := range conflicts {
 		var min, flagged *spEntry
 		for _, w := range a.workers {
-			if e := w.cands[r.gen][p].get(c.a, c.v); e != nil {
+			if e := w.cand[p].get(c.a, c.v); e != nil {
 				if min == nil || e.pos < min.pos {
 					min = e
 				}
@@ -1094,7 +1000,7 @@ func (a *Analyzer) resolve(r *resolution, p int) map[objPCKey]uint64 {
 				}
 			}
 		}
-		if flagged != nil && min != flagged {
+		if min != flagged {
 			counts.add(flagged.a, flagged.pc&^firstFlag, -1)
 			flagged.pc &^= firstFlag
 			min.pc |= firstFlag
@@ -1106,7 +1012,7 @@ func (a *Analyzer) resolve(r *resolution, p int) map[objPCKey]uint64 {
 		if e.n == 0 {
 			continue
 		}
-		l := launch(uint32(e.a >> 32))
+		l := a.bySeq[uint32(e.a>>32)]
 		ok := uint32(e.a)
 		firsts[objPCKey{l.ctx, uint8(ok & 1), ok >> 1, e.pc}] += uint64(e.n)
 	}

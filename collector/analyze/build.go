@@ -18,7 +18,7 @@ func (a *Analyzer) Flush(seq uint32) (*profile.Profile, error) {
 	if a.failed != nil {
 		return nil, a.failed
 	}
-	if err := a.barrier(true); err != nil {
+	if err := a.barrier(); err != nil {
 		a.failed = err
 		return nil, err
 	}

@@ -17,11 +17,9 @@ type Busy struct {
 	MemBlocked time.Duration
 	// MemBusy is the memory workers' time analysing records, summed.
 	MemBusy time.Duration
-	// BarrierWait is the caller's wait at spatial barriers for an epoch's
-	// candidates to be resolved (the workers finishing the epoch, then the
-	// resolution), Resolve the resolutions' own time, which mostly runs
-	// beside the caller while the workers go on, and Build the building of
-	// items.
+	// BarrierWait, Resolve and Build are the caller's waits for the
+	// workers at spatial barriers, the candidate resolution and the
+	// building of items.
 	BarrierWait, Resolve, Build time.Duration
 	// Barriers counts the spatial barriers (flushes included), Early
 	// those a worker's full candidate tables brought forward (candLimit).

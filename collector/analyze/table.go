@@ -1,7 +1,5 @@
 package analyze
 
-import "sync/atomic"
-
 // spTable is an open-addressing hash table (linear probing, load <= 1/2)
 // from (a, v) to the position and PC of a first access. It replaces Go maps
 // on the hot path of the spatial analysis, where every lane unit of a new
@@ -116,30 +114,23 @@ func (t *spTable) each(f func(e *spEntry)) {
 
 // valSet is an open-addressing set of values (8 bytes a slot: the seen
 // values of one object and access kind in one launch can be millions, and
-// this is the table that must stay small). One goroutine adds values (the
-// resolver of the set's partition) while workers look values up: slots
-// are written and read atomically and a grown table is published whole,
-// so a lookup finds a value added before it began, and may or may not
-// find one being added meanwhile; a value missed that way only becomes a
-// candidate again, which the next resolution counts as redundant.
+// this is the table that must stay small).
 type valSet struct {
-	tab  atomic.Pointer[[]uint64] // 0 marks an empty slot; value 0 is kept in zero
-	n    int                      // the writer's
-	zero atomic.Bool
+	e    []uint64 // 0 marks an empty slot; value 0 is kept in zero
+	n    int
+	zero bool
 }
 
 func (s *valSet) has(v uint64) bool {
 	if v == 0 {
-		return s.zero.Load()
+		return s.zero
 	}
-	t := s.tab.Load()
-	if t == nil {
+	if s.n == 0 {
 		return false
 	}
-	e := *t
-	mask := uint64(len(e) - 1)
+	mask := uint64(len(s.e) - 1)
 	for i := mix64(v) & mask; ; i = (i + 1) & mask {
-		switch atomic.LoadUint64(&e[i]) {
+		switch s.e[i] {
 		case v:
 			return true
 		case 0:
@@ -148,40 +139,30 @@ func (s *valSet) has(v uint64) bool {
 	}
 }
 
-// addNew adds v and reports whether it was absent. Only one goroutine may
-// add to a set.
+// addNew adds v and reports whether it was absent.
 func (s *valSet) addNew(v uint64) bool {
 	if v == 0 {
-		return !s.zero.Swap(true)
+		had := s.zero
+		s.zero = true
+		return !had
 	}
-	var e []uint64
-	if t := s.tab.Load(); t != nil {
-		e = *t
-	}
-	if 2*(s.n+1) > len(e) {
-		// The new table is filled before it is published.
-		ne := make([]uint64, max(2*len(e), 16))
-		mask := uint64(len(ne) - 1)
-		for _, x := range e {
-			if x == 0 {
-				continue
+	if 2*(s.n+1) > len(s.e) {
+		old := s.e
+		s.e = make([]uint64, max(2*len(old), 16))
+		s.n = 0
+		for _, x := range old {
+			if x != 0 {
+				s.addNew(x)
 			}
-			i := mix64(x) & mask
-			for ne[i] != 0 {
-				i = (i + 1) & mask
-			}
-			ne[i] = x
 		}
-		s.tab.Store(&ne)
-		e = ne
 	}
-	mask := uint64(len(e) - 1)
+	mask := uint64(len(s.e) - 1)
 	for i := mix64(v) & mask; ; i = (i + 1) & mask {
-		switch e[i] { // only this goroutine writes
+		switch s.e[i] {
 		case v:
 			return false
 		case 0:
-			atomic.StoreUint64(&e[i], v)
+			s.e[i] = v
 			s.n++
 			return true
 		}

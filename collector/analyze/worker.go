@@ -300,12 +300,8 @@ type worker struct {
 	own   []*shard
 	pcs   map[uint64]*pcInfo
 	// cand: per spatial partition, the values not seen before the last
-	// barrier, with the position and PC of their first access here: one of
-	// two generations (cands), so that the worker goes on with the next
-	// epoch while the last one's candidates are resolved (barrier).
-	cand  []spTable
-	cands [2][]spTable
-	cur   int
+	// barrier, with the position and PC of their first access here.
+	cand []spTable
 	// seenCache: per partition, the seen set of (seenL, seenOK), valid
 	// where seenGen matches gen.
 	seenCache []*valSet
@@ -373,13 +369,7 @@ func (w *worker) run() {
 				failed = w.safely(func() { w.endLaunches([]*launchInfo{m.l}) })
 			}
 		case msgBarrier:
-			// The epoch ends here: its candidates are left to the resolution
-			// and the next epoch's go to the other generation, which the
-			// dispatcher saw resolved and emptied before sending this.
 			w.seenL = nil // the seen sets change at the barrier
-			w.cur ^= 1
-			w.cand = w.cands[w.cur]
-			w.candN.Store(0)
 			m.done <- failed
 		}
 	}
@@ -458,8 +448,7 @@ func (w *worker) pcInfo(l *launchInfo, pc uint64) *pcInfo {
 }
 
 // seenSet returns the values of (object, kind) ok seen in launch l before
-// the last barrier but one (and maybe some of the last), in partition p
-// (nil: none).
+// the last barrier, in partition p (nil: none).
 func (w *worker) seenSet(l *launchInfo, p int, ok uint32) *valSet {
 	if l != w.seenL || ok != w.seenOK || w.seenCache == nil {
 		if w.seenCache == nil {
@@ -470,10 +459,7 @@ func (w *worker) seenSet(l *launchInfo, p int, ok uint32) *valSet {
 		w.gen++
 	}
 	if w.seenGen[p] != w.gen {
-		w.seenCache[p] = nil
-		if m := l.seen[p].Load(); m != nil {
-			w.seenCache[p] = (*m)[ok]
-		}
+		w.seenCache[p] = l.seen[p][ok]
 		w.seenGen[p] = w.gen
 	}
 	return w.seenCache[p]

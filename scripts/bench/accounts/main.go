@@ -32,7 +32,7 @@ type Account struct {
 	Records                                 float64 // access records analysed
 	MBWritten, DrainS, QueueWaitS, WriterS  float64 // the library's
 	StreamS, BusyS, BarrierS, ReaderHeldUpS float64 // the collector's
-	ResolveS                                float64 // resolving candidates: part of BarrierS in older logs, beside the loop in newer ones
+	ResolveS                                float64 // of BarrierS, resolving candidates
 	HasLibrary, HasCollector, HasResolve    bool
 	// The library's callbacks by what they did (CallNames), its lifetime,
 	// and the analysis' tail after the stream's END (newer logs only).
@@ -60,7 +60,7 @@ var (
 	callRe = regexp.MustCompile(callPattern())
 	tailRe = regexp.MustCompile(`END read at \S+, the analysis finished (\S+) after it`)
 	colRe  = regexp.MustCompile(`analysed (\d+) access records in (\S+): workers busy (\S+) \(.*barriers (\S+)` +
-		`(?: of which resolving (\S+)| \(resolutions (\S+) beside the loop\))?, items \S+\), socket reader held up (\S+);`)
+		`(?: of which resolving (\S+))?, items \S+\), socket reader held up (\S+);`)
 )
 
 // Parse reads one run's log.
@@ -98,14 +98,14 @@ func Parse(r io.Reader) (Account, error) {
 			if err != nil {
 				return a, fmt.Errorf("collector account: records %q: %w", m[1], err)
 			}
-			d, err := durations([]string{m[2], m[3], m[4], m[7]})
+			d, err := durations([]string{m[2], m[3], m[4], m[6]})
 			if err != nil {
 				return a, fmt.Errorf("collector account %q: %w", line, err)
 			}
 			a.Records = n
 			a.StreamS, a.BusyS, a.BarrierS, a.ReaderHeldUpS = d[0], d[1], d[2], d[3]
-			if res := m[5] + m[6]; res != "" { // logs before the split have no resolve time
-				r, err := durations([]string{res})
+			if m[5] != "" { // logs before the split have no resolve time
+				r, err := durations(m[5:6])
 				if err != nil {
 					return a, fmt.Errorf("collector account %q: %w", line, err)
 				}
@@ -268,7 +268,7 @@ func tsvOrder(path string) []string {
 
 // Table writes the markdown table.
 func Table(w io.Writer, ps []Program) {
-	fmt.Fprintln(w, "| program | runs | records (M) | MB written | GPU waited for drains s | producers waited for queue room s | library writer in `write` s | collector stream s | workers busy s | analysis waited on barriers s | resolving s | reader held up s |")
+	fmt.Fprintln(w, "| program | runs | records (M) | MB written | GPU waited for drains s | producers waited for queue room s | library writer in `write` s | collector stream s | workers busy s | analysis waited on barriers s | of it, resolving s | reader held up s |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, p := range ps {
 		m := p.Median()
