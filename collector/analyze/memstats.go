@@ -450,12 +450,7 @@ func (w *memWorker) bank(l *launchInfo, r *rawstream.Record) {
 	}
 	w.units = words
 	degree, distinct := bankDegree(words)
-	k := bankKey{l.ctx, w.packed(l, r.PC)}
-	b := w.acc.banks[k]
-	if b == nil {
-		b = &bankAcc{}
-		w.acc.banks[k] = b
-	}
+	b := entry(w.acc.banks, bankKey{l.ctx, w.packed(l, r.PC)})
 	b.warps++
 	b.wavefronts += uint64(degree)
 	b.ideal += uint64((distinct + 31) / 32)
@@ -536,11 +531,7 @@ func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record, grains uint8) {
 	load := kind == kLoad && r.Flags&rawstream.FlagAtomic == 0 // an atomic writes (in L2): it restarts the unit
 	var h *[len(reuseGrains)][ReuseBuckets + 1]uint64
 	if load {
-		h = w.acc.reuse[l.ctx]
-		if h == nil {
-			h = &[len(reuseGrains)][ReuseBuckets + 1]uint64{}
-			w.acc.reuse[l.ctx] = h
-		}
+		h = entry(w.acc.reuse, l.ctx)
 	}
 	// The lanes' addresses, sorted once (coalesced accesses come in
 	// order); a coarser granularity's units follow from them in order.
@@ -575,12 +566,7 @@ func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record, grains uint8) {
 			w.units = us
 		}
 		if gr.shift == sectorShift {
-			k := pcKey{l.ctx, kind, w.packed(l, r.PC)}
-			d := w.acc.div[k]
-			if d == nil {
-				d = &divAcc{}
-				w.acc.div[k] = d
-			}
+			d := entry(w.acc.div, pcKey{l.ctx, kind, w.packed(l, r.PC)})
 			d.warps++
 			d.sectors += uint64(len(us))
 		}
@@ -595,6 +581,16 @@ func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record, grains uint8) {
 	}
 }
 
+// entry returns m[k], adding a zero value first if there is none.
+func entry[K comparable, V any](m map[K]*V, k K) *V {
+	v := m[k]
+	if v == nil {
+		v = new(V)
+		m[k] = v
+	}
+	return v
+}
+
 // build adds the workers' bank, divergence and reuse counts to the item.
 func (s *memStats) build(b *builder) {
 	if !s.started {
@@ -605,20 +601,12 @@ func (s *memStats) build(b *builder) {
 	div := map[pcKey]*divAcc{}
 	for _, ac := range s.collect() {
 		for k, v := range ac.div {
-			t := div[k]
-			if t == nil {
-				t = &divAcc{}
-				div[k] = t
-			}
+			t := entry(div, k)
 			t.warps += v.warps
 			t.sectors += v.sectors
 		}
 		for ctx, h := range ac.reuse {
-			t := reuse[ctx]
-			if t == nil {
-				t = &[len(reuseGrains)][ReuseBuckets + 1]uint64{}
-				reuse[ctx] = t
-			}
+			t := entry(reuse, ctx)
 			for g := range h {
 				for k, n := range h[g] {
 					t[g][k] += n
@@ -626,11 +614,7 @@ func (s *memStats) build(b *builder) {
 			}
 		}
 		for k, v := range ac.banks {
-			t := banks[k]
-			if t == nil {
-				t = &bankAcc{}
-				banks[k] = t
-			}
+			t := entry(banks, k)
 			t.warps += v.warps
 			t.wavefronts += v.wavefronts
 			t.ideal += v.ideal
