@@ -5,9 +5,10 @@
 // functions, launches, allocations, kernel ends, PC samples, instruction
 // counts) are handled in the caller's goroutine; access records are
 // analysed by workers in parallel: GVProf's temporal redundancy (per
-// thread, so records are sharded by block and warp), spatial redundancy
+// thread, so a thread's records go to one shard), spatial redundancy
 // (per data object, resolved in parallel by value partition at barriers),
-// per-instruction and per-object value statistics and memory divergence.
+// per-instruction and per-object value statistics; memory divergence,
+// reuse distances and bank conflicts on memory workers of their own.
 // Flush returns what was accumulated since the previous flush as one
 // profile item.
 package analyze

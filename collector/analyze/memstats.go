@@ -16,8 +16,9 @@ import (
 // Shared-memory bank conflicts (per instruction) and CUDAAdvisor's reuse
 // distance histograms (per kernel context) from the access records
 // (docs/advice.md). Both need every record of a thread block in stream
-// order, which the redundancy workers (sharded by block and warp) do not
-// see, so they run on goroutines of their own, sharded by block.
+// order, which the redundancy workers (sharded by thread) do not see, so
+// they run on goroutines of their own, which get blocks (or a block's
+// granularities) in turn (memSplit).
 
 // Bank-conflict metrics at shared-memory instructions.
 var (
@@ -238,7 +239,8 @@ type memMsg struct {
 	done chan<- *memAcc // sync: hand over the accumulator
 }
 
-// memWorker handles the blocks b with mix64(b) % n == id.
+// memWorker handles the blocks (or granularities of blocks) memSplit
+// deals it.
 type memWorker struct {
 	id, n  int
 	in     chan memMsg
