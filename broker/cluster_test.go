@@ -445,6 +445,12 @@ func testConsumerLeaderWatch(t *testing.T, cl *brokertest.Cluster) {
 	}
 	old := w.Leader()
 	killed := cl.Index(old)
+	// The kill starts from a healthy cluster: a node restarted by an
+	// earlier subtest may still be catching up, and the two survivors must
+	// elect new leaders (the consumer's, and the meta leader's if it dies).
+	for i := 0; i < cl.Nodes(); i++ {
+		cl.WaitHealthy(i)
+	}
 	// The last subtest: the node stays dead until the cluster stops.
 	cl.Kill(killed)
 	deadline := time.Now().Add(45 * time.Second)
@@ -461,13 +467,17 @@ func testConsumerLeaderWatch(t *testing.T, cl *brokertest.Cluster) {
 			t.Fatal("the new leader redelivered before AckWait: LeaderWatch would not be needed")
 		}
 	}
-	// ...a recreated one delivers it now.
-	err = broker.Retry(cx, broker.DefaultRetry, func() error {
-		if err := s.DeleteConsumer(cx, cc.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	// ...a recreated one delivers it now. The recreation has a bound of
+	// its own: the steps above may have used most of cx (on 2 busy cores
+	// under the race detector they once used all of it).
+	rcx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = broker.Retry(rcx, broker.DefaultRetry, func() error {
+		if err := s.DeleteConsumer(rcx, cc.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return err
 		}
 		var err error
-		cons, err = s.CreateOrUpdateConsumer(cx, cc)
+		cons, err = s.CreateOrUpdateConsumer(rcx, cc)
 		return err
 	})
 	if err != nil {
