@@ -185,7 +185,7 @@ type launchInfo struct {
 	// their own (memSplit), for launches with fewer traced blocks than
 	// memory workers
 	splitGrains bool
-	wunits      map[uint64]uint32
+	wunits      map[uint64]uint64 // warp unit << 32 | its block's unit
 	bunits      map[uint32]uint32
 	// seen: per partition, the values of each (object, kind) seen before
 	// the last barrier; written only at barriers.
@@ -480,11 +480,8 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 // indices (spaced by the block-sampling period) would not do.
 func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, blockUnit uint32) {
 	k := uint64(block)<<16 | uint64(warp)
-	u, ok := l.wunits[k]
-	if !ok {
-		u = a.nextWarp
-		a.nextWarp++
-		l.wunits[k] = u
+	if u, ok := l.wunits[k]; ok { // one lookup on the hot path: both units
+		return uint32(u >> 32), uint32(u)
 	}
 	b, ok := l.bunits[block]
 	if !ok {
@@ -492,6 +489,9 @@ func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, bl
 		a.nextBlock++
 		l.bunits[block] = b
 	}
+	u := a.nextWarp
+	a.nextWarp++
+	l.wunits[k] = uint64(u)<<32 | uint64(b)
 	return u, b
 }
 
@@ -644,7 +644,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	a.nextSeq++
 	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.fsnap,
 		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers)),
-		wunits: map[uint64]uint32{}, bunits: map[uint32]uint32{}}
+		wunits: map[uint64]uint64{}, bunits: map[uint32]uint32{}}
 	blocks, warps := a.tracedBlocks(f)
 	l.groups = laneGroupsOf(blocks * warps)
 	l.splitGrains = blocks < uint64(len(a.x.ms.ws))
