@@ -247,6 +247,13 @@ func TestRetry(t *testing.T) {
 	if busy := (&jetstream.APIError{Code: 429, ErrorCode: 10167, Description: "too many requests"}); !broker.Retryable(fmt.Errorf("publishing: %w", busy)) {
 		t.Fatalf("%v is not retried", busy)
 	}
+	// A replica that cannot be placed because a peer is offline may be
+	// placed once it is back; one that does not fit the storage never is.
+	offline := &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"}
+	noRoom := &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, insufficient storage resources available"}
+	if !broker.Retryable(fmt.Errorf("stream: %w", offline)) || broker.Retryable(noRoom) {
+		t.Fatalf("placement: offline peer retried %v, no room retried %v", broker.Retryable(offline), broker.Retryable(noRoom))
+	}
 	err = broker.Retry(context.Background(), broker.RetryPolicy{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond, Horizon: 100 * time.Millisecond}, func() error { return nats.ErrNoResponders })
 	if !errors.Is(err, nats.ErrNoResponders) || !strings.Contains(err.Error(), "gave up after") {
 		t.Fatalf("horizon: %v", err)

@@ -483,7 +483,14 @@ func testConsumerLeaderWatch(t *testing.T, cl *brokertest.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+	// Its first pull may find no leader yet ("no responders"): retried
+	// within the same bound.
+	var m jetstream.Msg
+	err = broker.Retry(rcx, broker.DefaultRetry, func() error {
+		var err error
+		m, err = cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		return err
+	})
 	if err != nil || string(m.Data()) != "partial" {
 		t.Fatalf("recreated consumer: %v", err)
 	}

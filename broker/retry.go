@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -73,8 +74,12 @@ func Retryable(err error) bool {
 		// resources, no leader; 408: request timeout; 10158: the same
 		// message id is being stored right now; 429 (10167): the server
 		// has too many JetStream requests pending (seen with 128 reducer
-		// nodes publishing at once), a back-off clears it.
-		return ae.Code == 503 || ae.Code == 408 || ae.Code == 429 || ae.ErrorCode == 10158 || ae.ErrorCode == 10167
+		// nodes publishing at once), a back-off clears it; 10005 for an
+		// offline peer: a replica cannot be placed on a node that is
+		// restarting, or that the meta leader has not heard from yet just
+		// after the cluster formed (seen in the 3-node tests).
+		return ae.Code == 503 || ae.Code == 408 || ae.Code == 429 || ae.ErrorCode == 10158 || ae.ErrorCode == 10167 ||
+			ae.ErrorCode == 10005 && strings.Contains(ae.Description, "peer offline")
 	}
 	return false
 }
