@@ -60,3 +60,28 @@ func TestSchedulerModel(t *testing.T) {
 		t.Errorf("issue-bound kernel gains %.3f from twice the warps", s)
 	}
 }
+
+// The issue floor averages over the grid's waves: 1320 blocks of 8 warps
+// on the H100's 132 SMs. With 8 blocks per SM they run one full wave of
+// 1056 blocks (16 warps per scheduler) and a tail of 264 (2 blocks per SM,
+// 4 warps per scheduler): a selected sample stands for 0.8×16 + 0.2×4 =
+// 13.6 warps' issue, not 16. With 4 blocks per SM the same grid runs two
+// full waves (1056 blocks at 8 warps per scheduler) and the same tail; at
+// rI = 1/2, I(8) = 255/256 and I(4) = 15/16, so 100 selected samples need
+// 100 × 13.6 × (0.8×256/255 + 0.2×16/15) = 1382.4 samples, where a full
+// wave's 16 and 8 warps gave 100 × 16 × 256/255 = 1606.3.
+func TestIssueFloorWaves(t *testing.T) {
+	ws := waves(1320, 8, 132)
+	if len(ws) != 2 || !approx(ws[0].share, 0.8) || ws[0].blocks != 8 || !approx(ws[1].share, 0.2) || !approx(ws[1].blocks, 2) {
+		t.Fatalf("waves %+v, want 0.8 at 8 blocks per SM and 0.2 at 2", ws)
+	}
+	// A grid smaller than the SMs: one partial wave, one block per busy SM.
+	if ws := waves(66, 8, 132); len(ws) != 1 || !approx(ws[0].share, 1) || ws[0].blocks != 1 {
+		t.Fatalf("66 blocks: %+v", ws)
+	}
+	p := &par{cfg: LaunchConfig{Threads: 256, GridBlocks: 1320}, g: H100, occ: Occupancy{BlocksPerSM: 8}}
+	want := 100 * 13.6 * (0.8*256/255 + 0.2*16/15.0)
+	if got := p.issueSamples(100, 0.5, 4); !approx(got, want) {
+		t.Fatalf("issue samples %v, want %v", got, want)
+	}
+}

@@ -63,16 +63,58 @@ func (p *par) warpsPerScheduler(blocksPerSM float64) float64 {
 	return w / math.Min(float64(p.g.Schedulers), w)
 }
 
+// wave is one phase of a grid's run: full waves, or the tail.
+type wave struct {
+	share  float64 // the grid's blocks that run in it, as a share
+	blocks float64 // resident blocks per busy SM
+}
+
+// waves splits a grid of gridBlocks blocks, blocksPerSM of them resident
+// per SM on sms SMs, into its full waves and the tail: the last
+// gridBlocks mod (blocksPerSM × sms) blocks run with fewer resident
+// blocks per SM (spread evenly, at least one per busy SM).
+func waves(gridBlocks, blocksPerSM, sms float64) []wave {
+	if gridBlocks <= 0 || blocksPerSM <= 0 || sms <= 0 {
+		return nil
+	}
+	perWave := blocksPerSM * sms
+	full := math.Floor(gridBlocks / perWave)
+	tail := gridBlocks - full*perWave
+	var out []wave
+	if full > 0 {
+		out = append(out, wave{share: full * perWave / gridBlocks, blocks: blocksPerSM})
+	}
+	if tail > 0 {
+		out = append(out, wave{share: tail / gridBlocks, blocks: math.Max(1, tail/sms)})
+	}
+	return out
+}
+
+// warpsIn is the resident warps per busy scheduler with `blocks` resident
+// blocks per SM.
+func (p *par) warpsIn(blocks float64) float64 {
+	w := blocks * math.Ceil(p.cfg.Threads/32)
+	return w / math.Min(float64(p.g.Schedulers), w)
+}
+
 // issueFloor is the fewest samples the kernel can take once an
 // optimisation leaves selGone fewer issued samples and M fewer samples in
-// all, with wNew resident warps per scheduler: every issue cycle shows as
-// one selected sample among the W warps sampled, so the instructions left
+// all, with bpsNew resident blocks per SM: every issue cycle shows as one
+// selected sample among the W warps sampled, so the instructions left
 // need (sel - selGone) × W sample periods at the new issue rate
-// I(wNew) = 1-(1-rI)^wNew (GPA eq. 9/10), rI being the remaining code's
+// I(W') = 1-(1-rI)^W' (GPA eq. 9/10), rI being the remaining code's
 // issued share of its samples. Eq. 3 alone lets the kernel shrink below
 // the time it needs to issue its remaining instructions when many warps
 // hid their latency behind each other's issue.
-func (kv *kernelView) issueFloor(M, selGone, wNew float64) float64 {
+//
+// W and W' are not those of a full wave: a grid runs its full waves and
+// then a tail of fewer resident blocks, and each block's instructions
+// issue at the rate of the wave it runs in. So W is the mean over the
+// grid's blocks of the warps resident beside them now (a selected sample
+// in the tail stands for fewer issue cycles), and the time is the issue
+// cycles times the mean over the blocks of 1/I(W') in the new
+// configuration's waves (its tail issues more slowly).
+func (kv *kernelView) issueFloor(M, selGone, bpsNew float64) float64 {
 	p := kv.parallelism()
 	if p == nil || kv.gpaOnly {
 		return 0
@@ -82,13 +124,29 @@ func (kv *kernelView) issueFloor(M, selGone, wNew float64) float64 {
 	if left <= 0 || rest <= 0 {
 		return 0
 	}
-	rI := math.Min(1, left/rest)
-	return left * p.W / IssueRate(rI, wNew)
+	return p.issueSamples(left, math.Min(1, left/rest), bpsNew)
+}
+
+// issueSamples is the samples `sel` selected samples of the profiled
+// configuration need to issue with bpsNew resident blocks per SM, the
+// warps issuing with probability rI: sel × W × mean(1/I(W')), W and W'
+// averaged over the grid's blocks through its waves (issueFloor).
+func (p *par) issueSamples(sel, rI, bpsNew float64) float64 {
+	sms := float64(p.g.SMs)
+	w := 0.0
+	for _, v := range waves(p.cfg.GridBlocks, float64(p.occ.BlocksPerSM), sms) {
+		w += v.share * p.warpsIn(v.blocks)
+	}
+	perIssue := 0.0
+	for _, v := range waves(p.cfg.GridBlocks, bpsNew, sms) {
+		perIssue += v.share / IssueRate(rI, p.warpsIn(v.blocks))
+	}
+	return sel * w * perIssue
 }
 
 // eliminationWithFloor is eq. 3 bounded by the issue floor.
-func (kv *kernelView) eliminationWithFloor(M, selGone, wNew float64) (float64, float64) {
-	rest := math.Max(kv.T-math.Min(M, 0.99*kv.T), kv.issueFloor(M, selGone, wNew))
+func (kv *kernelView) eliminationWithFloor(M, selGone, bpsNew float64) (float64, float64) {
+	rest := math.Max(kv.T-math.Min(M, 0.99*kv.T), kv.issueFloor(M, selGone, bpsNew))
 	if rest <= 0 {
 		return 1, 0
 	}
@@ -191,17 +249,17 @@ func (kv *kernelView) registerIncreaseSpeedup(M float64) (float64, string) {
 		return StallElimination(kv.T, M), ""
 	}
 	regs := p.cfg.Regs
-	wNew := p.W
+	bpsNew := float64(p.occ.BlocksPerSM)
 	note := ""
 	if p.cfg.FrameBytes > 0 {
 		regs = math.Min(float64(p.g.MaxRegsPerThread), p.cfg.Regs+math.Ceil(p.cfg.FrameBytes/4))
 		if o, err := p.g.Occupancy(int(math.Round(p.cfg.Threads)), int(regs), int(math.Round(p.cfg.Shared))); err == nil && o.BlocksPerSM > 0 {
-			wNew = p.warpsPerScheduler(float64(o.BlocksPerSM))
-			note = fmt.Sprintf("; without spills about %.0f registers per thread (%.0f + %.0f-byte frame / 4): %d blocks per SM (was %d), %.1f warps per scheduler (was %.1f)",
-				regs, p.cfg.Regs, p.cfg.FrameBytes, o.BlocksPerSM, p.occ.BlocksPerSM, wNew, p.W)
+			bpsNew = float64(o.BlocksPerSM)
+			note = fmt.Sprintf("; without spills about %.0f registers per thread (%.0f + %.0f-byte frame / 4): %d blocks per SM (was %d), %.1f warps per scheduler in a full wave (was %.1f)",
+				regs, p.cfg.Regs, p.cfg.FrameBytes, o.BlocksPerSM, p.occ.BlocksPerSM, p.warpsPerScheduler(bpsNew), p.W)
 		}
 	}
-	s, rest := kv.eliminationWithFloor(M, kv.selectedAt(local), wNew)
+	s, rest := kv.eliminationWithFloor(M, kv.selectedAt(local), bpsNew)
 	if rest > kv.T-M+0.5 {
 		note += fmt.Sprintf("; the instructions left need %.0f samples to issue (issue floor) rather than T-M = %.0f", rest, kv.T-M)
 	}
