@@ -377,3 +377,56 @@ func TestConstantReplacementTrafficEstimate(t *testing.T) {
 		t.Fatalf("speedup %v, want %v; %d hotspots; %s", a.Speedup, want, len(a.Hotspots), a.Evidence)
 	}
 }
+
+// A shared load after a barrier takes 4 passes where 1 would do. Its cost
+// is its own samples less the 30 barrier samples (they wait for the other
+// warps, sampled at the instruction after BAR) plus the 16 blamed on it:
+// 26, of which 3/4 are extra passes. The extra 30 wavefronts are 30/70 of
+// the MIO queue's work (LDS 40 wavefronts, STS 10, LDG and STG 10 warp
+// executions each), so 30/70 of the S2R's and the STS's 30 mio_throttle
+// samples go too. GPA's rule alone counts the whole cost 56 × 3/4.
+func TestSharedAdjustBarrierAndMIO(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 7
+		S2R R0, SR_TID.X {S1}
+		LDG.E R2, desc[UR4][R4.64] {W0 S1}
+		STS [R6], R2 {B0 S1}
+		BAR.SYNC.DEFER_BLOCKING 0x0 {S1}
+		#line 9
+		LDS R8, [R7] {W1 S1}
+		FADD R9, R8, 1 {B1 S4}
+		STG.E desc[UR4][R10.64], R9 {S1}
+		EXIT
+	`)
+	for _, gpa := range []bool{false, true} {
+		s := sampledKernel(t, m, "k", mod1)
+		s.stall(0x00, "mio_throttle", 20)
+		s.stall(0x20, "mio_throttle", 10)
+		s.stall(0x40, "barrier", 30)
+		s.stall(0x40, "mio_throttle", 8)
+		s.stall(0x40, "selected", 2)
+		s.stall(0x50, "short_scoreboard", 16)
+		s.stall(0x60, "selected", 4)
+		s.stall(0x70, "selected", 10)
+		s.p.Add(s.node[0x40], mSharedWarps, 10)
+		s.p.Add(s.node[0x40], mSharedWavefronts, 40)
+		s.p.Add(s.node[0x40], mSharedIdeal, 10)
+		s.p.Add(s.node[0x20], mSharedWarps, 10)
+		s.p.Add(s.node[0x20], mSharedWavefronts, 10)
+		s.p.Add(s.node[0x20], mSharedIdeal, 10)
+		s.p.Add(s.node[0x10], profile.MemWarpAccess, 10)
+		s.p.Add(s.node[0x60], profile.MemWarpAccess, 10)
+		as, err := Advise(s.p, Modules{mod1: m}, Options{GPAOnly: gpa})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := findKind(t, as, OptSharedAdjust)
+		M := (40-30+16)*0.75 + 30*30/70.0
+		if gpa {
+			M = (40 + 16) * 0.75
+		}
+		if want := 100 / (100 - M); !approx(a.Speedup, want) || a.Hotspots[0].Line != 9 {
+			t.Fatalf("GPA only %v: speedup %v, want %v; hotspot %+v; %s", gpa, a.Speedup, want, a.Hotspots[0], a.Evidence)
+		}
+	}
+}

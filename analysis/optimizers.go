@@ -485,13 +485,31 @@ var (
 // accesses' efficiency: a shared instruction whose warp accesses take
 // `wavefronts` passes where `ideal` would do (bank conflicts) spends the
 // share 1 - ideal/wavefronts of its cost (its own samples and the stalls
-// blamed on it) on the extra passes (eq. 3).
+// blamed on it) on the extra passes (eq. 3). Two corrections:
+//
+//   - a barrier stall is sampled at the instruction after the barrier,
+//     often the first shared load of the tile; it waits for the block's
+//     other warps to arrive, not for the shared pipe, so synchronisation
+//     samples are no part of that cost;
+//   - the extra passes occupy the MIO queue that every shared, special
+//     register and LSU instruction goes through, so an mio_throttle stall
+//     anywhere in the kernel waits on them too: as with lg_throttle
+//     (throttleRelief), those samples shrink with the share of the queue's
+//     work removed, the extra wavefronts among all wavefronts of the
+//     shared instructions and the warp executions of the LSU ones
+//     (instructions whose executions the profile does not count are left
+//     out of the total, so the share is an upper bound).
 func (kv *kernelView) sharedAdjust() *match {
 	h := newHotSet()
 	m := 0.0
-	var worst float64
+	var worst, gone, all float64
+	conflicted := map[instRef]bool{}
 	for _, fv := range kv.fns {
 		for i := range fv.s {
+			if lsuInst(fv, i) {
+				all += kv.executions(fv, i)
+				continue
+			}
 			if fv.c.Model.Insts[i].Kind != blame.KSharedMem {
 				continue
 			}
@@ -501,12 +519,15 @@ func (kv *kernelView) sharedAdjust() *match {
 			}
 			vs := kv.x.P.Nodes[id].Metrics
 			wf, ideal := float64(vs.Get(mSharedWavefronts)), float64(vs.Get(mSharedIdeal))
+			all += wf
 			if wf <= ideal || ideal == 0 {
 				continue
 			}
+			conflicted[instRef{fv, i}] = true
+			gone += wf - ideal
 			excess := 1 - ideal/wf
 			worst = math.Max(worst, wf/ideal)
-			v := fv.cost(i) * excess
+			v := (fv.cost(i) - kv.syncSamples(fv, i)) * excess
 			m += v
 			h.add(fv, i, -1, v)
 		}
@@ -514,7 +535,32 @@ func (kv *kernelView) sharedAdjust() *match {
 	if m == 0 {
 		return nil
 	}
+	if !kv.gpaOnly && all > 0 {
+		for _, fv := range kv.fns {
+			for i := range fv.s {
+				if !conflicted[instRef{fv, i}] {
+					m += fv.s[i].ByReason["mio_throttle"] * gone / all
+				}
+			}
+		}
+	}
 	return &match{kind: OptSharedAdjust, M: m, hots: h.list(),
 		hint:   fmt.Sprintf("shared memory accesses conflict on banks (up to %.1f passes per warp access where one would do): pad the array's rows (e.g. [32][33]) or swizzle the index so a warp's lanes hit distinct banks.", worst),
-		detail: "cost of the shared instructions (own samples and stalls blamed on them) times their share of extra passes, 1 - ideal/wavefronts (mem.shared.wavefronts)"}
+		detail: "cost of the shared instructions (own samples but synchronisation, and stalls blamed on them) times their share of extra passes, 1 - ideal/wavefronts (mem.shared.wavefronts), and the MIO queue's share of extra wavefronts of the other instructions' mio_throttle"}
+}
+
+// syncSamples is instruction i's own samples of synchronisation reasons
+// (barrier, membar, ...): waits on other warps, sampled at the
+// instruction after the barrier, whatever that instruction is.
+func (kv *kernelView) syncSamples(fv *fnView, i int) float64 {
+	if kv.gpaOnly {
+		return 0
+	}
+	t := 0.0
+	for r, v := range fv.s[i].ByReason {
+		if rs, _ := blame.LookupReason(r); rs.Group == blame.GSync {
+			t += v
+		}
+	}
+	return t
 }
