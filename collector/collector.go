@@ -68,6 +68,9 @@ type Options struct {
 	// Workers analysing records (default GOMAXPROCS); MemWorkers for reuse
 	// distances and bank conflicts (default Workers).
 	Workers, MemWorkers int
+	// ReuseSampling: reuse distances are measured in one traced block in
+	// this many of each launch (0: the analysis' default; 1: every block).
+	ReuseSampling int
 	// ResolveEvery: access records per worker between spatial resolutions
 	// (0: the analysis' default).
 	ResolveEvery uint64
@@ -545,7 +548,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			in = io.TeeReader(raw, t)
 		}
 	}
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule})
+	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule})
 	defer a.Close()
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of

@@ -18,8 +18,9 @@ import (
 
 const (
 	profileMagic   = "GPPF"
-	profileVersion = 2
-	// Version 1 lacks RankInfo.SamplesDropped; it is still read.
+	profileVersion = 3
+	// Version 1 lacks RankInfo.SamplesDropped, version 2 RankInfo.ReuseP;
+	// both are still read.
 	oldestVersion = 1
 )
 
@@ -331,6 +332,7 @@ func (p *Profile) Encode() []byte {
 				}
 				e.i(ri.Batches)
 				e.i(int64(ri.ExitCode))
+				e.u(uint64(ri.ReuseP))
 			}
 		}})
 	_, single := p.singleRank()
@@ -892,6 +894,9 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 		}
 		ri.Batches = d.i()
 		ri.ExitCode = int32(d.i())
+		if d.version >= 3 {
+			ri.ReuseP = uint32(d.u())
+		}
 		p.Ranks[ri.Rank] = ri
 	}
 	d.field = "rank tables"

@@ -133,7 +133,7 @@ func refEncode(p *profile.Profile) []byte {
 	}
 
 	e.b = append(e.b, "GPPF"...)
-	e.u(2) // version 2 added RankInfo.SamplesDropped
+	e.u(3) // version 2 added RankInfo.SamplesDropped, version 3 RankInfo.ReuseP
 	e.s(p.Job)
 	if p.Synthetic {
 		e.u(1)
@@ -287,6 +287,7 @@ func refEncode(p *profile.Profile) []byte {
 		}
 		e.i(ri.Batches)
 		e.i(int64(ri.ExitCode))
+		e.u(uint64(ri.ReuseP))
 	}
 	if _, single := refSingleRank(p); single {
 		e.u(0) // derived: see singleRank

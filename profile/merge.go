@@ -238,6 +238,7 @@ func (ri *RankInfo) merge(o *RankInfo) {
 	// coarsest period, whatever the order items arrive in.
 	ri.BlockP = max(ri.BlockP, o.BlockP)
 	ri.KernelK = max(ri.KernelK, o.KernelK)
+	ri.ReuseP = max(ri.ReuseP, o.ReuseP)
 	ri.Launches += o.Launches
 	ri.LaunchesTraced += o.LaunchesTraced
 	ri.Blocks += o.Blocks

@@ -220,16 +220,19 @@ type ObjectStat struct {
 
 // RankInfo is a rank's provenance. Counters add over the rank's items.
 type RankInfo struct {
-	Rank     int32
-	Host     string
-	GPU      string
-	GPUUUID  string
-	Driver   string
-	CUDA     string
-	Mode     string // redundancy, pcsampling, hybrid, or a '+'-joined set after merging passes
-	Source   string // "captured" or "synthetic"
-	BlockP   uint32 // block sampling period
-	KernelK  uint32 // kernel sampling period
+	Rank    int32
+	Host    string
+	GPU     string
+	GPUUUID string
+	Driver  string
+	CUDA    string
+	Mode    string // redundancy, pcsampling, hybrid, or a '+'-joined set after merging passes
+	Source  string // "captured" or "synthetic"
+	BlockP  uint32 // block sampling period
+	KernelK uint32 // kernel sampling period
+	// ReuseP: reuse distances were measured in one traced block in ReuseP
+	// of each launch (0 or 1: every block).
+	ReuseP   uint32
 	Launches uint64
 	// LaunchesTraced counts launches chosen by kernel sampling.
 	LaunchesTraced uint64

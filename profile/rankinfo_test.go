@@ -12,7 +12,7 @@ import (
 // failed).
 func TestRankInfoMergeOrder(t *testing.T) {
 	items := []RankInfo{
-		{Rank: 3, Host: "n1", GPU: "H100", Driver: "580", CUDA: "13.0", Mode: "redundancy", Source: "captured", ExitCode: -1, Batches: -1, Records: 5},
+		{Rank: 3, Host: "n1", GPU: "H100", Driver: "580", CUDA: "13.0", Mode: "redundancy", Source: "captured", ExitCode: -1, Batches: -1, Records: 5, ReuseP: 4},
 		{Rank: 3, Host: "n2", GPU: "H200", Driver: "580", CUDA: "13.0", Mode: "pcsampling", Source: "captured", ExitCode: 0, Batches: 2},
 		{Rank: 3, Host: "n1", GPU: "H100", Mode: "redundancy", ExitCode: 7, Batches: 4, Dropped: 1},
 	}
@@ -26,7 +26,7 @@ func TestRankInfoMergeOrder(t *testing.T) {
 		}
 		if k == 0 {
 			first = ri
-			if ri.Host != "n1+n2" || ri.GPU != "H100+H200" || ri.ExitCode != 7 || ri.Batches != 4 || ri.Records != 5 || ri.Dropped != 1 {
+			if ri.Host != "n1+n2" || ri.GPU != "H100+H200" || ri.ExitCode != 7 || ri.Batches != 4 || ri.Records != 5 || ri.Dropped != 1 || ri.ReuseP != 4 {
 				t.Fatalf("merged %+v", ri)
 			}
 			continue

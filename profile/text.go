@@ -25,6 +25,9 @@ func (p *Profile) String() string {
 		fmt.Fprintf(&b, "rank %d: host=%s gpu=%q mode=%s source=%s P=%d K=%d launches=%d/%d blocks=%d/%d records=%d dropped=%d+%d batches=%d exit=%d items=%s",
 			r, ri.Host, ri.GPU, ri.Mode, ri.Source, ri.BlockP, ri.KernelK, ri.LaunchesTraced, ri.Launches,
 			ri.BlocksTraced, ri.Blocks, ri.Records, ri.Dropped, ri.HostDropped, ri.Batches, ri.ExitCode, items)
+		if ri.ReuseP > 1 {
+			fmt.Fprintf(&b, " reuse_sampling=%d", ri.ReuseP)
+		}
 		if ri.SamplesDropped != 0 {
 			fmt.Fprintf(&b, " pc_samples_dropped=%d", ri.SamplesDropped)
 		}

@@ -83,6 +83,7 @@ application's.
 	mode := fs.String("mode", "", "redundancy | pcsampling | hybrid (default redundancy)")
 	p := fs.Int("block-sampling", 0, "block sampling period P (default 50)")
 	k := fs.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
+	reuse := fs.Int("reuse-sampling", 0, "measure reuse distances in one traced block in this many of each launch; 1: every block (default 4)")
 	batchRecords := fs.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 262144)")
 	batchInterval := fs.Duration("batch-interval", 0, "and at least this often (default 5s)")
 	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
@@ -109,6 +110,9 @@ application's.
 	}
 	if *k != 0 {
 		cfg.Collect = append(cfg.Collect, "--kernel-sampling", fmt.Sprint(*k))
+	}
+	if *reuse != 0 {
+		cfg.Collect = append(cfg.Collect, "--reuse-sampling", fmt.Sprint(*reuse))
 	}
 	if *batchRecords != 0 {
 		cfg.Collect = append(cfg.Collect, "--batch-records", fmt.Sprint(*batchRecords))

@@ -49,6 +49,10 @@ type Options struct {
 	// GPU host, smaller pools that left cores to the serial reader and
 	// dispatch loop were no faster (docs/collector.md).
 	MemWorkers int
+	// ReuseSampling measures reuse distances in one traced block in this
+	// many of each launch, from its first (default DefaultReuseSampling;
+	// 1: every block, exact histograms).
+	ReuseSampling int
 	// ResolveEvery is how many access records per worker may pass between
 	// the resolutions of spatial candidates (default 1<<14; candidates that
 	// outgrow the cache are resolved sooner).
@@ -181,9 +185,9 @@ type launchInfo struct {
 	// the lane groups of its warps (laneGroupsOf), and the work units of
 	// the warps and blocks seen (dispatcher only; units)
 	groups int
-	// splitGrains: the reuse granularities of a block are work units of
-	// their own (memSplit), for launches with fewer traced blocks than
-	// memory workers
+	// splitGrains: the parts of a block's memory work are work units of
+	// their own (memSplit), for launches with fewer blocks whose reuse is
+	// measured than memory workers
 	splitGrains bool
 	wunits      map[uint64]uint64 // warp unit << 32 | its block's unit
 	bunits      map[uint32]uint32
@@ -252,6 +256,8 @@ type Analyzer struct {
 	fseq    uint32
 	// the next warp and block work units (units)
 	nextWarp, nextBlock uint32
+	nextTracked         uint32 // block units whose reuse is measured
+	reusePeriod         uint32 // Options.ReuseSampling
 	pending             uint64 // access records since the last flush
 	// access records since the last barrier
 	sinceResolve uint64
@@ -291,7 +297,10 @@ func New(o Options) *Analyzer {
 	if o.QueueDepth <= 0 {
 		o.QueueDepth = 16
 	}
-	a := &Analyzer{o: o, exit: -1,
+	if o.ReuseSampling <= 0 {
+		o.ReuseSampling = DefaultReuseSampling
+	}
+	a := &Analyzer{o: o, exit: -1, reusePeriod: uint32(o.ReuseSampling),
 		modules: map[uint64]*modInfo{}, byContent: map[uint64]*modInfo{}, hashes: map[profile.ModuleHash]bool{},
 		funcByID: map[uint32]*funcInfo{}, byName: map[string]*funcInfo{}, fsnap: &funcSnap{},
 		ctxByID: map[profile.NodeID]uint32{}, stacks: map[string][]profile.Frame{},
@@ -485,8 +494,16 @@ func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, bl
 	}
 	b, ok := l.bunits[block]
 	if !ok {
-		b = a.nextBlock
-		a.nextBlock++
+		// Every ReuseSampling-th block of the launch has its reuse
+		// distances measured, from its first (memSplit); those blocks are
+		// numbered apart, so each kind is dealt out evenly.
+		if uint32(len(l.bunits))%a.reusePeriod == 0 {
+			b = a.nextTracked | trackedBlock
+			a.nextTracked++
+		} else {
+			b = a.nextBlock
+			a.nextBlock++
+		}
 		l.bunits[block] = b
 	}
 	u := a.nextWarp
@@ -647,7 +664,9 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 		wunits: map[uint64]uint64{}, bunits: map[uint32]uint32{}}
 	blocks, warps := a.tracedBlocks(f)
 	l.groups = laneGroupsOf(blocks * warps)
-	l.splitGrains = blocks < uint64(len(a.x.ms.ws))
+	// Split when the blocks whose reuse is measured are too few to keep
+	// the memory workers busy.
+	l.splitGrains = (blocks+uint64(a.reusePeriod)-1)/uint64(a.reusePeriod) < uint64(len(a.x.ms.ws))
 	a.launches[f.LaunchID] = l
 	a.bySeq[l.seq] = l
 	a.x.launch(ci, fn, f, l)

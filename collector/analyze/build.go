@@ -67,6 +67,9 @@ func (a *Analyzer) provenance(ri *profile.RankInfo) {
 			ri.Source = "synthetic"
 		}
 		ri.BlockP, ri.KernelK = h.BlockSampling, h.KernelSampling
+		if h.Mode == rawstream.ModeRedundancy {
+			ri.ReuseP = a.reusePeriod // the memory workers' histograms
+		}
 	}
 }
 

@@ -15,10 +15,20 @@ import (
 
 // Shared-memory bank conflicts (per instruction) and CUDAAdvisor's reuse
 // distance histograms (per kernel context) from the access records
-// (docs/advice.md). Both need every record of a thread block in stream
-// order, which the redundancy workers (sharded by thread) do not see, so
-// they run on goroutines of their own, which get blocks (or a block's
-// granularities) in turn (memSplit).
+// (docs/advice.md), and memory divergence (per instruction). Reuse needs
+// every record of a thread block in stream order, divergence every lane
+// of a warp access, which the redundancy workers (sharded by lane group)
+// do not see, so they run on goroutines of their own, which get blocks
+// (or parts of a block's work) in turn (memSplit).
+//
+// Reuse distances are measured in one traced block in ReuseSampling of
+// each launch (the first, then every ReuseSampling-th), the way GVProf
+// samples blocks for redundancy: a block's distances are exact, and the
+// blocks of a kernel run the same code on other data. Each histogram is
+// scaled to the loads of every traced block (scaleHist), which are
+// counted exactly. Tracking a block costs a hash table and a Fenwick tree
+// update per unit and granularity, most of the memory workers' time on
+// the H100 (docs/collector.md, "Reuse distance by block sampling").
 
 // Bank-conflict metrics at shared-memory instructions.
 var (
@@ -38,15 +48,36 @@ var (
 // 2^14 units exceed the H100's 256 KB L1 at 32- and 128-byte granularity.
 const ReuseWindow = 1 << 14
 
-// Reuse granularities: the element (a lane's address), the 32-byte sector
-// and the 128-byte cache line.
+// Reuse granularities: the element (a lane's address) and the 128-byte
+// cache line, CUDAAdvisor's two (the report shows both). The 32-byte
+// sector is counted for memory divergence only.
 var reuseGrains = [...]struct {
 	name  string
 	shift uint
-}{{"elem", 0}, {"sector", sectorShift}, {"line", 7}}
+}{{"elem", 0}, {"line", lineShift}}
 
-// sectorShift is the 32-byte sector's granularity.
-const sectorShift = 5
+const (
+	sectorShift = 5 // the 32-byte sector
+	lineShift   = 7 // the 128-byte cache line
+)
+
+// DefaultReuseSampling is the default of Options.ReuseSampling.
+const DefaultReuseSampling = 4
+
+// Parts of a block's memory work (memRef.parts): bit g (g <
+// len(reuseGrains)) its reuse distances at granularity g, which need its
+// records in stream order at that granularity only; partDiv the memory
+// divergence and the loads' unit counts, per record. Shared accesses'
+// bank conflicts ride on bit 0.
+const (
+	partDiv   = len(reuseGrains)
+	reuseMask = 1<<len(reuseGrains) - 1
+	numParts  = len(reuseGrains) + 1
+)
+
+// trackedBlock marks a block unit whose reuse distances are measured
+// (Analyzer.units).
+const trackedBlock = 1 << 31
 
 // ReuseBuckets is the number of finite buckets: b0 counts distance 0,
 // bk (k ≥ 1) distances in [2^(k-1), 2^k).
@@ -220,15 +251,23 @@ type bankAcc struct{ warps, wavefronts, ideal uint64 }
 // accesses and the distinct sectors they touched.
 type divAcc struct{ warps, sectors uint64 }
 
+// reuseAcc is a kernel context's reuse histograms per granularity: the
+// loads of the measured blocks per bucket, and the loads of all traced
+// blocks.
+type reuseAcc struct {
+	h     [len(reuseGrains)][ReuseBuckets + 1]uint64
+	loads [len(reuseGrains)]uint64
+}
+
 // memAcc is what one memory worker accumulated since the last item.
 type memAcc struct {
-	reuse map[uint32]*[len(reuseGrains)][ReuseBuckets + 1]uint64
+	reuse map[uint32]*reuseAcc
 	banks map[bankKey]*bankAcc
 	div   map[pcKey]*divAcc
 }
 
 func newMemAcc() *memAcc {
-	return &memAcc{reuse: map[uint32]*[len(reuseGrains)][ReuseBuckets + 1]uint64{}, banks: map[bankKey]*bankAcc{}, div: map[pcKey]*divAcc{}}
+	return &memAcc{reuse: map[uint32]*reuseAcc{}, banks: map[bankKey]*bankAcc{}, div: map[pcKey]*divAcc{}}
 }
 
 type memMsg struct {
@@ -276,25 +315,26 @@ func (s *memStats) start(n, depth int) {
 }
 
 // memSplit collects, per memory worker, its parts of a frame's records:
-// block exits, shared accesses (bank conflicts, with granularity 0) and
-// global non-prefetch accesses, per reuse granularity. Block units go to
-// the workers in turn; in a launch with fewer traced blocks than workers,
-// each granularity of a block is a work unit of its own (a block's stream
-// order matters only within one granularity): block unit b's granularity
-// g goes to worker (b·len(reuseGrains) + g) mod n. Otherwise a block's
-// granularities stay together, since each worker that gets a record
-// parses it again (the split made dominant_load's memory workers twice as
-// busy on the H100).
+// exits of blocks whose reuse is measured, shared accesses (bank
+// conflicts, on part 0) and global non-prefetch accesses (the reuse parts
+// in measured blocks, partDiv in all). Block units go to the workers in
+// turn, measured ones and the others each counted apart; in a launch with
+// fewer measured blocks than workers, each part of a block is a work unit
+// of its own (a block's stream order matters only within one
+// granularity): block unit b's part p goes to worker (b·numParts + p) mod
+// n. Otherwise a block's parts stay together, since each worker that gets
+// a record parses it again (the split made dominant_load's memory workers
+// twice as busy on the H100).
 type memSplit struct {
 	n   int
 	per [][]memRef
 }
 
-// memRef is a record's offset in its frame and the granularities (a bit
-// each) the worker handles for it.
+// memRef is a record's offset in its frame and the parts (a bit each)
+// the worker handles for it.
 type memRef struct {
-	off    uint32
-	grains uint8
+	off   uint32
+	parts uint8
 }
 
 func (s *memStats) split() memSplit {
@@ -308,33 +348,39 @@ func (m *memSplit) add(r *rawstream.Record, off uint32, blockUnit uint32, split 
 	if m.n == 0 {
 		return
 	}
-	grains := 1<<len(reuseGrains) - 1
+	tracked := blockUnit&trackedBlock != 0
+	parts := 1<<partDiv | reuseMask
+	if !tracked {
+		parts = 1 << partDiv
+	}
 	switch {
 	case r.Size == 0:
-		if r.Flags&rawstream.FlagBlockExit == 0 {
+		if r.Flags&rawstream.FlagBlockExit == 0 || !tracked {
 			return
 		}
+		parts = reuseMask
 	case r.Space == rawstream.SpaceShared:
-		grains = 1
+		parts = 1
 	case r.Space == rawstream.SpaceGlobal && r.Flags&rawstream.FlagPrefetch == 0:
 	default:
 		return
 	}
+	unit := uint64(blockUnit &^ trackedBlock)
 	if !split {
-		i := int(uint64(blockUnit) % uint64(m.n))
-		m.per[i] = append(m.per[i], memRef{off, uint8(grains)})
+		i := int(unit % uint64(m.n))
+		m.per[i] = append(m.per[i], memRef{off, uint8(parts)})
 		return
 	}
-	for g := range reuseGrains {
-		if grains&(1<<g) == 0 {
+	for p := 0; p < numParts; p++ {
+		if parts&(1<<p) == 0 {
 			continue
 		}
-		i := int((uint64(blockUnit)*uint64(len(reuseGrains)) + uint64(g)) % uint64(m.n))
-		if p := m.per[i]; len(p) > 0 && p[len(p)-1].off == off {
-			p[len(p)-1].grains |= 1 << g
+		i := int((unit*uint64(numParts) + uint64(p)) % uint64(m.n))
+		if q := m.per[i]; len(q) > 0 && q[len(q)-1].off == off {
+			q[len(q)-1].parts |= 1 << p
 			continue
 		}
-		m.per[i] = append(m.per[i], memRef{off, 1 << g})
+		m.per[i] = append(m.per[i], memRef{off, 1 << p})
 	}
 }
 
@@ -419,7 +465,7 @@ func (w *memWorker) frame(f *rawstream.Access, refs []memRef, l *launchInfo) {
 		case r.Space == rawstream.SpaceShared:
 			w.bank(l, r)
 		case r.Space == rawstream.SpaceGlobal && r.Flags&rawstream.FlagPrefetch == 0:
-			w.reuse(l, r, ref.grains)
+			w.global(l, r, ref.parts)
 		}
 	}
 }
@@ -519,22 +565,17 @@ func (w *memWorker) exit(l *launchInfo, r *rawstream.Record) {
 	}
 }
 
-// reuse feeds one global warp access to its block's trackers of the
-// granularities in grains: at each, the distinct units the active lanes
-// touch, in ascending order (the lanes of one access are simultaneous).
-// The sector granularity's units also give the access's memory divergence
-// (CUDAAdvisor's distinct 32-byte sectors per warp access).
-func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record, grains uint8) {
-	c := w.cta(l, r.Block)
+// global handles the parts of one global warp access: its memory
+// divergence (CUDAAdvisor's distinct 32-byte sectors per warp access) and
+// its loads' units (partDiv), and its block's reuse trackers at the
+// granularities in parts: the distinct units the active lanes touch, in
+// ascending order (the lanes of one access are simultaneous).
+func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 	kind, ok := kindOf(r.Flags)
 	if !ok {
 		return
 	}
 	load := kind == kLoad && r.Flags&rawstream.FlagAtomic == 0 // an atomic writes (in L2): it restarts the unit
-	var h *[len(reuseGrains)][ReuseBuckets + 1]uint64
-	if load {
-		h = entry(w.acc.reuse, l.ctx)
-	}
 	// The lanes' addresses, sorted once (coalesced accesses come in
 	// order); a coarser granularity's units follow from them in order.
 	stride := 8 + int(r.Size)
@@ -547,40 +588,105 @@ func (w *memWorker) reuse(l *launchInfo, r *rawstream.Record, grains uint8) {
 	}
 	addrs = slices.Compact(addrs)
 	w.addrs = addrs
+	size := uint64(r.Size)
+	if parts&(1<<partDiv) != 0 {
+		w.units = appendUnits(w.units[:0], addrs, size, sectorShift)
+		d := entry(w.acc.div, pcKey{l.ctx, kind, w.packed(l, r.PC)})
+		d.warps++
+		d.sectors += uint64(len(w.units))
+		if load {
+			h := entry(w.acc.reuse, l.ctx)
+			for g, gr := range reuseGrains {
+				if gr.shift == 0 {
+					h.loads[g] += uint64(len(addrs))
+				} else {
+					w.units = appendUnits(w.units[:0], addrs, size, gr.shift)
+					h.loads[g] += uint64(len(w.units))
+				}
+			}
+		}
+	}
+	if parts&reuseMask == 0 {
+		return
+	}
+	c := w.cta(l, r.Block)
+	var h *reuseAcc
+	if load {
+		h = entry(w.acc.reuse, l.ctx)
+	}
 	for g, gr := range reuseGrains {
-		if grains&(1<<g) == 0 {
+		if parts&(1<<g) == 0 {
 			continue
 		}
 		us := addrs
 		if gr.shift != 0 {
-			// A unit at or below the last one is already in: the address
-			// whose range reached the last unit starts at or below this one.
-			us = w.units[:0]
-			for _, a := range addrs {
-				lo, hi := a>>gr.shift, (a+uint64(r.Size)-1)>>gr.shift
-				if n := len(us); n > 0 && lo <= us[n-1] {
-					lo = us[n-1] + 1
-				}
-				for x := lo; x <= hi; x++ {
-					us = append(us, x)
-				}
-			}
-			w.units = us
-		}
-		if gr.shift == sectorShift {
-			d := entry(w.acc.div, pcKey{l.ctx, kind, w.packed(l, r.PC)})
-			d.warps++
-			d.sectors += uint64(len(us))
+			w.units = appendUnits(w.units[:0], addrs, size, gr.shift)
+			us = w.units
 		}
 		t := c.tr[g]
 		for _, u := range us {
 			if load {
-				h[g][t.load(u)]++
+				h.h[g][t.load(u)]++
 			} else {
 				t.store(u)
 			}
 		}
 	}
+}
+
+// appendUnits appends the distinct units of 2^shift bytes that accesses
+// of size bytes at the sorted, distinct addrs touch, in ascending order.
+func appendUnits(us, addrs []uint64, size uint64, shift uint) []uint64 {
+	n0 := len(us)
+	for _, a := range addrs {
+		lo, hi := a>>shift, (a+size-1)>>shift
+		// A unit at or below the last one is already in: the address
+		// whose range reached the last unit starts at or below this one.
+		if n := len(us); n > n0 && lo <= us[n-1] {
+			lo = us[n-1] + 1
+		}
+		for x := lo; x <= hi; x++ {
+			us = append(us, x)
+		}
+	}
+	return us
+}
+
+// scaleHist scales a histogram of the measured blocks' loads to n loads
+// in all, each bucket in proportion, rounding by largest remainder (ties
+// to the lower bucket) so that the buckets add up to n. Without measured
+// loads, the n loads go to the inf bucket: no reuse was observed.
+func scaleHist(h [ReuseBuckets + 1]uint64, n uint64) [ReuseBuckets + 1]uint64 {
+	s := uint64(0)
+	for _, v := range h {
+		s += v
+	}
+	if s == n {
+		return h
+	}
+	var out [ReuseBuckets + 1]uint64
+	if s == 0 {
+		out[ReuseBuckets] = n
+		return out
+	}
+	var rem [ReuseBuckets + 1]uint64
+	left := n
+	for k, v := range h {
+		hi, lo := bits.Mul64(v, n)
+		out[k], rem[k] = bits.Div64(hi, lo, s) // hi < s since v ≤ s
+		left -= out[k]
+	}
+	for ; left > 0; left-- {
+		best := 0
+		for k := range rem {
+			if rem[k] > rem[best] {
+				best = k
+			}
+		}
+		out[best]++
+		rem[best] = 0
+	}
+	return out
 }
 
 // entry returns m[k], adding a zero value first if there is none.
@@ -598,7 +704,7 @@ func (s *memStats) build(b *builder) {
 	if !s.started {
 		return
 	}
-	reuse := map[uint32]*[len(reuseGrains)][ReuseBuckets + 1]uint64{}
+	reuse := map[uint32]*reuseAcc{}
 	banks := map[bankKey]*bankAcc{}
 	div := map[pcKey]*divAcc{}
 	for _, ac := range s.collect() {
@@ -609,10 +715,11 @@ func (s *memStats) build(b *builder) {
 		}
 		for ctx, h := range ac.reuse {
 			t := entry(reuse, ctx)
-			for g := range h {
-				for k, n := range h[g] {
-					t[g][k] += n
+			for g := range h.h {
+				for k, n := range h.h[g] {
+					t.h[g][k] += n
 				}
+				t.loads[g] += h.loads[g]
 			}
 		}
 		for k, v := range ac.banks {
@@ -625,7 +732,7 @@ func (s *memStats) build(b *builder) {
 	for _, ctx := range sortedKeys(reuse) {
 		id := b.kernel(ctx)
 		for g, gr := range reuseGrains {
-			for k, n := range reuse[ctx][g] {
+			for k, n := range scaleHist(reuse[ctx].h[g], reuse[ctx].loads[g]) {
 				b.p.Add(id, profile.Metric(ReuseMetric(gr.name, k)), n)
 			}
 		}

@@ -45,8 +45,9 @@ func BenchmarkMemStats(b *testing.B) {
 			}
 		}
 	}
-	for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
-		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
+	for _, c := range []struct{ w, period uint32 }{{1, 1}, {1, DefaultReuseSampling}, {uint32(runtime.GOMAXPROCS(0)), 1}, {uint32(runtime.GOMAXPROCS(0)), DefaultReuseSampling}} {
+		w := int(c.w)
+		b.Run(fmt.Sprintf("workers=%d/reuse-sampling=%d", w, c.period), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				var s memStats
 				s.start(w, 16)
@@ -58,7 +59,12 @@ func BenchmarkMemStats(b *testing.B) {
 						if !r.Next() {
 							break
 						}
-						m.add(r.Record(), uint32(off), r.Record().Block, false) // blocks in order stand for their units
+						// Blocks in order stand for their units.
+						unit := r.Record().Block
+						if unit%c.period == 0 {
+							unit = unit/c.period | trackedBlock
+						}
+						m.add(r.Record(), uint32(off), unit, false)
 					}
 					s.access(it.acc, it.l, m)
 				}

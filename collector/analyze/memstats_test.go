@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,14 +114,19 @@ func TestBankDegree(t *testing.T) {
 
 // memReference replays a stream's global and shared records per block in
 // stream order: reuse histograms per kernel function (loads only; stores
-// and atomics restart their units), bank passes per kernel function, and
-// memory divergence (distinct sectors per global warp access).
+// and atomics restart their units) measured in every period-th block of
+// each launch in the order the blocks first appear, scaled to the loads
+// of all blocks (scaleHist, over the whole stream as one item); bank
+// passes per kernel function, and memory divergence (distinct sectors per
+// global warp access).
 type memReference struct {
 	reuse map[string]map[string]uint64 // kernel -> metric -> count
 }
 
-func runMemReference(t *testing.T, stream []byte) *memReference {
+func runMemReference(t *testing.T, stream []byte, period int) *memReference {
 	ref := &memReference{reuse: map[string]map[string]uint64{}}
+	measured := map[string]*reuseAcc{}
+	order := map[uint64]map[uint32]int{} // launch -> block -> order of appearance
 	type launch struct {
 		fn    string
 		warps int
@@ -162,6 +170,13 @@ func runMemReference(t *testing.T, stream []byte) *memReference {
 			for it.Next() {
 				r := it.Record()
 				key := [2]uint64{f.LaunchID, uint64(r.Block)}
+				if order[f.LaunchID] == nil {
+					order[f.LaunchID] = map[uint32]int{}
+				}
+				if _, ok := order[f.LaunchID][r.Block]; !ok {
+					order[f.LaunchID][r.Block] = len(order[f.LaunchID])
+				}
+				measure := order[f.LaunchID][r.Block]%period == 0
 				if r.Size == 0 {
 					if c := ctas[key]; c != nil && r.Flags&rawstream.FlagBlockExit != 0 {
 						c.exited[r.Warp] = true
@@ -242,13 +257,28 @@ func runMemReference(t *testing.T, stream []byte) *memReference {
 							}
 						}
 					}
+					if load {
+						entry(measured, l.fn).loads[g] += uint64(len(us))
+					}
+					if !measure {
+						continue
+					}
 					for _, u := range us {
 						if load {
-							add(l.fn, ReuseMetric(gr.name, c.r[g].load(u)), 1)
+							entry(measured, l.fn).h[g][c.r[g].load(u)]++
 						} else {
 							c.r[g].store(u)
 						}
 					}
+				}
+			}
+		}
+	}
+	for fn, h := range measured {
+		for g, gr := range reuseGrains {
+			for k, n := range scaleHist(h.h[g], h.loads[g]) {
+				if n > 0 {
+					add(fn, ReuseMetric(gr.name, k), n)
 				}
 			}
 		}
@@ -282,7 +312,7 @@ func memTotals(p *profile.Profile) map[string]map[string]uint64 {
 func TestMemStatsMatchReference(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		stream := randomStream(t, seed)
-		want := runMemReference(t, stream).reuse
+		want := runMemReference(t, stream, 1).reuse
 		if len(want) == 0 || len(want["_Z2k1v"]) < 4 {
 			t.Fatalf("seed %d: the reference found too little: %v", seed, want)
 		}
@@ -303,4 +333,131 @@ func TestMemStatsMatchReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Reuse measured in every period-th block against the reference on the
+// same blocks: the buckets match exactly over one item, and the loads add
+// up to every traced block's however the stream is cut into items.
+func TestMemStatsSampledMatchReference(t *testing.T) {
+	for _, period := range []int{2, 3} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			stream := randomStream(t, seed)
+			want := runMemReference(t, stream, period).reuse
+			exact := runMemReference(t, stream, 1).reuse
+			differ := false
+			for k, ms := range want {
+				for _, g := range reuseGrains {
+					if w, e := grainLoads(ms, g.name), grainLoads(exact[k], g.name); w != e {
+						t.Fatalf("period %d seed %d: the reference's %s %s loads %d, exact %d", period, seed, k, g.name, w, e)
+					}
+				}
+				for m, v := range ms {
+					differ = differ || exact[k][m] != v
+				}
+			}
+			if !differ {
+				t.Fatalf("period %d seed %d: the measured blocks give the exact histograms: the test exercises nothing", period, seed)
+			}
+			for _, r := range runs {
+				name := fmt.Sprintf("period=%d/seed=%d/workers=%d/flush=%d", period, seed, r.workers, r.flush)
+				p, _ := analyseWith(t, stream, Options{Workers: r.workers, ReuseSampling: period}, r.flush)
+				got := memTotals(p)
+				for k, ms := range want {
+					for _, g := range reuseGrains {
+						if gl, wl := grainLoads(got[k], g.name), grainLoads(ms, g.name); gl != wl {
+							t.Errorf("%s: %s %s loads %d, want %d", name, k, g.name, gl, wl)
+						}
+					}
+					for m, v := range ms {
+						if (r.flush == 0 || !strings.HasPrefix(m, "reuse.")) && got[k][m] != v {
+							t.Errorf("%s: %s %s = %d, the reference says %d", name, k, m, got[k][m], v)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// grainLoads adds a histogram's buckets of granularity g.
+func grainLoads(ms map[string]uint64, g string) uint64 {
+	n := uint64(0)
+	for k := 0; k <= ReuseBuckets; k++ {
+		n += ms[ReuseMetric(g, k)]
+	}
+	return n
+}
+
+func TestScaleHist(t *testing.T) {
+	var h [ReuseBuckets + 1]uint64
+	h[0], h[3], h[ReuseBuckets] = 1, 2, 4 // 7 measured loads of 30
+	got := scaleHist(h, 30)
+	// 30/7 per load: 4.29, 8.57, 17.14; the floors add to 29, and the one
+	// left goes to the largest remainder (8.57).
+	if got[0] != 4 || got[3] != 9 || got[ReuseBuckets] != 17 {
+		t.Errorf("scaleHist(1,2,4 of 30) = %v", got)
+	}
+	if got := scaleHist(h, 7); got != h {
+		t.Errorf("all loads measured, yet scaled: %v", got)
+	}
+	var none [ReuseBuckets + 1]uint64
+	if got := scaleHist(none, 5); got[ReuseBuckets] != 5 {
+		t.Errorf("nothing measured: %v, want the 5 loads as no reuse", got)
+	}
+	// Large counts do not overflow.
+	h[0], h[3], h[ReuseBuckets] = 1<<40, 1<<40, 0
+	if got := scaleHist(h, 3<<40); got[0] != 3<<39 || got[3] != 3<<39 {
+		t.Errorf("large: %v", got)
+	}
+}
+
+// Reuse measured in one block in DefaultReuseSampling against every block,
+// on the fully traced H100 captures: per kernel and granularity, the
+// shares of loads below 2^4, 2^8 and 2^14 units and without reuse (the
+// report's columns) differ by at most maxReuseShareErr.
+func TestReuseSamplingAccuracyOnCaptures(t *testing.T) {
+	const maxReuseShareErr = 0.02
+	worst, sum, n := 0.0, 0.0, 0
+	for _, c := range loadCaptures(t, captureGlob("*.redundancy.p1.gpr")) {
+		exact, _ := analyseWith(t, c.data, Options{Workers: 2, Structures: c.st, ReuseSampling: 1}, 0)
+		sampled, _ := analyseWith(t, c.data, Options{Workers: 2, Structures: c.st}, 0)
+		e, s := memTotals(exact), memTotals(sampled)
+		for _, k := range slices.Sorted(maps.Keys(e)) {
+			for _, g := range reuseGrains {
+				total := grainLoads(e[k], g.name)
+				if total != grainLoads(s[k], g.name) {
+					t.Errorf("%s %s %s: %d loads sampled, %d exact", c.name, k, g.name, grainLoads(s[k], g.name), total)
+				}
+				if total == 0 {
+					continue
+				}
+				var row []string
+				for _, below := range []int{4, 8, 14, ReuseBuckets + 1} {
+					share := func(ms map[string]uint64) float64 {
+						x := uint64(0)
+						if below > ReuseBuckets {
+							x = ms[ReuseMetric(g.name, ReuseBuckets)]
+						} else {
+							for b := 0; b <= below && b < ReuseBuckets; b++ {
+								x += ms[ReuseMetric(g.name, b)]
+							}
+						}
+						return float64(x) / float64(total)
+					}
+					es, ss := share(e[k]), share(s[k])
+					d := math.Abs(es - ss)
+					worst, sum, n = max(worst, d), sum+d, n+1
+					row = append(row, fmt.Sprintf("%.3f/%.3f", es, ss))
+					if d > maxReuseShareErr {
+						t.Errorf("%s %s %s: share below 2^%d exact %.3f, sampled %.3f", c.name, k, g.name, below, es, ss)
+					}
+				}
+				t.Logf("%-28s %-32.32s %-4s %8d loads <2^4 <2^8 <2^14 inf (exact/sampled): %v", c.name, k, g.name, total, row)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no kernel with loads")
+	}
+	t.Logf("shares compared: %d, mean difference %.4f, worst %.4f", n, sum/float64(n), worst)
 }

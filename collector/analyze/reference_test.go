@@ -264,7 +264,15 @@ func analyse(t testing.TB, stream []byte, workers, flushEvery int, structures St
 
 // analyseBusy is analyse, with the analyzer's time accounts.
 func analyseBusy(t testing.TB, stream []byte, workers, flushEvery int, structures StructureSource) (*profile.Profile, Busy) {
-	a := New(Options{Job: "j", Rank: 3, Workers: workers, Structures: structures})
+	// Exact reuse histograms: the references compute every distance.
+	return analyseWith(t, stream, Options{Workers: workers, Structures: structures, ReuseSampling: 1}, flushEvery)
+}
+
+// analyseWith is analyseBusy with the analyzer's options (job and rank
+// are set here).
+func analyseWith(t testing.TB, stream []byte, o Options, flushEvery int) (*profile.Profile, Busy) {
+	o.Job, o.Rank = "j", 3
+	a := New(o)
 	defer a.Close()
 	merged := profile.New("j")
 	seq := uint32(0)

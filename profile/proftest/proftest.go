@@ -38,7 +38,7 @@ func Item(job string, seed uint64, s Shape, rank int32, seq uint32, done bool, b
 	ri.GPU = "NVIDIA H100 80GB HBM3"
 	ri.Mode = "redundancy"
 	ri.Source = "synthetic"
-	ri.BlockP, ri.KernelK = 50, 10
+	ri.BlockP, ri.KernelK, ri.ReuseP = 50, 10, 4
 	p.Synthetic = true
 	if done {
 		ri.Batches = batches

@@ -515,6 +515,15 @@ func (r *report) memory() {
 	if len(rows) == 1 {
 		return
 	}
-	r.section("Reuse distance of global loads (CUDAAdvisor, per block) and shared-memory bank conflicts")
+	title := "Reuse distance of global loads (CUDAAdvisor, per block) and shared-memory bank conflicts"
+	reuseP := uint32(0)
+	for _, ri := range r.p.Ranks {
+		reuseP = max(reuseP, ri.ReuseP)
+	}
+	if reuseP > 1 {
+		// The histograms were measured in some blocks and scaled to all.
+		title = fmt.Sprintf("Reuse distance of global loads (CUDAAdvisor, per block; measured in 1 traced block in %d, scaled to all) and shared-memory bank conflicts", reuseP)
+	}
+	r.section(title)
 	r.table(rows)
 }

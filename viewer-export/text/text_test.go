@@ -126,3 +126,23 @@ func TestNoGainLine(t *testing.T) {
 		t.Errorf("order %s, %s, %s", s[0].Kind, s[1].Kind, s[2].Kind)
 	}
 }
+
+// The reuse section says when the histograms were measured in some blocks
+// only.
+func TestReuseSectionNamesSampling(t *testing.T) {
+	for _, c := range []struct {
+		period uint32
+		want   string
+	}{{4, "measured in 1 traced block in 4, scaled to all"}, {1, "(CUDAAdvisor, per block) and"}} {
+		p := profile.New("j")
+		ri := p.Rank(0)
+		ri.Mode, ri.ReuseP = "redundancy", c.period
+		k := p.Path(profile.Frame{Kind: profile.KindHostFrame, Function: "main"}, profile.Frame{Kind: profile.KindKernel, Module: "m", Function: "_Z1kv"})
+		p.Add(k.ID, profile.Metric("reuse.elem.b3"), 30)
+		p.Add(k.ID, profile.Metric("reuse.elem.inf"), 70)
+		got := String(p, nil)
+		if !strings.Contains(got, c.want) || !strings.Contains(got, "30.0%") {
+			t.Errorf("reuse period %d: the report lacks %q or the 30%% share:\n%s", c.period, c.want, got)
+		}
+	}
+}

@@ -14,7 +14,7 @@ var update = flag.Bool("update", false, "rewrite the golden file")
 // The committed H100 logs of the overhead tables in docs/overhead.md give
 // the committed account tables.
 func TestH100Accounts(t *testing.T) {
-	for _, d := range []string{"h100-wire2", "h100-staged", "h100-calls", "h100-lanes"} {
+	for _, d := range []string{"h100-wire2", "h100-staged", "h100-calls", "h100-lanes", "h100-reuse-blocks"} {
 		t.Run(d, func(t *testing.T) { checkAccounts(t, filepath.Join("../../../testdata/overhead", d)) })
 	}
 }
@@ -47,7 +47,7 @@ func checkAccounts(t *testing.T, dir string) {
 			}
 		}
 		// The run with the callback account and the analysis' tail.
-		if b := filepath.Base(dir); b == "h100-calls" || b == "h100-lanes" {
+		if b := filepath.Base(dir); b == "h100-calls" || b == "h100-lanes" || b == "h100-reuse-blocks" {
 			if m := p.Median(); !m.HasCalls || !m.HasTail || m.AliveS <= 0 {
 				t.Errorf("%s: no callback account or tail: %+v", p.Name, m)
 			}
