@@ -83,7 +83,7 @@ const trackedBlock = 1 << 31
 // bk (k ≥ 1) distances in [2^(k-1), 2^k).
 const ReuseBuckets = 15
 
-// ReuseMetric names a bucket of granularity g ("elem", "sector", "line"):
+// ReuseMetric names a bucket of granularity g ("elem", "line"):
 // "reuse.<g>.b<k>", or "reuse.<g>.inf" for k = ReuseBuckets.
 func ReuseMetric(g string, k int) string {
 	if k >= ReuseBuckets {
