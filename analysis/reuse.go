@@ -17,9 +17,8 @@ type Reuse struct {
 	Loads   uint64
 }
 
-// ReuseHistogram reads the histogram of grain ("elem", "line"; profiles
-// written before the eighth run also have "sector")
-// from a kernel context's (inclusive) values.
+// ReuseHistogram reads the histogram of grain ("elem", "line"; older
+// profiles also have "sector") from a kernel context's (inclusive) values.
 func ReuseHistogram(vs profile.Values, grain string) Reuse {
 	var h Reuse
 	for k := 0; k < 64; k++ {
