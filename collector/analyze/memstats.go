@@ -293,6 +293,7 @@ type memWorker struct {
 	pool []*ctaState
 	// scratch
 	units, addrs []uint64
+	grainUnits   [len(reuseGrains)][]uint64
 	// busy: nanoseconds spent on records (Analyzer.Busy)
 	busy atomic.Int64
 }
@@ -589,20 +590,32 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 	addrs = slices.Compact(addrs)
 	w.addrs = addrs
 	size := uint64(r.Size)
-	if parts&(1<<partDiv) != 0 {
+	div := parts&(1<<partDiv) != 0
+	// Each granularity's units, once per record: the divergence part counts
+	// a load's units and the reuse parts track them.
+	var us [len(reuseGrains)][]uint64
+	for g, gr := range reuseGrains {
+		switch {
+		case parts&(1<<g) == 0 && !(div && load):
+		case gr.shift == 0:
+			us[g] = addrs
+		default:
+			w.grainUnits[g] = appendUnits(w.grainUnits[g][:0], addrs, size, gr.shift)
+			us[g] = w.grainUnits[g]
+		}
+	}
+	var h *reuseAcc
+	if load {
+		h = entry(w.acc.reuse, l.ctx)
+	}
+	if div {
 		w.units = appendUnits(w.units[:0], addrs, size, sectorShift)
 		d := entry(w.acc.div, pcKey{l.ctx, kind, w.packed(l, r.PC)})
 		d.warps++
 		d.sectors += uint64(len(w.units))
 		if load {
-			h := entry(w.acc.reuse, l.ctx)
-			for g, gr := range reuseGrains {
-				if gr.shift == 0 {
-					h.loads[g] += uint64(len(addrs))
-				} else {
-					w.units = appendUnits(w.units[:0], addrs, size, gr.shift)
-					h.loads[g] += uint64(len(w.units))
-				}
+			for g := range reuseGrains {
+				h.loads[g] += uint64(len(us[g]))
 			}
 		}
 	}
@@ -610,21 +623,12 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 		return
 	}
 	c := w.cta(l, r.Block)
-	var h *reuseAcc
-	if load {
-		h = entry(w.acc.reuse, l.ctx)
-	}
-	for g, gr := range reuseGrains {
+	for g := range reuseGrains {
 		if parts&(1<<g) == 0 {
 			continue
 		}
-		us := addrs
-		if gr.shift != 0 {
-			w.units = appendUnits(w.units[:0], addrs, size, gr.shift)
-			us = w.units
-		}
 		t := c.tr[g]
-		for _, u := range us {
+		for _, u := range us[g] {
 			if load {
 				h.h[g][t.load(u)]++
 			} else {
