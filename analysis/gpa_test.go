@@ -309,7 +309,16 @@ func TestScalarReplacementStoreOnly(t *testing.T) {
 // A memory-bound kernel loads x[i] and w[i] (a single-value object written
 // by a fill kernel) and stores y[i]: constant replacement removes the fill
 // kernel and w's third of the traffic, so a third of the memory stalls.
+// When the profile shows only the fill kernel's stores of w, the advice
+// removes all the work of the one kernel it touches, and the estimate is
+// taken over the job's GPU time: 1500 / (1500 - 500).
 func TestConstantReplacementTrafficEstimate(t *testing.T) {
+	for _, scaleReadsW := range []bool{true, false} {
+		constantReplacementTraffic(t, scaleReadsW)
+	}
+}
+
+func constantReplacementTraffic(t *testing.T, scaleReadsW bool) {
 	scale := parseSASS(t, "scale", `
 		#line 12
 		LDG.E R2, desc[UR4][R4.64] {W0 S1}
@@ -345,7 +354,11 @@ func TestConstantReplacementTrafficEstimate(t *testing.T) {
 		a   profile.Access
 		obj profile.ObjectID
 	}
-	for _, x := range []acc{{sf, 0x00, profile.Store, w}, {ss, 0x00, profile.Load, 0}, {ss, 0x10, profile.Load, w}, {ss, 0x30, profile.Store, 0}} {
+	wInScale := w
+	if !scaleReadsW {
+		wInScale = 0
+	}
+	for _, x := range []acc{{sf, 0x00, profile.Store, w}, {ss, 0x00, profile.Load, 0}, {ss, 0x10, profile.Load, wInScale}, {ss, 0x30, profile.Store, 0}} {
 		fid := profile.FuncIDOf(x.s.mod, x.s.p.Nodes[x.s.k.ID].Frame.Function)
 		pc := profile.PC{Func: fid, Offset: x.off}
 		id := x.s.node[uint64(x.off)]
@@ -371,6 +384,12 @@ func TestConstantReplacementTrafficEstimate(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := findKind(t, as, KindConstant)
+	if !scaleReadsW {
+		if want := 1500.0 / (1500 - 500); !approx(a.Speedup, want) || len(a.Hotspots) != 1 || a.KernelShare != 1 || !approx(a.JobGain(), 500.0/1500) {
+			t.Fatalf("fill alone: speedup %v, want %v over the job; %d hotspots, kernel share %v; %s", a.Speedup, want, len(a.Hotspots), a.KernelShare, a.Evidence)
+		}
+		return
+	}
 	// fill goes away; scale keeps 1 - (90 memory samples × 1/3 of the bytes)/100.
 	want := (500.0 + 1000) / (1000 * (1 - 30.0/100))
 	if !approx(a.Speedup, want) || len(a.Hotspots) != 2 {

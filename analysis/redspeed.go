@@ -115,7 +115,22 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 		after += t * max(0, 1-m/kv.T) // a kernel whose work all goes away costs nothing
 		notes = append(notes, fmt.Sprintf("%s: M = %.0f of T = %.0f samples", Demangle(x.P.Nodes[k].Frame.Function), m, kv.T))
 	}
-	if !estimated || after <= 0 {
+	if !estimated {
+		return
+	}
+	if after <= 0 {
+		// Every kernel the advice touches goes away (a kernel that only
+		// writes a constant, say): their speedup is unbounded, so the
+		// estimate is taken over the job's GPU time instead, and the
+		// advice's share becomes the whole job so that the time it saves
+		// stays the kernels' time.
+		job := float64(x.JobTime)
+		if job <= before {
+			return
+		}
+		a.Speedup = job / (job - before)
+		a.KernelShare = 1
+		a.Evidence += fmt.Sprintf("; estimate: %s, so the kernels' work all goes away; over the job's GPU time (eq. 3) = %.3f", strings.Join(notes, ", "), a.Speedup)
 		return
 	}
 	a.Speedup = before / after

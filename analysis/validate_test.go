@@ -31,6 +31,7 @@ import (
 var (
 	validationTable = flag.Bool("validation.table", false, "print the validation table in docs/validation.md's format")
 	validationGPA   = flag.Bool("validation.gpa", false, "estimate with GPA's rules alone (Options.GPAOnly)")
+	validationDump  = flag.String("validation.dump", "", "write each program's merged profile to this directory, for gpuprof report")
 )
 
 // pairSpec is what a test program's advice must say.
@@ -282,6 +283,11 @@ func TestValidationPairs(t *testing.T) {
 				t.Skipf("no native timings of %s's twins in %s", ps.prog, d.timings)
 			}
 			p, modes := programProfile(t, d, ps.prog)
+			if *validationDump != "" {
+				if err := profile.WriteFile(filepath.Join(*validationDump, ps.prog+".gpp"), p); err != nil {
+					t.Fatal(err)
+				}
+			}
 			mods := programModules(t, d, ps.prog, p)
 			as, err := analysis.Advise(p, mods, analysis.Options{Static: true, GPAOnly: *validationGPA, MinSpeedup: 1 + 1e-9})
 			if err != nil {

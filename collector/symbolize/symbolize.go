@@ -24,8 +24,8 @@ var DefaultDropModules = []string{"libcuda.", "libcudart", "libcupti", "libgpupr
 // DefaultDropFunctions name the functions whose frames are dropped wherever
 // they are (the statically linked CUDA runtime lives in the executable; the
 // C start code in libc or the executable). A trailing '*' makes a prefix.
-var DefaultDropFunctions = []string{"cudart::*", "__cudart*", "_ZN6cudart*", "__libc_start_main", "__libc_start_call_main", "_start",
-	"cudaLaunch*", "__device_stub__*", "_Z*__device_stub__*"}
+var DefaultDropFunctions = []string{"cudart::*", "__cudart*", "_ZN6cudart*", "libcudart_static_*", "__libc_start_main", "__libc_start_call_main", "_start",
+	"cudaLaunch*", "cudaMalloc*", "__device_stub__*", "_Z*__device_stub__*"}
 
 // Symbolizer resolves addresses of one process.
 type Symbolizer struct {
@@ -165,6 +165,14 @@ func (s *Symbolizer) resolve(ret uint64) ([]profile.Frame, bool) {
 			return nil, false
 		}
 		out = append(out, profile.Frame{Kind: profile.KindHostFrame, Module: m.Path, Function: c.function, File: c.file, Line: c.line})
+	}
+	// Without a line (a binary built without -g: only the symbol table) the
+	// function's name alone would make every call in it one frame, and
+	// every allocation of one size made in main one data object. The
+	// call's address keeps the call sites apart, as an unresolved frame's
+	// does.
+	if last := &out[len(out)-1]; last.Line == 0 {
+		last.Offset = va + 1
 	}
 	return out, true
 }

@@ -48,17 +48,21 @@ func lineOf(src, marker string) uint32 {
 }
 
 func buildC(t *testing.T, flags ...string) (exe string, out []uint64) {
+	return buildCProg(t, cProg, append([]string{"-g"}, flags...)...)
+}
+
+func buildCProg(t *testing.T, prog string, flags ...string) (exe string, out []uint64) {
 	cc, err := exec.LookPath("cc")
 	if err != nil {
 		t.Skip("no C compiler (cc) on PATH")
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "prog.c")
-	if err := os.WriteFile(src, []byte(cProg), 0o644); err != nil {
+	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	exe = filepath.Join(dir, "prog")
-	args := append([]string{"-g", "-O2", "-Wl,--build-id", "-o", exe, src}, flags...)
+	args := append([]string{"-O2", "-Wl,--build-id", "-o", exe, src}, flags...)
 	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("cc: %v\n%s", err, b)
 	}
@@ -144,6 +148,40 @@ func TestCInlined(t *testing.T) {
 	}
 }
 
+// Two calls from main, as a program's cudaMalloc calls are: built without
+// -g, both resolve to main from the symbol table alone, and must stay two
+// frames (else every allocation of one size in main is one data object).
+const cTwoCalls = `#include <stdio.h>
+volatile int sink;
+__attribute__((noinline)) void *where(int k) { sink = k; return __builtin_return_address(0); }
+int main(void) {
+	void *a = where(1);
+	void *b = where(2);
+	printf("%p %p %p\n", a, b, (void *)&main);
+	return 0;
+}
+`
+
+func TestNoLineInfoKeepsCallSites(t *testing.T) {
+	exe, out := buildCProg(t, cTwoCalls, "-g0")
+	base := out[2] - symValue(t, exe, "main")
+	s := New()
+	s.AddModule(moduleFor(t, exe, base))
+	a, okA := s.Resolve(out[0])
+	b, okB := s.Resolve(out[1])
+	if !okA || !okB || len(a) != 1 || len(b) != 1 {
+		t.Fatalf("frames %v and %v", a, b)
+	}
+	for i, fr := range []profile.Frame{a[0], b[0]} {
+		if fr.Function != "main" || fr.Line != 0 || fr.Offset != out[i]-base {
+			t.Errorf("call %d: %v, want main at module offset %#x", i, fr, out[i]-base)
+		}
+	}
+	if a[0] == b[0] {
+		t.Errorf("two call sites in main resolve to one frame %v", a[0])
+	}
+}
+
 func TestDropAndUnresolved(t *testing.T) {
 	exe, out := buildC(t)
 	base := out[2] - symValue(t, exe, "main")
@@ -225,6 +263,7 @@ func TestDropPatterns(t *testing.T) {
 		"_start": true, "_start_timer": false, "__libc_start_main": true, "cudaLaunchKernel": true,
 		"cudart::globalState::initialize": true, "_Z27__device_stub__Z6reloadPKfPfiiPKfPfii": true,
 		"__device_stub__Z4fillPdi": true, "main": false, "_Z6reloadPKfPfii": false,
+		"libcudart_static_5382377d5c772c9d197c0cda9fd9742ee6ad893c": true, "cudaMalloc": true, "cudaMallocManaged": true,
 	} {
 		if matches(name, DefaultDropFunctions) != drop {
 			t.Errorf("%s: dropped %v, want %v", name, !drop, drop)
