@@ -138,9 +138,9 @@ func (kv *kernelView) advice(m match) Advice {
 	case m.est == estGiven:
 		eq = "the scheduler model of eq. 7-11"
 	case m.est == estHiding && m.starved:
-		eq = fmt.Sprintf("one eligible warp per scheduler: the %.0f samples waiting on arithmetic hide by instruction-level parallelism (eq. 4), the rest behind A = %.0f active samples (eq. 6)", m.Mexec, m.A)
+		eq = fmt.Sprintf("one eligible warp per scheduler: the %.0f samples waiting on arithmetic hide by instruction-level parallelism (eq. 4), the rest behind A = %.0f active samples (eq. 6)", m.Mexec, m.A) + m.note
 	case m.est == estHiding:
-		eq = fmt.Sprintf("eq. 6, T/(T-min(A, M)) with A = %.0f active samples in scope", m.A)
+		eq = fmt.Sprintf("eq. 6, T/(T-min(A, M)) with A = %.0f active samples in scope", m.A) + m.note
 	}
 	a.Evidence = fmt.Sprintf("%s: M = %.0f of T = %.0f samples (%.1f%%); %s = %.3f", m.detail, m.M, kv.T, 100*m.M/kv.T, eq, s)
 	if kv.noCode > 0 {

@@ -449,3 +449,72 @@ func TestSharedAdjustBarrierAndMIO(t *testing.T) {
 		}
 	}
 }
+
+// Two copies of one loop, each a chain of dependent FFMAs (an unrolled
+// outer loop, as in stall_exec): reordering hides the 130 waits on
+// arithmetic (one eligible warp per scheduler, eq. 4) and fuses the two
+// copies, so one of the two copies' loop control goes: the samples at the
+// IADD3, ISETP and BRA other than the ISETP's wait (already hidden), and
+// the branch_resolving and no_instructions samples, 21 per copy. T = 200,
+// M = 130 + 21. When the second copy starts from the first's result the
+// loops are not independent, nothing is fused, and M = 130.
+func TestCodeReorderingFusesLoopCopies(t *testing.T) {
+	for _, dependent := range []bool{false, true} {
+		start := "FADD R10, R4, 1 {S4}"
+		if dependent {
+			start = "FADD R10, R6, 1 {S4}"
+		}
+		m := parseSASS(t, "k", `
+		#line 7
+		MOV R9, 0x3f7ffcb9 {S1}
+		MOV R6, R4 {S1}
+		MOV R7, R13 {S1}
+		.L_x_1:
+		#line 8
+		FFMA R6, R6, R9, 0.25 {S4}
+		FFMA R6, R6, R9, 0.25 {S4}
+		IADD3 R7, R7, -0x1, RZ {S1}
+		ISETP.NE.AND P0, PT, R7, RZ, PT {S4}
+		@P0 BRA `+"`(.L_x_1)"+` {S1}
+		#line 9
+		MOV R8, R13 {S1}
+		`+start+`
+		.L_x_2:
+		#line 10
+		FFMA R10, R10, R9, 0.25 {S4}
+		FFMA R10, R10, R9, 0.25 {S4}
+		IADD3 R8, R8, -0x1, RZ {S1}
+		ISETP.NE.AND P0, PT, R8, RZ, PT {S4}
+		@P0 BRA `+"`(.L_x_2)"+` {S1}
+		#line 11
+		FADD R11, R6, R10 {S4}
+		STG.E desc[UR4][R2.64], R11 {S1}
+		EXIT
+	`)
+		s := sampledKernel(t, m, "k", mod1)
+		for _, base := range []uint64{0x30, 0xa0} {
+			s.stall(base, "wait", 30)
+			s.stall(base+0x10, "wait", 30)
+			s.stall(base+0x30, "wait", 5)
+			for i := uint64(0); i < 5; i++ {
+				s.stall(base+0x10*i, "selected", 5)
+			}
+			s.stall(base, "branch_resolving", 4)
+			s.stall(base, "no_instructions", 2)
+		}
+		s.stall(0xf0, "selected", 4)
+		s.stall(0x100, "selected", 4)
+		as, err := Advise(s.p, Modules{mod1: m}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := findKind(t, as, OptCodeReordering)
+		T, M := 200.0, 130.0+21
+		if dependent {
+			M = 130
+		}
+		if !approx(a.Speedup, T/(T-M)) || strings.Contains(a.Hint, "fuse") == dependent {
+			t.Fatalf("dependent %v: speedup %v, want %v; %s; %s", dependent, a.Speedup, T/(T-M), a.Hint, a.Evidence)
+		}
+	}
+}

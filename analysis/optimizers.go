@@ -64,7 +64,10 @@ type match struct {
 	// those waits (eq. 4) while memory latency stays bounded by A (eq. 5).
 	Mexec   float64
 	starved bool
-	S       float64 // the speedup, for estGiven
+	// Mfused is what the loop fusion that a reordering implies removes
+	// outright (fusion.go), on top of the hidden latency.
+	Mfused float64
+	S      float64 // the speedup, for estGiven
 	note    string  // what the estimate adds to the evidence
 	hots    []hot
 	hint    string
@@ -78,9 +81,9 @@ func (m *match) speedup(T float64) float64 {
 	}
 	if m.est == estHiding {
 		if m.starved {
-			return StallElimination(T, m.Mexec+math.Min(m.A, m.M-m.Mexec))
+			return StallElimination(T, m.Mexec+math.Min(m.A, m.M-m.Mexec)+m.Mfused)
 		}
-		return LatencyHiding(T, m.M, m.A)
+		return StallElimination(T, math.Min(m.A, m.M)+m.Mfused) // eq. 5 when Mfused is 0
 	}
 	return StallElimination(T, m.M)
 }
@@ -403,9 +406,28 @@ func (kv *kernelView) codeReordering() *match {
 	}
 	m := kv.latencyEdgeMatch(ok, h)
 	mx := kv.latencyEdgeMatch(func(fv *fnView, e blame.Edge) bool { return ok(fv, e) && execEdge(fv, e) }, newHotSet())
-	return &match{kind: OptCodeReordering, est: estHiding, M: m, A: kv.A, Mexec: mx, starved: kv.starved(), hots: h.list(),
+	r := &match{kind: OptCodeReordering, est: estHiding, M: m, A: kv.A, Mexec: mx, starved: kv.starved(), hots: h.list(),
 		hint:   "instructions wait for results computed just before them: move independent work between producer and consumer (load earlier, interleave independent computations).",
 		detail: "memory and execution dependency stalls (latency samples) hidden behind the kernel's active samples"}
+	if !kv.gpaOnly {
+		fused := 0
+		for _, fv := range kv.fns {
+			copies := fv.loopCopies()
+			loops := fv.fusedLoops(ok, copies)
+			if len(loops) == 0 {
+				continue
+			}
+			r.Mfused += fv.fusionSamples(loops, copies)
+			for li := range loops {
+				fused = max(fused, copies[li])
+			}
+		}
+		if r.Mfused > 0 {
+			r.hint = fmt.Sprintf("instructions wait for results computed just before them, and the independent work is in %d copies of the loop: fuse them and interleave their bodies (unroll and jam), so each waits behind the others' work.", fused)
+			r.note = fmt.Sprintf("; the waits lie in %d independent copies of one loop, whose fusion also runs the loop control once for %d bodies: %.0f samples of it go (eq. 3)", fused, fused, r.Mfused)
+		}
+	}
+	return r
 }
 
 // loopUnrolling matches dependency stalls inside each loop, with the loop

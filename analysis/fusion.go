@@ -1,0 +1,202 @@
+package analysis
+
+import (
+	"strconv"
+	"strings"
+
+	"gpuprof/analysis/blame"
+)
+
+// Loop fusion behind code reordering.
+//
+// An outer loop that the compiler unrolled leaves k copies of its inner
+// loop one after the other (stall_exec's four chains: four copies of the
+// same FFMA loop). When each copy waits on its own dependency chain, the
+// independent work that code reordering would move between producer and
+// consumer lies in the other copies, and interleaving it means fusing the
+// k loops into one (unroll and jam). The fused loop runs its control (the
+// counter update, the compare and the back-edge branch) once for k bodies,
+// so (k-1)/k of the copies' loop-control samples go with the reordering.
+
+// loopCopies returns, per loop of fv's function, how many independent
+// copies of it the function holds: loops with the same parent and the
+// same instruction sequence (opcodes and modifiers, registers aside) of
+// which none reads a value that another computes, directly or through the
+// code between them. 1 for a loop without copies.
+func (fv *fnView) loopCopies() []int {
+	g := fv.c.F.CFG()
+	n := make([]int, len(g.Loops))
+	groups := map[string][]int{}
+	var order []string
+	for li := range g.Loops {
+		n[li] = 1
+		sig := fv.loopSignature(li)
+		if _, ok := groups[sig]; !ok {
+			order = append(order, sig)
+		}
+		groups[sig] = append(groups[sig], li)
+	}
+	for _, sig := range order {
+		ls := groups[sig]
+		if len(ls) < 2 || !fv.independentLoops(ls) {
+			continue
+		}
+		for _, li := range ls {
+			n[li] = len(ls)
+		}
+	}
+	return n
+}
+
+// loopSignature names a loop's parent and its instructions' opcodes in
+// address order.
+func (fv *fnView) loopSignature(li int) string {
+	g := fv.c.F.CFG()
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(g.Loops[li].Parent))
+	for _, bi := range g.Loops[li].Blocks {
+		blk := g.Blocks[bi]
+		b.WriteByte('|')
+		for i := blk.Start; i < blk.End; i++ {
+			b.WriteString(fv.c.Model.Insts[i].Op)
+			b.WriteByte(';')
+		}
+	}
+	return b.String()
+}
+
+// independentLoops reports whether no loop of ls reads a value that
+// another loop of ls computed: the backward slice of each loop's
+// instructions (reaching definitions, followed through any code) meets no
+// instruction of the others.
+func (fv *fnView) independentLoops(ls []int) bool {
+	owner := map[int]int{} // instruction -> loop of ls
+	for k, li := range ls {
+		for _, i := range fv.loopInsts(li) {
+			owner[i] = k
+		}
+	}
+	for k, li := range ls {
+		seen := map[int]bool{}
+		stack := append([]int(nil), fv.loopInsts(li)...)
+		for _, i := range stack {
+			seen[i] = true
+		}
+		for len(stack) > 0 {
+			i := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, d := range fv.c.Model.Insts[i].Deps {
+				for _, j := range d.Defs {
+					if j < 0 || seen[j] {
+						continue
+					}
+					if o, ok := owner[j]; ok && o != k {
+						return false
+					}
+					seen[j] = true
+					stack = append(stack, j)
+				}
+			}
+		}
+	}
+	return true
+}
+
+// loopInsts lists the instructions of loop li (nested loops included).
+func (fv *fnView) loopInsts(li int) []int {
+	g := fv.c.F.CFG()
+	var out []int
+	for _, bi := range g.Loops[li].Blocks {
+		for i := g.Blocks[bi].Start; i < g.Blocks[bi].End; i++ {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// loopControl marks the control of loop li: the branches that close it
+// (the last instructions of its back-edge sources) and the backward slice
+// of their predicates within the loop's own blocks (the compare and the
+// counter update).
+func (fv *fnView) loopControl(li int) map[int]bool {
+	g := fv.c.F.CFG()
+	own := map[int]bool{}
+	for i := range fv.s {
+		if fv.c.Loop[i] == li {
+			own[i] = true
+		}
+	}
+	ctl := map[int]bool{}
+	var stack []int
+	for _, e := range g.Loops[li].BackEdges {
+		br := g.Blocks[e.From].End - 1
+		if br >= 0 && own[br] && !ctl[br] {
+			ctl[br] = true
+			stack = append(stack, br)
+		}
+	}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, d := range fv.c.Model.Insts[i].Deps {
+			if d.SB {
+				continue
+			}
+			for _, j := range d.Defs {
+				if j >= 0 && own[j] && !ctl[j] {
+					ctl[j] = true
+					stack = append(stack, j)
+				}
+			}
+		}
+	}
+	return ctl
+}
+
+// fusionSamples is what fusing the copies of the loops in `loops` saves:
+// (k-1)/k of each copy's loop-control samples, which are the samples at
+// its control instructions other than dependency waits (code reordering's
+// hiding already counts those) and its branch_resolving and
+// no_instructions samples (waiting for the back edge's target).
+func (fv *fnView) fusionSamples(loops map[int]bool, copies []int) float64 {
+	t := 0.0
+	for li := range loops {
+		k := float64(copies[li])
+		if k < 2 {
+			continue
+		}
+		ctl := fv.loopControl(li)
+		s := 0.0
+		for i := range fv.s {
+			if fv.c.Loop[i] != li {
+				continue
+			}
+			for r, v := range fv.s[i].ByReason {
+				switch {
+				case r == "branch_resolving" || r == "no_instructions":
+					s += v
+				case ctl[i] && !latencyReason(r):
+					s += v
+				}
+			}
+		}
+		t += s * (k - 1) / k
+	}
+	return t
+}
+
+// fusedLoops returns the loops with independent copies that hold the
+// stalled instruction of a matched latency edge: the loops whose fusion
+// the reordering implies.
+func (fv *fnView) fusedLoops(ok func(fv *fnView, e blame.Edge) bool, copies []int) map[int]bool {
+	out := map[int]bool{}
+	for _, e := range fv.r.Edges {
+		if !ok(fv, e) {
+			continue
+		}
+		if li := fv.c.Loop[e.Dst]; li >= 0 && copies[li] >= 2 && fv.c.Loop[e.Src] == li {
+			out[li] = true
+		}
+	}
+	return out
+}
