@@ -68,10 +68,10 @@ type match struct {
 	// outright (fusion.go), on top of the hidden latency.
 	Mfused float64
 	S      float64 // the speedup, for estGiven
-	note    string  // what the estimate adds to the evidence
-	hots    []hot
-	hint    string
-	detail  string
+	note   string  // what the estimate adds to the evidence
+	hots   []hot
+	hint   string
+	detail string
 }
 
 // speedup applies the match's estimator.
