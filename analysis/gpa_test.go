@@ -518,3 +518,36 @@ func TestCodeReorderingFusesLoopCopies(t *testing.T) {
 		}
 	}
 }
+
+// Warps waiting at a barrier are sampled at the instruction after BAR:
+// here 30 samples at the LDS and 5 at the BAR itself (a warp that has not
+// yet issued it), of T = 100. Warp balance matches all 35 (eq. 3) and
+// names the BAR, at line 8, as the hotspot.
+func TestWarpBalanceAfterBarrier(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 7
+		STS [R6], R2 {S1}
+		#line 8
+		BAR.SYNC.DEFER_BLOCKING 0x0 {S1}
+		#line 9
+		LDS R8, [R7] {W1 S1}
+		FADD R9, R8, 1 {B1 S4}
+		STG.E desc[UR4][R10.64], R9 {S1}
+		EXIT
+	`)
+	s := sampledKernel(t, m, "k", mod1)
+	s.stall(0x00, "selected", 10)
+	s.stall(0x10, "barrier", 5)
+	s.stall(0x20, "barrier", 30)
+	s.stall(0x20, "selected", 5)
+	s.stall(0x30, "selected", 40)
+	s.stall(0x40, "selected", 10)
+	as, err := Advise(s.p, Modules{mod1: m}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := findKind(t, as, OptWarpBalance)
+	if want := 100.0 / (100 - 35); !approx(a.Speedup, want) || len(a.Hotspots) != 1 || a.Hotspots[0].Line != 8 || a.Hotspots[0].Amount != 35 {
+		t.Fatalf("speedup %v, want %v; hotspots %+v; %s", a.Speedup, want, a.Hotspots, a.Evidence)
+	}
+}

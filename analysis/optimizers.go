@@ -337,9 +337,27 @@ func (kv *kernelView) fastMath() *match {
 		detail: "samples in math library code and stalls blamed on it"}
 }
 
+// warpBalance matches the samples of warps waiting at a barrier. CUPTI
+// records such a warp at the instruction after the BAR (the one it will
+// issue next), which may be any instruction: the samples count wherever
+// they are, and the hotspot is the BAR before them.
 func (kv *kernelView) warpBalance() *match {
 	h := newHotSet()
-	m := kv.selfMatch(kindIs(blame.KSync, blame.KControl, blame.KOther), h, "barrier", "warpgroup_arrive")
+	m := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			v := fv.self(i, "barrier", "warpgroup_arrive")
+			if v == 0 {
+				continue
+			}
+			at := i
+			if fv.c.Model.Insts[i].Kind != blame.KSync && i > 0 && fv.c.Model.Insts[i-1].Kind == blame.KSync {
+				at = i - 1
+			}
+			m += v
+			h.add(fv, at, -1, v)
+		}
+	}
 	return &match{kind: OptWarpBalance, M: m, hots: h.list(),
 		hint:   "warps wait at barriers for the slowest warp of their block: balance the work between warps (or between the paths around the barrier), or synchronise less often.",
 		detail: "synchronisation (barrier) samples"}
