@@ -85,7 +85,7 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 	}
 	var before, after float64
 	var notes []string
-	estimated := false
+	estimated, timed := false, true // timed: before is in ns, comparable with the job's time
 	for _, k := range ks {
 		t := float64(x.KernelTime[k])
 		kv := views[k]
@@ -96,6 +96,7 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 		}
 		if t == 0 {
 			t = kv.T
+			timed = false
 		}
 		var refs []instRef
 		var trs []float64
@@ -125,7 +126,7 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 		// advice's share becomes the whole job so that the time it saves
 		// stays the kernels' time.
 		job := float64(x.JobTime)
-		if job <= before {
+		if !timed || job <= before {
 			return
 		}
 		a.Speedup = job / (job - before)
