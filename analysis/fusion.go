@@ -157,32 +157,46 @@ func (fv *fnView) loopControl(li int) map[int]bool {
 // (k-1)/k of each copy's loop-control samples, which are the samples at
 // its control instructions other than dependency waits (code reordering's
 // hiding already counts those) and its branch_resolving and
-// no_instructions samples (waiting for the back edge's target).
-func (fv *fnView) fusionSamples(loops map[int]bool, copies []int) float64 {
-	t := 0.0
+// no_instructions samples (waiting for the back edge's target). active is
+// the part of them that are active samples, which then no longer cover
+// hidden latency (eq. 5/6).
+func (fv *fnView) fusionSamples(loops map[int]bool, copies []int) (t, active float64) {
 	for li := range loops {
 		k := float64(copies[li])
 		if k < 2 {
 			continue
 		}
 		ctl := fv.loopControl(li)
-		s := 0.0
+		s, a := 0.0, 0.0
 		for i := range fv.s {
 			if fv.c.Loop[i] != li {
 				continue
 			}
 			for r, v := range fv.s[i].ByReason {
-				switch {
-				case r == "branch_resolving" || r == "no_instructions":
+				if r == "branch_resolving" || r == "no_instructions" || ctl[i] && !latencyReason(r) {
 					s += v
-				case ctl[i] && !latencyReason(r):
-					s += v
+					a += fv.activePart(i, r, v)
 				}
 			}
 		}
 		t += s * (k - 1) / k
+		active += a * (k - 1) / k
 	}
-	return t
+	return t, active
+}
+
+// activePart is the part of instruction i's v samples of reason r that
+// are active samples, as the kernel's A counts them: all but the
+// not-issued ones when the profile has them, else selected and
+// not_selected.
+func (fv *fnView) activePart(i int, r string, v float64) float64 {
+	if fv.ni != nil {
+		return v * (1 - fv.latencyShare(i, r))
+	}
+	if r == "selected" || r == "not_selected" {
+		return v
+	}
+	return 0
 }
 
 // fusedLoops returns the loops with independent copies that hold the

@@ -551,3 +551,17 @@ func TestWarpBalanceAfterBarrier(t *testing.T) {
 		t.Fatalf("speedup %v, want %v; hotspots %+v; %s", a.Speedup, want, a.Hotspots, a.Evidence)
 	}
 }
+
+// The active samples that fusion removes no longer cover hidden latency:
+// of A = 50, 40 go with the loop control, so only 10 of the 80 memory
+// waits hide: M = 20 (arithmetic, eq. 4) + 10 + 10 fused of T = 200.
+func TestFusedActiveSamplesLeaveTheBound(t *testing.T) {
+	m := match{est: estHiding, starved: true, M: 100, Mexec: 20, A: 50, Mfused: 10, Afused: 40}
+	if got, want := m.speedup(200), 200.0/(200-40); !approx(got, want) {
+		t.Fatalf("speedup %v, want %v", got, want)
+	}
+	m.starved = false // eq. 5: min(A - Afused, M) + Mfused = 10 + 10
+	if got, want := m.speedup(200), 200.0/(200-20); !approx(got, want) {
+		t.Fatalf("not starved: speedup %v, want %v", got, want)
+	}
+}

@@ -65,13 +65,14 @@ type match struct {
 	Mexec   float64
 	starved bool
 	// Mfused is what the loop fusion that a reordering implies removes
-	// outright (fusion.go), on top of the hidden latency.
-	Mfused float64
-	S      float64 // the speedup, for estGiven
-	note   string  // what the estimate adds to the evidence
-	hots   []hot
-	hint   string
-	detail string
+	// outright (fusion.go), on top of the hidden latency; Afused is its
+	// active part, which no longer covers latency.
+	Mfused, Afused float64
+	S              float64 // the speedup, for estGiven
+	note           string  // what the estimate adds to the evidence
+	hots           []hot
+	hint           string
+	detail         string
 }
 
 // speedup applies the match's estimator.
@@ -80,10 +81,11 @@ func (m *match) speedup(T float64) float64 {
 		return m.S
 	}
 	if m.est == estHiding {
+		a := m.A - m.Afused
 		if m.starved {
-			return StallElimination(T, m.Mexec+math.Min(m.A, m.M-m.Mexec)+m.Mfused)
+			return StallElimination(T, m.Mexec+math.Min(a, m.M-m.Mexec)+m.Mfused)
 		}
-		return StallElimination(T, math.Min(m.A, m.M)+m.Mfused) // eq. 5 when Mfused is 0
+		return StallElimination(T, math.Min(a, m.M)+m.Mfused) // eq. 5 when nothing is fused
 	}
 	return StallElimination(T, m.M)
 }
@@ -435,7 +437,9 @@ func (kv *kernelView) codeReordering() *match {
 			if len(loops) == 0 {
 				continue
 			}
-			r.Mfused += fv.fusionSamples(loops, copies)
+			mf, af := fv.fusionSamples(loops, copies)
+			r.Mfused += mf
+			r.Afused += af
 			for li := range loops {
 				fused = max(fused, copies[li])
 			}
