@@ -473,11 +473,13 @@ func testConsumerLeaderWatch(t *testing.T, cl *brokertest.Cluster) {
 	rcx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	err = broker.Retry(rcx, broker.DefaultRetry, func() error {
-		if err := s.DeleteConsumer(rcx, cc.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return err
+		err := s.DeleteConsumer(rcx, cc.Durable)
+		if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			cons, err = s.CreateOrUpdateConsumer(rcx, cc)
 		}
-		var err error
-		cons, err = s.CreateOrUpdateConsumer(rcx, cc)
+		if err != nil {
+			t.Logf("recreating the consumer: %v (retried)", err) // says why, should the bound run out
+		}
 		return err
 	})
 	if err != nil {
