@@ -565,3 +565,54 @@ func TestFusedActiveSamplesLeaveTheBound(t *testing.T) {
 		t.Fatalf("not starved: speedup %v, want %v", got, want)
 	}
 }
+
+// With instruction counts the register increase's issue floor counts the
+// instructions left rather than reading them off the selected samples:
+// 528 blocks of 4 warps (one full wave at 4 blocks per SM, limited by 128
+// registers), 2 warp instructions left per warp (FADD, EXIT) over 132 × 4
+// schedulers issuing every cycle (rI = 8/8) is 8 cycles, 8/1.98 ns at the
+// H100's top clock, which at the kernel's 60 samples in 11 ns is 22.0
+// samples: S = 60 / (8/1.98 × 60/11) = 11 × 1.98 / 8. Read off the 8
+// selected samples left at 4 warps per scheduler, the floor is 32 samples.
+func TestRegisterIncreaseCountFloor(t *testing.T) {
+	for _, counted := range []bool{false, true} {
+		m := parseSASS(t, "k", `
+			#line 7
+			LDL R2, [R1+0x10] {W0 S1}
+			FADD R4, R2, R3 {B0 S4}
+			STL [R1+0x14], R4 {R1 S1}
+			EXIT
+		`)
+		s := sampledKernel(t, m, "k", mod1)
+		s.stall(0x10, "long_scoreboard", 40)
+		s.stall(0x00, "lg_throttle", 10)
+		s.stall(0x20, "selected", 2)
+		s.stall(0x30, "selected", 8)
+		k := s.k.ID
+		s.p.Nodes[k].Metrics = nil
+		for _, mv := range []struct {
+			m profile.MetricID
+			v uint64
+		}{{profile.GPUTime, 11}, {profile.Metric(timeHistPrefix + "14"), 1}, {profile.GPULaunches, 1},
+			{mLaunchThreads, 128}, {mLaunchGrid, 528}, {mLaunchAttrs, 1}, {mLaunchRegs, 128}} {
+			s.p.Add(k, mv.m, mv.v)
+		}
+		if counted {
+			for off := uint64(0); off <= 0x30; off += 0x10 {
+				s.p.Add(s.node[off], profile.InstExecuted, 2112)
+			}
+		}
+		as, err := Advise(s.p, Modules{mod1: m}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := findKind(t, as, OptRegisterIncrease)
+		want := 60.0 / 32
+		if counted {
+			want = 11 * 1.98 / 8
+		}
+		if !approx(a.Speedup, want) {
+			t.Fatalf("counted %v: speedup %v, want %v; %s", counted, a.Speedup, want, a.Evidence)
+		}
+	}
+}

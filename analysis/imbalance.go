@@ -97,16 +97,11 @@ func (x *Index) Stats(k profile.NodeID) KernelStats {
 	return s
 }
 
-// instanceStats fills the per-instance statistics from the instance-time
-// histogram and squares at k (false when the profile has none).
-func (x *Index) instanceStats(k profile.NodeID, s *KernelStats) bool {
-	n := x.P.Nodes[k]
-	if n == nil {
-		return false
-	}
-	lo, hi := -1, -1
-	var count uint64
-	for _, mv := range n.Metrics {
+// timeHist reads the instance-time histogram: the timed instances and
+// the lowest and highest bucket with any (-1 when none).
+func timeHist(vs profile.Values) (count uint64, lo, hi int) {
+	lo, hi = -1, -1
+	for _, mv := range vs {
 		name := mv.ID.Name()
 		if !strings.HasPrefix(name, timeHistPrefix) || mv.V == 0 {
 			continue
@@ -123,6 +118,28 @@ func (x *Index) instanceStats(k profile.NodeID, s *KernelStats) bool {
 			hi = i
 		}
 	}
+	return count, lo, hi
+}
+
+// TimedLaunches is kernel context k's launches with a measured time (a
+// merged profile also counts the launches of passes that timed nothing).
+func (x *Index) TimedLaunches(k profile.NodeID) uint64 {
+	n := x.P.Nodes[k]
+	if n == nil {
+		return 0
+	}
+	c, _, _ := timeHist(n.Metrics)
+	return c
+}
+
+// instanceStats fills the per-instance statistics from the instance-time
+// histogram and squares at k (false when the profile has none).
+func (x *Index) instanceStats(k profile.NodeID, s *KernelStats) bool {
+	n := x.P.Nodes[k]
+	if n == nil {
+		return false
+	}
+	count, lo, hi := timeHist(n.Metrics)
 	if count == 0 {
 		return false
 	}

@@ -144,13 +144,73 @@ func (p *par) issueSamples(sel, rI, bpsNew float64) float64 {
 	return sel * w * perIssue
 }
 
-// eliminationWithFloor is eq. 3 bounded by the issue floor.
-func (kv *kernelView) eliminationWithFloor(M, selGone, bpsNew float64) (float64, float64) {
-	rest := math.Max(kv.T-math.Min(M, 0.99*kv.T), kv.issueFloor(M, selGone, bpsNew))
-	if rest <= 0 {
-		return 1, 0
+// countFloor is the issue floor from measured instruction counts (the
+// hybrid pass), where the profile has them for the kernel: the warp
+// instructions left once `gone` is removed, per warp (the entry
+// instruction runs once per warp, whatever launches were counted), times
+// the warps of the timed launches, spread over the busy schedulers at the
+// new configuration's issue rate (as issueSamples) and the GPU's top
+// clock; in samples at the kernel's own rate (T over its time). The
+// sampled floor (issueFloor) reads issue cycles off the selected samples,
+// which assumes the sampler picks among the resident warps at random; the
+// H100 captures contradict that (spill's fixed twin shows 22% selected
+// samples at 8 warps per scheduler, above 1/8), and counts do not depend
+// on it. ok is false without counts, timed launches or clock.
+func (kv *kernelView) countFloor(gone func(fv *fnView, i int) bool, rI, bpsNew float64) (float64, bool) {
+	p := kv.parallelism()
+	if p == nil || kv.gpaOnly || !kv.hybrid || p.g.ClockGHz <= 0 || rI <= 0 {
+		return 0, false
 	}
-	return kv.T / rest, rest
+	tNs := float64(kv.x.KernelTime[kv.k])
+	launches := float64(kv.x.TimedLaunches(kv.k))
+	if tNs <= 0 || launches <= 0 {
+		return 0, false
+	}
+	name := kv.x.P.Nodes[kv.k].Frame.Function
+	warps, left := 0.0, 0.0
+	for _, fv := range kv.fns {
+		if fv.c.F.Name == name {
+			if i := fv.c.F.InstAt(0); i >= 0 {
+				warps = fv.s[i].Executed
+			}
+		}
+		for i := range fv.s {
+			if e := fv.s[i].Executed; e > 0 && !gone(fv, i) {
+				left += e
+			}
+		}
+	}
+	if warps <= 0 || left <= 0 {
+		return 0, false
+	}
+	sms := float64(p.g.SMs)
+	perLaunch := p.cfg.GridBlocks * math.Ceil(p.cfg.Threads/32) * left / warps
+	busy := math.Min(sms, p.cfg.GridBlocks) * float64(p.g.Schedulers)
+	perIssue := 0.0
+	for _, v := range waves(p.cfg.GridBlocks, bpsNew, sms) {
+		perIssue += v.share / IssueRate(rI, p.warpsIn(v.blocks))
+	}
+	ns := launches * perLaunch / busy * perIssue / p.g.ClockGHz
+	return ns * kv.T / tNs, true
+}
+
+// eliminationWithFloor is eq. 3 bounded by the issue floor, from the
+// instruction counts where the profile has them (countFloor), else from
+// the selected samples (issueFloor). counted tells which.
+func (kv *kernelView) eliminationWithFloor(M float64, gone func(fv *fnView, i int) bool, bpsNew float64) (s, rest float64, counted bool) {
+	selGone := kv.selectedAt(gone)
+	floor := kv.issueFloor(M, selGone, bpsNew)
+	if p := kv.parallelism(); p != nil && kv.T-M > 0 {
+		rI := math.Min(1, (p.sel-selGone)/(kv.T-M))
+		if f, ok := kv.countFloor(gone, rI, bpsNew); ok {
+			floor, counted = f, true
+		}
+	}
+	rest = math.Max(kv.T-math.Min(M, 0.99*kv.T), floor)
+	if rest <= 0 {
+		return 1, 0, counted
+	}
+	return kv.T / rest, rest, counted
 }
 
 // selectedAt sums the selected samples of the instructions where ok holds.
@@ -259,9 +319,13 @@ func (kv *kernelView) registerIncreaseSpeedup(M float64) (float64, string) {
 				regs, p.cfg.Regs, p.cfg.FrameBytes, o.BlocksPerSM, p.occ.BlocksPerSM, p.warpsPerScheduler(bpsNew), p.W)
 		}
 	}
-	s, rest := kv.eliminationWithFloor(M, kv.selectedAt(local), bpsNew)
+	s, rest, counted := kv.eliminationWithFloor(M, local, bpsNew)
 	if rest > kv.T-M+0.5 {
-		note += fmt.Sprintf("; the instructions left need %.0f samples to issue (issue floor) rather than T-M = %.0f", rest, kv.T-M)
+		from := "selected samples"
+		if counted {
+			from = "instruction counts"
+		}
+		note += fmt.Sprintf("; the instructions left need %.0f samples to issue (issue floor, from %s) rather than T-M = %.0f", rest, from, kv.T-M)
 	}
 	return s, note
 }
