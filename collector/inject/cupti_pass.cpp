@@ -411,16 +411,16 @@ bool setup_sass(PCtx *pc) {
     return true;
 }
 
-/* GPUPROF_SASS_FLUSH=end: read the SASS metrics once, when the context
- * ends (or at exit), instead of after every launch. On the H100 a flush
- * after a launch left every later launch without records; a flush while
- * the process goes on launching is reported elsewhere to wedge CUPTI.
- * The counts then add up over launches and go out with launch id 0 (the
- * collector places them at the function's calling context). */
+/* Hybrid mode reads the SASS metrics once, when the context ends (or at
+ * exit), instead of after every launch (GPUPROF_SASS_FLUSH=launch). On the
+ * H100 a flush after a launch left every later launch without records; a
+ * flush while the process goes on launching is reported elsewhere to wedge
+ * CUPTI. The counts then add up over launches and go out with launch id 0
+ * (the collector places them at the function's calling context). */
 bool sass_flush_at_end() {
     static const bool at_end = [] {
         const char *v = getenv("GPUPROF_SASS_FLUSH");
-        return v && !strcmp(v, "end");
+        return !v || strcmp(v, "launch") != 0;
     }();
     return at_end;
 }
@@ -498,12 +498,11 @@ void on_context_created(CUcontext ctx) {
         pc->pcs = setup_pcsampling(pc);
         if (!pc->pcs) log("PC sampling could not be enabled on this context");
     } else if (g_cfg.mode == GPW_MODE_HYBRID) {
-        // SASS metrics are enabled in the context-created callback (checked on
-        // the H100: records arrive, but with zero counts, see docs/inject.md);
-        // GPUPROF_SASS_AT=launch defers enabling to the context's first
-        // launch (not yet checked on a GPU).
+        // SASS metrics are enabled at the context's first launch: enabled in
+        // the context-created callback (GPUPROF_SASS_AT=context) no launch
+        // got any record on the H100 (docs/inject.md).
         const char *at = getenv("GPUPROF_SASS_AT");
-        if (at && !strcmp(at, "launch")) {
+        if (!at || strcmp(at, "context") != 0) {
             pc->sass_pending = true;
         } else {
             pc->sass = setup_sass(pc);
@@ -872,8 +871,13 @@ bool cupti_init() {
     };
     for (CUpti_CallbackId id : rt) ok &= CUPTI(cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API, id));
     ok &= CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-    const char *act = getenv("GPUPROF_KERNEL_ACTIVITY"); // 0: no kernel durations
-    if (!act || strcmp(act, "0") != 0) ok &= CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    // Kernel activity gives the durations; in hybrid mode it zeroes the SASS
+    // metrics' counts on the H100 (docs/inject.md), so there it is off
+    // unless GPUPROF_KERNEL_ACTIVITY=1 (and the durations come from the PC
+    // sampling pass of --mode all).
+    const char *act = getenv("GPUPROF_KERNEL_ACTIVITY");
+    bool activity = act ? strcmp(act, "0") != 0 : g_cfg.mode != GPW_MODE_HYBRID;
+    if (activity) ok &= CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
     uint64_t ts = 0;
     if (cuptiGetTimestamp(&ts) == CUPTI_SUCCESS) g_ts_offset = (int64_t)(now_ns() - ts);
     vlog("%s mode: CUPTI subscribed, kernel record %s", g_cfg.mode == GPW_MODE_HYBRID ? "hybrid" : "pcsampling",
