@@ -357,30 +357,42 @@ func (p *Profile) Clone() *Profile {
 // pass whose values of m are not to be trusted beside another pass's (the
 // kernel times of an instrumented pass, when a CUPTI pass measured them).
 func (p *Profile) DropMetric(m MetricID) {
-	drop := func(vs Values) Values {
-		for i, v := range vs {
-			if v.ID == m {
-				return append(vs[:i:i], vs[i+1:]...)
+	p.DropMetrics(func(id MetricID) bool { return id == m })
+}
+
+// DropMetrics removes every metric for which drop holds, everywhere in p.
+func (p *Profile) DropMetrics(drop func(MetricID) bool) {
+	clean := func(vs Values) Values {
+		out := vs[:0:0]
+		for _, v := range vs {
+			if !drop(v.ID) {
+				out = append(out, v)
 			}
 		}
-		return vs
+		if len(out) == len(vs) {
+			return vs
+		}
+		return out
 	}
 	for _, n := range p.Nodes {
-		n.Metrics = drop(n.Metrics)
+		n.Metrics = clean(n.Metrics)
 	}
 	for _, t := range []map[int32]map[NodeID]Values{p.Open, p.PerRank} {
 		for _, vals := range t {
 			for id, v := range vals {
-				vals[id] = drop(v)
+				vals[id] = clean(v)
 			}
 		}
 	}
 	for id, ss := range p.Summaries {
-		for i, s := range ss {
-			if s.ID == m {
-				p.Summaries[id] = append(ss[:i:i], ss[i+1:]...)
-				break
+		var keep Summaries
+		for _, s := range ss {
+			if !drop(s.ID) {
+				keep = append(keep, s)
 			}
+		}
+		if len(keep) != len(ss) {
+			p.Summaries[id] = keep
 		}
 	}
 }

@@ -227,3 +227,47 @@ func TestWriteReadFile(t *testing.T) {
 		t.Fatal("missing file read")
 	}
 }
+
+// DropMetrics removes the chosen metrics from nodes, open and sealed
+// per-rank values and cross-rank summaries, and keeps the others.
+func TestDropMetrics(t *testing.T) {
+	hist := profile.Metric("gpu.time_hist.40")
+	p := profile.New("j")
+	for r := int32(0); r < 2; r++ {
+		it := profile.New("j")
+		k := it.Path(profile.Frame{Kind: profile.KindHostFrame, Function: "main"}, profile.Frame{Kind: profile.KindKernel, Function: "k"})
+		it.Add(k.ID, profile.GPUTime, 100)
+		it.Add(k.ID, hist, 1)
+		it.Add(k.ID, profile.GPULaunches, 1)
+		if err := it.AsItem(r, 0); err != nil {
+			t.Fatal(err)
+		}
+		done := profile.New("j")
+		done.Rank(r).Batches = 1
+		done.AsItem(r, 1)
+		p.Merge(it)
+		if r == 0 {
+			p.Merge(done) // rank 0 sealed (summaries), rank 1 open
+		}
+	}
+	p.DropMetrics(func(m profile.MetricID) bool { return m == profile.GPUTime || m == hist })
+	k := profile.ChildID(profile.ChildID(profile.RootID, profile.Frame{Kind: profile.KindHostFrame, Function: "main"}), profile.Frame{Kind: profile.KindKernel, Function: "k"})
+	if vs := p.Nodes[k].Metrics; vs.Get(profile.GPUTime) != 0 || vs.Get(hist) != 0 || vs.Get(profile.GPULaunches) != 2 {
+		t.Fatalf("node metrics after drop: %v", vs)
+	}
+	checked := 0
+	for _, m := range []map[int32]map[profile.NodeID]profile.Values{p.Open, p.PerRank} {
+		for r, vals := range m {
+			if v := vals[k]; v.Get(profile.GPUTime) != 0 || v.Get(hist) != 0 || v.Get(profile.GPULaunches) != 1 {
+				t.Fatalf("rank %d values after drop: %v", r, v)
+			}
+			checked++
+		}
+	}
+	if checked != 3 { // rank 1's open values, both ranks' per-rank values
+		t.Fatalf("%d per-rank value sets, want 3", checked)
+	}
+	if ss := p.Summaries[k]; ss.Get(profile.GPUTime).N != 0 || ss.Get(profile.GPULaunches).N != 1 {
+		t.Fatalf("summaries after drop: %+v", ss)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -47,7 +48,11 @@ func (pp *passPublisher) Publish(ctx context.Context, item *profile.Profile, don
 		pp.count = seq + 1
 	}
 	if pp.dropTime {
-		item.DropMetric(profile.GPUTime)
+		// The time and everything derived from it (instance squares and
+		// histogram), or the instances would count this pass's launches.
+		item.DropMetrics(func(m profile.MetricID) bool {
+			return m == profile.GPUTime || strings.HasPrefix(m.Name(), "gpu.time_")
+		})
 	}
 	return pp.next.Publish(ctx, item, done)
 }
