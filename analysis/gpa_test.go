@@ -117,7 +117,10 @@ func TestAdviseLoopUnrolling(t *testing.T) {
 }
 
 // Stalls on spilled values: register increase eliminates them (eq. 3).
-func TestAdviseRegisterIncrease(t *testing.T) {
+// spilledKernel is a kernel whose FADD waits on a spill load: 60 samples,
+// 40 of them the FADD's wait on the LDL, 10 selected.
+func spilledKernel(t *testing.T) (*sass.Module, *sampled) {
+	t.Helper()
 	m := parseSASS(t, "k", `
 		#line 7
 		LDL R2, [R1+0x10] {W0 S1}
@@ -130,6 +133,11 @@ func TestAdviseRegisterIncrease(t *testing.T) {
 	s.stall(0x00, "lg_throttle", 10)
 	s.stall(0x20, "selected", 2)
 	s.stall(0x30, "selected", 8)
+	return m, s
+}
+
+func TestAdviseRegisterIncrease(t *testing.T) {
+	m, s := spilledKernel(t)
 	as, err := Advise(s.p, Modules{mod1: m}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -576,18 +584,7 @@ func TestFusedActiveSamplesLeaveTheBound(t *testing.T) {
 // selected samples left at 4 warps per scheduler, the floor is 32 samples.
 func TestRegisterIncreaseCountFloor(t *testing.T) {
 	for _, counted := range []bool{false, true} {
-		m := parseSASS(t, "k", `
-			#line 7
-			LDL R2, [R1+0x10] {W0 S1}
-			FADD R4, R2, R3 {B0 S4}
-			STL [R1+0x14], R4 {R1 S1}
-			EXIT
-		`)
-		s := sampledKernel(t, m, "k", mod1)
-		s.stall(0x10, "long_scoreboard", 40)
-		s.stall(0x00, "lg_throttle", 10)
-		s.stall(0x20, "selected", 2)
-		s.stall(0x30, "selected", 8)
+		m, s := spilledKernel(t)
 		k := s.k.ID
 		s.p.Nodes[k].Metrics = nil
 		for _, mv := range []struct {
