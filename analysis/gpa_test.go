@@ -314,6 +314,57 @@ func TestScalarReplacementStoreOnly(t *testing.T) {
 	}
 }
 
+// A store before the loop to the address the loop stores to every
+// iteration (loop_reload's y[i] = x[i]) is dead once scalar replacement
+// keeps the value in a register and stores it once after the loop, unless
+// a barrier between them lets other threads read it. T = 100: the load's
+// 2 samples and the 60 blamed on it, the loop's store (6) and the store
+// before the loop (5) go; behind a barrier the store before the loop
+// stays and only its throttle relief (the loop's two of the three LSU
+// instructions, 2/3 of 5) goes.
+func TestScalarReplacementDeadStoreBeforeLoop(t *testing.T) {
+	for _, bar := range []bool{false, true} {
+		sync := "NOP {S1}"
+		if bar {
+			sync = "BAR.SYNC.DEFER_BLOCKING 0x0 {S1}"
+		}
+		m := parseSASS(t, "k", `
+		#line 7
+		LDC.64 R2, c[0x0][0x218]
+		LDC.64 R8, c[0x0][0x220]
+		MOV R12, RZ
+		STG.E desc[UR4][R8.64], R12 {S1}
+		`+sync+`
+		.L_x_1:
+		#line 8
+		LDG.E R5, desc[UR4][R2.64] {W0 S1}
+		FFMA R6, R6, R5, 1 {B0 S4}
+		STG.E desc[UR4][R8.64], R6 {R2 S1}
+		IADD3 R12, R12, 0x1, RZ {S1}
+		ISETP.NE.AND P0, PT, R12, R13, PT {S4}
+		@P0 BRA `+"`(.L_x_1)"+` {S1}
+		#line 9
+		EXIT
+	`)
+		s := sampledKernel(t, m, "k", mod1)
+		s.stall(0x30, "lg_throttle", 5)
+		s.stall(0x50, "selected", 2)
+		s.stall(0x60, "long_scoreboard", 60)
+		s.stall(0x60, "selected", 4)
+		s.stall(0x70, "lg_throttle", 6)
+		s.stall(0x80, "selected", 8)
+		s.stall(0xb0, "selected", 15)
+		a := scalarReplacement(t, s, m, 0x50)
+		T, M := 100.0, 2+60+6+5.0
+		if bar {
+			M = 2 + 60 + 6 + 5*2/3.0
+		}
+		if !approx(a.Speedup, T/(T-M)) {
+			t.Fatalf("barrier %v: speedup %v want %v; %s", bar, a.Speedup, T/(T-M), a.Evidence)
+		}
+	}
+}
+
 // A memory-bound kernel loads x[i] and w[i] (a single-value object written
 // by a fill kernel) and stores y[i]: constant replacement removes the fill
 // kernel and w's third of the traffic, so a third of the memory stalls.

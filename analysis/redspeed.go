@@ -293,7 +293,8 @@ func coLoads(r instRef) []instRef {
 // other threads read the ones before: without one, every store to an
 // invariant address leaves the loop (before, only those whose address
 // was also loaded in the loop did: loop_reload's y[i], kept in a
-// register by the compiler but stored every iteration, was left in).
+// register by the compiler but stored every iteration, was left in). A
+// store before the loop to such an address goes too (deadBeforeLoop).
 func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) float64 {
 	counted := map[instRef]bool{}
 	m := 0.0
@@ -327,11 +328,21 @@ func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) float
 				stores = append(stores, instRef{r.fv, i})
 			}
 		}
+		gone := map[string]bool{}
 		for _, s := range stores {
 			key, _ := invariantAddress(s.fv, s.i, li)
 			if (loads[key] || !barrier && !kv.gpaOnly) && !counted[s] {
 				counted[s] = true
+				gone[key] = true
 				m += s.fv.cost(s.i)
+			}
+		}
+		if !barrier && !kv.gpaOnly {
+			for _, s := range deadBeforeLoop(r.fv, li, gone) {
+				if !counted[s] {
+					counted[s] = true
+					m += s.fv.cost(s.i)
+				}
 			}
 		}
 	}
@@ -347,6 +358,47 @@ func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) float
 		}
 	}
 	return m
+}
+
+// deadBeforeLoop returns the stores before loop li to an address whose
+// stores in the loop scalar replacement moves after it (keys): with the
+// value in a register from there on, the one store after the loop
+// overwrites them (loop_reload's y[i] = x[i] before its loop). Only
+// stores in blocks that dominate the loop's header, with no barrier
+// between them and the loop, and only when the loop ran (its instructions
+// have samples or counts): a loop that never runs leaves them the last.
+func deadBeforeLoop(fv *fnView, li int, keys map[string]bool) []instRef {
+	if len(keys) == 0 {
+		return nil
+	}
+	g := fv.c.F.CFG()
+	header := g.Loops[li].Header
+	start := g.Blocks[header].Start
+	ran := false
+	for i := range fv.s {
+		if fv.inLoop(i, li) && (fv.total(i) > 0 || fv.s[i].Executed > 0) {
+			ran = true
+			break
+		}
+	}
+	if !ran {
+		return nil
+	}
+	var out []instRef
+	for i := start - 1; i >= 0; i-- {
+		in := &fv.c.F.Insts[i]
+		if in.Class == sass.ClassSync && (in.Op == "BAR" || in.Op == "MEMBAR") {
+			break
+		}
+		if fv.inLoop(i, li) || in.Class != sass.ClassMemory || in.Mem.Op != sass.MemStore ||
+			in.Mem.Space == sass.SpaceShared || in.Mem.Space == sass.SpaceLocal || !g.Dominates(g.BlockOf(i), header) {
+			continue
+		}
+		if key, ok := invariantAddress(fv, i, li); ok && keys[key] {
+			out = append(out, instRef{fv, i})
+		}
+	}
+	return out
 }
 
 // invariantAddress reports whether memory instruction i's address is the
