@@ -48,6 +48,33 @@ func TestImbalanceNamesHeavyRank(t *testing.T) {
 	}
 }
 
+// A rank's time per launch is over its timed launches: a merged profile
+// also counts the launches of a pass that timed nothing (the instance
+// histogram counts 3 of rank 0's 6), and without a histogram all launches.
+func TestPerLaunchOverTimedLaunches(t *testing.T) {
+	var merged *profile.Profile
+	for r := int32(0); r < 2; r++ {
+		p := profile.New("j")
+		b := newKernel(p, "main", "_Z5relaxPfli")
+		p.Add(b.k.ID, profile.GPUTime, 300)
+		p.Add(b.k.ID, profile.GPULaunches, 6)
+		if r == 0 {
+			p.Add(b.k.ID, profile.Metric(timeHistPrefix+"26"), 3)
+		}
+		seal(t, p, r)
+		if merged == nil {
+			merged = p
+		} else if err := merged.Merge(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := NewIndex(merged)
+	st := x.Stats(x.Kernels[0])
+	if st.PerLaunch[0] != 100 || st.PerLaunch[1] != 50 {
+		t.Fatalf("per launch %v, want rank 0 100 ns (3 timed) and rank 1 50 ns (6 launches)", st.PerLaunch)
+	}
+}
+
 func TestMemoryDivergence(t *testing.T) {
 	p := profile.New("j")
 	b := newKernel(p, "main", "_Z8push_aosP8Particlelf")

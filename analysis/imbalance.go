@@ -70,10 +70,9 @@ func (x *Index) Stats(k profile.NodeID) KernelStats {
 	}
 	var xs []float64
 	for _, r := range x.P.SortedRanks() {
-		v := x.P.PerRank[r][k]
-		if t, l := v.Get(profile.GPUTime), v.Get(profile.GPULaunches); t > 0 && l > 0 {
-			s.PerLaunch[r] = float64(t) / float64(l)
-			xs = append(xs, s.PerLaunch[r])
+		if pl, ok := perLaunch(x.P.PerRank[r][k]); ok {
+			s.PerLaunch[r] = pl
+			xs = append(xs, pl)
 		}
 	}
 	s.InstanceStddev = math.NaN()
@@ -121,6 +120,21 @@ func timeHist(vs profile.Values) (count uint64, lo, hi int) {
 	return count, lo, hi
 }
 
+// perLaunch is a rank's mean time per timed launch: over the instances
+// its histogram counts, else over its launches (a merged profile also
+// counts the launches of passes that timed nothing).
+func perLaunch(v profile.Values) (float64, bool) {
+	t := v.Get(profile.GPUTime)
+	n, _, _ := timeHist(v)
+	if n == 0 {
+		n = v.Get(profile.GPULaunches)
+	}
+	if t == 0 || n == 0 {
+		return 0, false
+	}
+	return float64(t) / float64(n), true
+}
+
 // TimedLaunches is kernel context k's launches with a measured time (a
 // merged profile also counts the launches of passes that timed nothing).
 func (x *Index) TimedLaunches(k profile.NodeID) uint64 {
@@ -145,8 +159,8 @@ func (x *Index) instanceStats(k profile.NodeID, s *KernelStats) bool {
 	}
 	for _, r := range x.P.SortedRanks() {
 		v := x.P.PerRank[r][k]
-		if t, l := v.Get(profile.GPUTime), v.Get(profile.GPULaunches); t > 0 && l > 0 {
-			s.PerLaunch[r] = float64(t) / float64(l)
+		if pl, ok := perLaunch(v); ok {
+			s.PerLaunch[r] = pl
 		}
 	}
 	// The mean of the timed instances: the time is only summed over them.
