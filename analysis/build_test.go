@@ -109,6 +109,24 @@ func seal(t *testing.T, p *profile.Profile, r int32) *profile.Profile {
 	return p
 }
 
+// ranksMerged builds one sealed profile per rank 0..n-1 with build and
+// merges them.
+func ranksMerged(t *testing.T, n int32, build func(p *profile.Profile, r int32)) *profile.Profile {
+	t.Helper()
+	var merged *profile.Profile
+	for r := int32(0); r < n; r++ {
+		p := profile.New("j")
+		build(p, r)
+		seal(t, p, r)
+		if merged == nil {
+			merged = p
+		} else if err := merged.Merge(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return merged
+}
+
 func find(as []Advice, kind string) *Advice {
 	for i := range as {
 		if as[i].Kind == kind {

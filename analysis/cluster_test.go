@@ -10,9 +10,7 @@ import (
 
 // Rank 1 of 4 gets twice the work of each other rank in one kernel.
 func TestImbalanceNamesHeavyRank(t *testing.T) {
-	var merged *profile.Profile
-	for r := int32(0); r < 4; r++ {
-		p := profile.New("j")
+	merged := ranksMerged(t, 4, func(p *profile.Profile, r int32) {
 		b := newKernel(p, "main", "_Z5relaxPfli")
 		work := uint64(1000)
 		if r == 1 {
@@ -22,13 +20,7 @@ func TestImbalanceNamesHeavyRank(t *testing.T) {
 		p.Add(b.k.ID, profile.GPULaunches, 10)
 		c := newKernel(p, "other", "_Z4tiny")
 		p.Add(c.k.ID, profile.GPUTime, 5000)
-		seal(t, p, r)
-		if merged == nil {
-			merged = p
-		} else if err := merged.Merge(p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	x := NewIndex(merged)
 	as := Imbalance(x, DefaultImbalance)
 	if len(as) != 1 {
@@ -52,22 +44,14 @@ func TestImbalanceNamesHeavyRank(t *testing.T) {
 // also counts the launches of a pass that timed nothing (the instance
 // histogram counts 3 of rank 0's 6), and without a histogram all launches.
 func TestPerLaunchOverTimedLaunches(t *testing.T) {
-	var merged *profile.Profile
-	for r := int32(0); r < 2; r++ {
-		p := profile.New("j")
+	merged := ranksMerged(t, 2, func(p *profile.Profile, r int32) {
 		b := newKernel(p, "main", "_Z5relaxPfli")
 		p.Add(b.k.ID, profile.GPUTime, 300)
 		p.Add(b.k.ID, profile.GPULaunches, 6)
 		if r == 0 {
 			p.Add(b.k.ID, profile.Metric(timeHistPrefix+"26"), 3)
 		}
-		seal(t, p, r)
-		if merged == nil {
-			merged = p
-		} else if err := merged.Merge(p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	x := NewIndex(merged)
 	st := x.Stats(x.Kernels[0])
 	if st.PerLaunch[0] != 100 || st.PerLaunch[1] != 50 {

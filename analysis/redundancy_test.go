@@ -144,9 +144,7 @@ func TestTemporalLoopAndInlining(t *testing.T) {
 
 func TestRedundancyRanks(t *testing.T) {
 	// The kernel runs on ranks 1 and 3 of 4; the insight names them.
-	var merged *profile.Profile
-	for r := int32(0); r < 4; r++ {
-		p := profile.New("j")
+	merged := ranksMerged(t, 4, func(p *profile.Profile, r int32) {
 		b := newKernel(p, "main", "other")
 		id, _ := b.inst(b.body.ID, b.fid, 5, 0)
 		p.Add(id, profile.InstSamples, 1)
@@ -158,13 +156,7 @@ func TestRedundancyRanks(t *testing.T) {
 			id, pc := c.inst(c.body.ID, c.fid, 21, 0x80)
 			c.access(id, pc, profile.Store, obj, profile.ValFloat, 32, 1000, func(int) uint64 { return f32(0) })
 		}
-		seal(t, p, r)
-		if merged == nil {
-			merged = p
-		} else if err := merged.Merge(p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	a := find(Redundancy(NewIndex(merged), DefaultRedundancy, nil), KindConstant)
 	if a == nil || len(a.Ranks) != 2 || a.Ranks[0] != 1 || a.Ranks[1] != 3 {
 		t.Fatalf("ranks: %+v", a)

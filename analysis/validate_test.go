@@ -183,30 +183,9 @@ func sameCode(a, b []byte) bool {
 // configurations: the redundancy passes ran smaller problems (to keep
 // their captures small), whose grids are not the timed pass's.
 func stripTimes(p *profile.Profile, launches bool) {
-	clean := func(vs profile.Values) profile.Values {
-		out := vs[:0]
-		for _, v := range vs {
-			n := v.ID.Name()
-			if v.ID == profile.GPUTime || strings.HasPrefix(n, "gpu.time_") {
-				continue
-			}
-			if launches && (v.ID == profile.GPULaunches || v.ID == profile.GPUBlocks || strings.HasPrefix(n, "launch.")) {
-				continue
-			}
-			out = append(out, v)
-		}
-		return out
-	}
-	for _, n := range p.Nodes {
-		n.Metrics = clean(n.Metrics)
-	}
-	for _, m := range []map[int32]map[profile.NodeID]profile.Values{p.Open, p.PerRank} {
-		for _, vals := range m {
-			for id, v := range vals {
-				vals[id] = clean(v)
-			}
-		}
-	}
+	p.DropMetrics(func(m profile.MetricID) bool {
+		return profile.TimeMetric(m) || launches && (m == profile.GPULaunches || m == profile.GPUBlocks || strings.HasPrefix(m.Name(), "launch."))
+	})
 }
 
 // programProfile merges a program's sampling, hybrid and redundancy

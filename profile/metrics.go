@@ -72,6 +72,13 @@ var (
 	AllocCount     = Metric("alloc.count")
 )
 
+// TimeMetric reports whether m is the kernel time or derived from it (the
+// collector's per-instance squares and histogram, "gpu.time_*"): what a
+// pass whose times are not to be kept drops together.
+func TimeMetric(m MetricID) bool {
+	return m == GPUTime || strings.HasPrefix(m.Name(), "gpu.time_")
+}
+
 // StallPrefix starts every stall-reason metric name.
 const StallPrefix = "stall."
 

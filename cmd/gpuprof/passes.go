@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -50,9 +49,7 @@ func (pp *passPublisher) Publish(ctx context.Context, item *profile.Profile, don
 	if pp.dropTime {
 		// The time and everything derived from it (instance squares and
 		// histogram), or the instances would count this pass's launches.
-		item.DropMetrics(func(m profile.MetricID) bool {
-			return m == profile.GPUTime || strings.HasPrefix(m.Name(), "gpu.time_")
-		})
+		item.DropMetrics(profile.TimeMetric)
 	}
 	return pp.next.Publish(ctx, item, done)
 }
