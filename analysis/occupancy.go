@@ -25,6 +25,9 @@ type GPUSpec struct {
 	// ClockGHz is the top SM clock (boost): the fastest any instruction
 	// count can issue, for floors in time.
 	ClockGHz float64
+	// Memory is the measured memory system (machine.go); zero when not
+	// measured.
+	Memory MemorySpec
 }
 
 // H100 (sm_90, SXM5): 132 SMs, 64K registers, 2048 threads, 32 blocks and
@@ -32,7 +35,7 @@ type GPUSpec struct {
 // MHz boost clock.
 var H100 = GPUSpec{Name: "H100", SMs: 132, Schedulers: 4, RegsPerSM: 65536, RegUnit: 256, MaxRegsPerThread: 255,
 	ThreadsPerSM: 2048, BlocksPerSM: 32, SharedPerSM: 228 << 10, SharedPerBlock: 227 << 10, SharedUnit: 128, SharedReservedBlk: 1024,
-	ClockGHz: 1.98}
+	ClockGHz: 1.98, Memory: h100Memory}
 
 // A100 (sm_80, SXM4): 108 SMs, 164 KB of shared memory per SM, 1410 MHz
 // boost clock.

@@ -103,6 +103,9 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 		for _, hi := range byKernel[k] {
 			if r, ok := kv.ref(a.Hotspots[hi]); ok {
 				refs = append(refs, r)
+				if a.Hotspots[hi].SASS == "" {
+					a.Hotspots[hi].SASS = kv.where(r.fv, r.i).SASS
+				}
 				if hi < len(a.red.tr) {
 					trs = append(trs, a.red.tr[hi])
 				} else {
@@ -113,8 +116,16 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 		m := kv.redundancyCost(a, refs, trs)
 		estimated = true
 		before += t
-		after += t * max(0, 1-m/kv.T) // a kernel whose work all goes away costs nothing
-		notes = append(notes, fmt.Sprintf("%s: M = %.0f of T = %.0f samples", Demangle(x.P.Nodes[k].Frame.Function), m, kv.T))
+		left := t * max(0, 1-m/kv.T) // a kernel whose work all goes away costs nothing
+		note := fmt.Sprintf("%s: M = %.0f of T = %.0f samples", Demangle(x.P.Nodes[k].Frame.Function), m, kv.T)
+		if left > 0 && timed {
+			if fl, how, ok := kv.lifetimeFloor(kv.removedBy(a, refs)); ok && fl > left {
+				left = fl
+				note += fmt.Sprintf(", above the %s (%.1f%% of its time)", how, 100*fl/t)
+			}
+		}
+		after += left
+		notes = append(notes, note)
 	}
 	if !estimated {
 		return
@@ -166,26 +177,34 @@ func (kv *kernelView) ref(w Where) (instRef, bool) {
 // is memory bound (its accesses compete for bandwidth), else their own
 // samples and the stalls blamed on them.
 func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) float64 {
-	cost := func(rs []instRef, frac float64) float64 {
-		if kv.memoryBound() {
-			b := 0.0
-			for _, r := range rs {
-				if id := kv.nodeOf(r.fv, r.i); id != 0 {
-					b += kv.bytesAt(id, r.fv.c.F.Insts[r.i].Mem.Bits/8)
-				}
-			}
-			if b > 0 {
-				return kv.trafficCost(frac * b)
+	if a.Kind == KindScalarRepl {
+		return kv.scalarReplacementCost(refs, trs)
+	}
+	if a.Kind == KindConstant && kv.onlyStores(refs) {
+		return kv.T // the kernel only writes the constant: it goes away
+	}
+	rs, frac, _ := kv.removed(a, refs)
+	if kv.memoryBound() {
+		b := 0.0
+		for _, r := range rs {
+			if id := kv.nodeOf(r.fv, r.i); id != 0 {
+				b += kv.bytesAt(id, r.fv.c.F.Insts[r.i].Mem.Bits/8)
 			}
 		}
-		return frac * (sumCost(rs, 1) + kv.throttleRelief(rs))
+		if b > 0 {
+			return kv.trafficCost(frac * b)
+		}
 	}
+	return frac * (sumCost(rs, 1) + kv.throttleRelief(rs))
+}
+
+// removed is what the insight's optimisation takes away in one kernel
+// context: the accesses, the share of their traffic, and whether the
+// accesses themselves go (a constant, a skipped load) or stay, narrower.
+func (kv *kernelView) removed(a *Advice, refs []instRef) (rs []instRef, frac float64, gone bool) {
 	switch a.Kind {
 	case KindConstant:
-		if kv.onlyStores(refs) {
-			return kv.T // the kernel only writes the constant: it goes away
-		}
-		return cost(refs, 1)
+		return refs, 1, true
 	case KindConditional:
 		// Skipping the work on the dominant value saves the loads combined
 		// with the flagged value (or the flagged store itself).
@@ -197,11 +216,37 @@ func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) f
 			}
 			co = append(co, coLoads(r)...)
 		}
-		return cost(dedupRefs(co), a.red.frac)
-	case KindScalarRepl:
-		return kv.scalarReplacementCost(refs, trs)
+		return dedupRefs(co), a.red.frac, true
 	}
-	return cost(refs, a.red.frac)
+	return refs, a.red.frac, false
+}
+
+// removedBy is removed per access, for the block-lifetime floor.
+func (kv *kernelView) removedBy(a *Advice, refs []instRef) map[instRef]removal {
+	rs, frac, gone := kv.removed(a, refs)
+	out := map[instRef]removal{}
+	for _, r := range rs {
+		rm := removal{bytes: frac}
+		if gone {
+			rm.chain = frac
+		}
+		out[r] = rm
+	}
+	if a.Kind == KindConditional {
+		// The loads skipped on the dominant value are guarded by a test of
+		// the flagged load's value: they now wait for it.
+		for _, r := range refs {
+			if r.fv.c.F.Insts[r.i].Mem.Op == sass.MemStore {
+				continue
+			}
+			for _, c := range coLoads(r) {
+				rm := out[c]
+				rm.after = append(rm.after, r)
+				out[c] = rm
+			}
+		}
+	}
+	return out
 }
 
 func sumCost(refs []instRef, frac float64) float64 {

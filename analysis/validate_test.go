@@ -45,21 +45,26 @@ type pairSpec struct {
 	// noGain: the fix gains nothing worth doing; the advice must say so
 	// (analysis.NothingBigToGain) while still naming the candidate.
 	noGain bool
+	// sass, when set, is how the flagged instruction's SASS starts: the
+	// access the twin changes, where advice of the same kind flags others
+	// on the same line (dominant_load's twin skips a load; the store of
+	// the same line gets a conditional-store advice of its own).
+	sass string
 }
 
 var pairSpecs = []pairSpec{
-	{"single_value", []string{"fill_weights", "scale_by_weights"}, []string{analysis.KindConstant}, []string{"single-value store", "single-value load"}, false},
-	{"dominant_load", []string{"sparse_mul"}, []string{analysis.KindConditional}, []string{"a[i] is 0 for 95%"}, false},
-	{"loop_reload", []string{"accumulate_reload"}, []string{analysis.KindScalarRepl}, []string{"reloads s[0]"}, false},
-	{"wide_type", []string{"classify<long long>", "apply_class_weight<long long>"}, []string{analysis.KindNarrowType, analysis.KindCompression}, []string{"4 distinct values", "table[label[i]]"}, false},
-	{"strided", []string{"push_aos"}, []string{analysis.OptGlobalAdjust}, []string{"stride of 32 bytes"}, false},
-	{"spill", []string{"accumulators_spilled"}, []string{analysis.OptRegisterIncrease, analysis.StaticSpill}, []string{"acc[j] = acc[j]", "acc[j] = v", "s += acc[j]", "register-limited"}, false},
-	{"divergent", []string{"transform_divergent"}, []string{analysis.OptBranchDivergence}, []string{"v * 0.9999f", "v * 1.0001f", "path_odd(x[i]", "path_even(x[i]"}, false},
-	{"bank_conflict", []string{"transpose_tile<0>"}, []string{analysis.OptSharedAdjust, analysis.OptSharedTransactions}, []string{"column read"}, false},
-	{"stall_memory", []string{"chase_sequential"}, []string{analysis.OptCodeReordering, analysis.OptLoopUnrolling}, []string{"dependent global load"}, false},
-	{"stall_exec", []string{"chains_sequential"}, []string{analysis.OptCodeReordering, analysis.OptLoopUnrolling}, []string{"depends on the previous v"}, false},
-	{"reload_compute", []string{"evolve_reload"}, []string{analysis.KindScalarRepl}, []string{"reloaded every iteration"}, false},
-	{"no_gain", []string{"polish_loaded"}, []string{analysis.KindConstant}, []string{"one value, loaded by every thread"}, true},
+	{"single_value", []string{"fill_weights", "scale_by_weights"}, []string{analysis.KindConstant}, []string{"single-value store", "single-value load"}, false, ""},
+	{"dominant_load", []string{"sparse_mul"}, []string{analysis.KindConditional}, []string{"a[i] is 0 for 95%"}, false, "LDG"},
+	{"loop_reload", []string{"accumulate_reload"}, []string{analysis.KindScalarRepl}, []string{"reloads s[0]"}, false, ""},
+	{"wide_type", []string{"classify<long long>", "apply_class_weight<long long>"}, []string{analysis.KindNarrowType, analysis.KindCompression}, []string{"4 distinct values", "table[label[i]]"}, false, ""},
+	{"strided", []string{"push_aos"}, []string{analysis.OptGlobalAdjust}, []string{"stride of 32 bytes"}, false, ""},
+	{"spill", []string{"accumulators_spilled"}, []string{analysis.OptRegisterIncrease, analysis.StaticSpill}, []string{"acc[j] = acc[j]", "acc[j] = v", "s += acc[j]", "register-limited"}, false, ""},
+	{"divergent", []string{"transform_divergent"}, []string{analysis.OptBranchDivergence}, []string{"v * 0.9999f", "v * 1.0001f", "path_odd(x[i]", "path_even(x[i]"}, false, ""},
+	{"bank_conflict", []string{"transpose_tile<0>"}, []string{analysis.OptSharedAdjust, analysis.OptSharedTransactions}, []string{"column read"}, false, ""},
+	{"stall_memory", []string{"chase_sequential"}, []string{analysis.OptCodeReordering, analysis.OptLoopUnrolling}, []string{"dependent global load"}, false, ""},
+	{"stall_exec", []string{"chains_sequential"}, []string{analysis.OptCodeReordering, analysis.OptLoopUnrolling}, []string{"depends on the previous v"}, false, ""},
+	{"reload_compute", []string{"evolve_reload"}, []string{analysis.KindScalarRepl}, []string{"reloaded every iteration"}, false, ""},
+	{"no_gain", []string{"polish_loaded"}, []string{analysis.KindConstant}, []string{"one value, loaded by every thread"}, true, ""},
 }
 
 // validationDirs finds the captures, listings, sources and timings.
@@ -423,7 +428,7 @@ func intended(d validationDirs, ps pairSpec, as []analysis.Advice) (*analysis.Ad
 				if k == 3 {
 					break
 				}
-				if !badKernel(ps, h.Kernel) {
+				if !badKernel(ps, h.Kernel) || !strings.HasPrefix(opcode(h.SASS), ps.sass) {
 					continue
 				}
 				src := sourceLine(d, ps.prog, h.File, h.Line)
@@ -436,6 +441,21 @@ func intended(d validationDirs, ps pairSpec, as []analysis.Advice) (*analysis.Ad
 		}
 	}
 	return nil, analysis.Where{}
+}
+
+// opcode is the opcode of a hotspot's SASS text ("/*0140*/ LDG.E R2, ...").
+func opcode(sass string) string {
+	f := strings.Fields(sass)
+	if len(f) > 1 && strings.HasPrefix(f[0], "/*") {
+		f = f[1:]
+	}
+	if len(f) > 0 && strings.HasPrefix(f[0], "@") { // a guard predicate
+		f = f[1:]
+	}
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 func badKernel(ps pairSpec, k string) bool {
