@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -113,11 +114,14 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 				}
 			}
 		}
-		m := kv.redundancyCost(a, refs, trs)
+		m, how := kv.redundancyCost(a, refs, trs)
 		estimated = true
 		before += t
 		left := t * max(0, 1-m/kv.T) // a kernel whose work all goes away costs nothing
 		note := fmt.Sprintf("%s: M = %.0f of T = %.0f samples", Demangle(x.P.Nodes[k].Frame.Function), m, kv.T)
+		if how != "" {
+			note += " (" + how + ")"
+		}
 		if left > 0 && timed {
 			if fl, how, ok := kv.lifetimeFloor(kv.removedBy(a, refs)); ok && fl > left {
 				left = fl
@@ -176,12 +180,12 @@ func (kv *kernelView) ref(w Where) (instRef, bool) {
 // kernel's memory traffic times its memory stall samples when the kernel
 // is memory bound (its accesses compete for bandwidth), else their own
 // samples and the stalls blamed on them.
-func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) float64 {
+func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) (float64, string) {
 	if a.Kind == KindScalarRepl {
 		return kv.scalarReplacementCost(refs, trs)
 	}
 	if a.Kind == KindConstant && kv.onlyStores(refs) {
-		return kv.T // the kernel only writes the constant: it goes away
+		return kv.T, "" // the kernel only writes the constant: it goes away
 	}
 	rs, frac, _ := kv.removed(a, refs)
 	if kv.memoryBound() {
@@ -192,10 +196,10 @@ func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) f
 			}
 		}
 		if b > 0 {
-			return kv.trafficCost(frac * b)
+			return kv.trafficCost(frac * b), ""
 		}
 	}
-	return frac * (sumCost(rs, 1) + kv.throttleRelief(rs))
+	return frac * (sumCost(rs, 1) + kv.throttleRelief(rs)), ""
 }
 
 // removed is what the insight's optimisation takes away in one kernel
@@ -340,7 +344,7 @@ func coLoads(r instRef) []instRef {
 // was also loaded in the loop did: loop_reload's y[i], kept in a
 // register by the compiler but stored every iteration, was left in). A
 // store before the loop to such an address goes too (deadBeforeLoop).
-func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) float64 {
+func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) (float64, string) {
 	counted := map[instRef]bool{}
 	m := 0.0
 	for _, r := range refs {
@@ -402,7 +406,46 @@ func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) float
 			m += trs[k] * r.fv.cost(r.i)
 		}
 	}
-	return m
+	if mi, how, ok := kv.issueSavings(kv.scalarReplacementIssue(refs, gone)); ok && mi > m {
+		return mi, how + fmt.Sprintf(", more than the %.0f samples of eq. 3", m)
+	}
+	return m, ""
+}
+
+// scalarReplacementIssue is the executions scalar replacement removes, for
+// issueSavings: the invariant accesses that leave their loop (gone), and
+// for each flagged load in a loop, all but one load per register it needs
+// (unrollPeriod) of its executions per warp, with the instructions that
+// compute only its address; a loop-variant one needs the loop unrolled by
+// that period, whose loop control then runs once in as many iterations.
+func (kv *kernelView) scalarReplacementIssue(refs []instRef, gone []instRef) map[instRef]float64 {
+	out := map[instRef]float64{}
+	for _, r := range gone {
+		out[r] = 1
+	}
+	warps := kv.countedWarps()
+	for _, r := range refs {
+		li := r.fv.c.Loop[r.i]
+		if li < 0 || warps <= 0 {
+			continue
+		}
+		per := r.fv.s[r.i].Executed / warps // executions per warp
+		p := kv.unrollPeriod(r.fv, r.i, li)
+		if p <= 0 || per <= p {
+			continue
+		}
+		f := 1 - p/per
+		ctl := r.fv.loopControl(li)
+		for _, j := range append(r.fv.addressSlice(r.i, li, ctl), r.i) {
+			out[instRef{r.fv, j}] = math.Max(out[instRef{r.fv, j}], f)
+		}
+		if p > 1 {
+			for j := range ctl {
+				out[instRef{r.fv, j}] = math.Max(out[instRef{r.fv, j}], 1-1/p)
+			}
+		}
+	}
+	return out
 }
 
 // deadBeforeLoop returns the stores before loop li to an address whose
