@@ -54,10 +54,10 @@ func (m MemorySpec) LatencyAt(gbs float64) float64 {
 // 580, CUDA 13.0) by testdata/cuda/machine.cu: testdata/machine/h100.log,
 // which TestH100MemoryMatchesMachineLog checks these numbers against.
 var h100Memory = MemorySpec{
-	DispatchNs: 81.00,
+	DispatchNs: 80.90,
 	Loaded: []LatencyPoint{
-		{83.5, 404.7}, {167.5, 403.4}, {339.5, 398.1}, {668.8, 404.2},
-		{1288.7, 419.6}, {1824.3, 444.6}, {2244.8, 481.7},
+		{83.7, 403.8}, {168.7, 400.7}, {339.3, 398.4}, {669.5, 403.8},
+		{1291.3, 418.7}, {1827.2, 443.8}, {2246.3, 481.4},
 	},
-	StreamGBs: 3068.6,
+	StreamGBs: 3068.4,
 }
