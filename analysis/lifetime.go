@@ -183,7 +183,7 @@ func (kv *kernelView) memoryChain(as []access) float64 {
 // no launch configuration, no traced accesses).
 func (kv *kernelView) lifetimeFloor(rm map[instRef]removal) (ns float64, note string, ok bool) {
 	p := kv.parallelism()
-	if p == nil || !p.g.Memory.Measured() || !kv.oneShot() || p.cfg.GridBlocks <= 0 {
+	if p == nil || kv.gpaOnly || !p.g.Memory.Measured() || !kv.oneShot() || p.cfg.GridBlocks <= 0 {
 		return 0, "", false
 	}
 	as := kv.oneShotAccesses(rm)

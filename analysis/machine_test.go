@@ -88,3 +88,34 @@ func TestH100MemoryMatchesMachineLog(t *testing.T) {
 		}
 	}
 }
+
+// The block-lifetime floor against the one-shot probes of the same log,
+// which the spec does not use: 2^26 threads in blocks of 256, a load of
+// load_bytes and a store of store_bytes per thread (a chain of one round
+// trip, or two when the store waits for the load). The floor should come
+// within 12% of each (docs/machine.md lists them).
+func TestBlockFloorAgainstOneShotProbes(t *testing.T) {
+	n := 0
+	for _, kv := range machineLog(t, "../testdata/machine/h100.log") {
+		if kv["probe"] != "oneshot" {
+			continue
+		}
+		lb, sb, us := num(t, kv, "load_bytes"), num(t, kv, "store_bytes"), num(t, kv, "us")
+		chain := 0.0
+		for _, b := range []float64{lb, sb} {
+			if b > 0 {
+				chain++
+			}
+		}
+		got, gbs, lat := blockFloor(H100, 262144, 8, chain, (lb+sb)*(1<<26))
+		off := (got/1000 - us) / us
+		t.Logf("%-14s chain %.0f: floor %6.1f µs, measured %6.1f µs (%+5.1f%%), at %4.0f GB/s, latency %3.0f ns", kv["kernel"], chain, got/1000, us, 100*off, gbs, lat)
+		if off > 0.12 || off < -0.12 {
+			t.Errorf("%s: floor %.1f µs, measured %.1f µs", kv["kernel"], got/1000, us)
+		}
+		n++
+	}
+	if n < 12 {
+		t.Fatalf("%d one-shot probes in the log, want 12", n)
+	}
+}
