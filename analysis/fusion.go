@@ -126,15 +126,26 @@ func (fv *fnView) loopControl(li int) map[int]bool {
 			own[i] = true
 		}
 	}
-	ctl := map[int]bool{}
-	var stack []int
+	var branches []int
 	for _, e := range g.Loops[li].BackEdges {
-		br := g.Blocks[e.From].End - 1
-		if br >= 0 && own[br] && !ctl[br] {
-			ctl[br] = true
-			stack = append(stack, br)
+		if br := g.Blocks[e.From].End - 1; br >= 0 && own[br] {
+			branches = append(branches, br)
 		}
 	}
+	ctl := fv.backSlice(branches, func(j int) bool { return own[j] })
+	for _, br := range branches {
+		ctl[br] = true
+	}
+	return ctl
+}
+
+// backSlice is the instructions whose register or predicate results
+// reach the instructions from, through reaching definitions (not
+// scoreboard waits), keeping to those where in holds; from themselves are
+// not in it unless reached.
+func (fv *fnView) backSlice(from []int, in func(j int) bool) map[int]bool {
+	out := map[int]bool{}
+	stack := append([]int(nil), from...)
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -143,14 +154,14 @@ func (fv *fnView) loopControl(li int) map[int]bool {
 				continue
 			}
 			for _, j := range d.Defs {
-				if j >= 0 && own[j] && !ctl[j] {
-					ctl[j] = true
+				if j >= 0 && !out[j] && in(j) {
+					out[j] = true
 					stack = append(stack, j)
 				}
 			}
 		}
 	}
-	return ctl
+	return out
 }
 
 // fusionSamples is what fusing the copies of the loops in `loops` saves:

@@ -638,13 +638,9 @@ func TestRegisterIncreaseCountFloor(t *testing.T) {
 		m, s := spilledKernel(t)
 		k := s.k.ID
 		s.p.Nodes[k].Metrics = nil
-		for _, mv := range []struct {
-			m profile.MetricID
-			v uint64
-		}{{profile.GPUTime, 11}, {profile.Metric(timeHistPrefix + "14"), 1}, {profile.GPULaunches, 1},
-			{mLaunchThreads, 128}, {mLaunchGrid, 528}, {mLaunchAttrs, 1}, {mLaunchRegs, 128}} {
-			s.p.Add(k, mv.m, mv.v)
-		}
+		s.p.Add(k, profile.GPUTime, 11)
+		s.p.Add(k, profile.Metric(timeHistPrefix+"14"), 1)
+		s.launches(1, 128, 528, 128)
 		if counted {
 			for off := uint64(0); off <= 0x30; off += 0x10 {
 				s.p.Add(s.node[off], profile.InstExecuted, 2112)

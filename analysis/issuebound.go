@@ -78,23 +78,7 @@ func (kv *kernelView) issueSavings(gone map[instRef]float64) (m float64, note st
 // every result is read by the slice or by i alone), less the loop
 // control: what goes with the access.
 func (fv *fnView) addressSlice(i, li int, control map[int]bool) []int {
-	in := map[int]bool{}
-	stack := []int{i}
-	for len(stack) > 0 {
-		j := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, d := range fv.c.Model.Insts[j].Deps {
-			if d.SB {
-				continue
-			}
-			for _, k := range d.Defs {
-				if k >= 0 && k != i && !in[k] && !control[k] && fv.inLoop(k, li) {
-					in[k] = true
-					stack = append(stack, k)
-				}
-			}
-		}
-	}
+	in := fv.backSlice([]int{i}, func(k int) bool { return k != i && !control[k] && fv.inLoop(k, li) })
 	// Drop what something outside the slice also reads, until none does.
 	for changed := true; changed; {
 		changed = false

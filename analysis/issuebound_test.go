@@ -39,13 +39,8 @@ func TestScalarReplacementIssueBound(t *testing.T) {
 	`)
 		s := sampledKernel(t, m, "k", mod1)
 		k := s.k.ID
-		for _, mv := range []struct {
-			m profile.MetricID
-			v uint64
-		}{{profile.Metric(timeHistPrefix + "10"), 1}, {profile.GPULaunches, 1},
-			{mLaunchThreads, 128}, {mLaunchGrid, 132}, {mLaunchAttrs, 1}, {mLaunchRegs, 32}} {
-			s.p.Add(k, mv.m, mv.v)
-		}
+		s.p.Add(k, profile.Metric(timeHistPrefix+"10"), 1)
+		s.launches(1, 128, 132, 32)
 		for off := uint64(0); off <= 0xb0; off += 0x10 {
 			n := uint64(6400)
 			if off < 0x20 || off == 0xb0 {

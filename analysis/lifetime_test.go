@@ -81,12 +81,7 @@ func TestOneShotChainAndBytes(t *testing.T) {
 	`)
 	s := sampledKernel(t, m, "k", mod1)
 	k := s.k.ID
-	for _, mv := range []struct {
-		m profile.MetricID
-		v uint64
-	}{{profile.GPULaunches, 2}, {mLaunchThreads, 2 * 512}, {mLaunchGrid, 2 * 262144}, {mLaunchAttrs, 2}, {mLaunchRegs, 32}} {
-		s.p.Add(k, mv.m, mv.v)
-	}
+	s.launches(2, 512, 262144, 16)
 	sectors := map[uint64]uint64{0x40: 128, 0x50: 512, 0x70: 128, 0x90: 512} // 128 warps each
 	for off, sec := range sectors {
 		s.p.Add(s.node[off], profile.MemWarpAccess, 128)

@@ -126,6 +126,15 @@ func sampledKernelIn(t *testing.T, p *profile.Profile, m *sass.Module, name stri
 	return s
 }
 
+// launches records n launches of the kernel, each of grid blocks of
+// threads threads using regs registers per thread.
+func (s *sampled) launches(n, threads, grid, regs uint64) {
+	for _, mv := range []profile.MV{{ID: profile.GPULaunches, V: n}, {ID: mLaunchThreads, V: n * threads},
+		{ID: mLaunchGrid, V: n * grid}, {ID: mLaunchAttrs, V: n}, {ID: mLaunchRegs, V: n * regs}} {
+		s.p.Add(s.k.ID, mv.ID, mv.V)
+	}
+}
+
 // stall adds samples of reason at the instruction at offset off.
 func (s *sampled) stall(off uint64, reason string, n uint64) {
 	s.p.Add(s.node[off], profile.StallMetric(reason), n)

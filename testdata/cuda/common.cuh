@@ -48,30 +48,57 @@ static Args parse_args(int argc, char **argv, long default_n, int default_reps) 
 
 static bool want(const Args &a, int v) { return a.variant == 0 || a.variant == v; }
 
-// One warm-up call, then `reps` timed calls; returns the median in ms.
+// Creates the two events and runs f once, untimed: the warm-up.
 template <class F>
-static float time_median(F f, int reps) {
-    cudaEvent_t e0, e1;
+static void warm_up(F &f, cudaEvent_t &e0, cudaEvent_t &e1) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     f();
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
+}
+
+// The milliseconds from e0 to e1, once e1 has completed.
+static float elapsed_ms(cudaEvent_t e0, cudaEvent_t e1) {
+    CK(cudaEventSynchronize(e1));
+    CK(cudaGetLastError());
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms;
+}
+
+// One warm-up call, then `reps` timed calls; returns the median in ms.
+template <class F>
+static float time_median(F f, int reps) {
+    cudaEvent_t e0, e1;
+    warm_up(f, e0, e1);
     std::vector<float> t;
     for (int i = 0; i < reps; i++) {
         CK(cudaEventRecord(e0));
         f();
         CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaGetLastError());
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms);
+        t.push_back(elapsed_ms(e0, e1));
     }
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
+}
+
+// One warm-up call, then `reps` calls back to back between two events;
+// returns the mean in ms (launch latency overlaps the previous call, as in
+// a kernel duration).
+template <class F>
+static double time_avg_ms(F f, int reps) {
+    cudaEvent_t e0, e1;
+    warm_up(f, e0, e1);
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < reps; i++) f();
+    CK(cudaEventRecord(e1));
+    double ms = elapsed_ms(e0, e1);
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return ms / reps;
 }
 
 static void report(const char *name, const char *variant, const Args &a, float ms, bool ok) {
@@ -83,7 +110,7 @@ static void report(const char *name, const char *variant, const Args &a, float m
 static unsigned grid_for(long n, int block) { return (unsigned)((n + block - 1) / block); }
 
 // Deterministic pseudo-random numbers for inputs.
-static inline uint32_t hash32(uint32_t x) {
+static inline __host__ __device__ uint32_t hash32(uint32_t x) {
     x ^= x >> 16;
     x *= 0x7feb352dU;
     x ^= x >> 15;

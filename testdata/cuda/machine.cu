@@ -4,8 +4,7 @@
 // not fitted to a pair. Every measurement prints one line
 //   MACHINE probe=<name> <key>=<value> ...
 // Times are per launch, averaged over `reps` launches issued back to back
-// between two CUDA events (launch latency overlaps the previous kernel, as
-// in a kernel duration).
+// between two CUDA events (time_avg_ms in common.cuh).
 //
 // Probes:
 //   device      SMs, clocks, L2 size.
@@ -31,35 +30,6 @@
 #include "common.cuh"
 
 static int g_sms;
-
-__device__ __forceinline__ unsigned hash_dev(unsigned x) {
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
-template <class F>
-static double time_avg_ms(F f, int reps) {
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    f();
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    CK(cudaEventRecord(e0));
-    for (int i = 0; i < reps; i++) f();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaGetLastError());
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    return ms / reps;
-}
 
 __global__ void chase(const unsigned *next, unsigned start, long hops, unsigned *out) {
     unsigned j = start;
@@ -93,14 +63,14 @@ __global__ void loaded(const float *x, long n, int steps, float *out) {
 template <int U>
 __global__ void gather(const unsigned *t, unsigned mask, int steps, unsigned *out) {
     unsigned id = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned h = hash_dev(id * 0x9e3779b9u + 1u), s = 0;
+    unsigned h = hash32(id * 0x9e3779b9u + 1u), s = 0;
 #pragma unroll 1
     for (int k = 0; k < steps; k++) {
         unsigned v = 0;
 #pragma unroll
-        for (int u = 0; u < U; u++) v += t[hash_dev(h + u) & mask];
+        for (int u = 0; u < U; u++) v += t[hash32(h + u) & mask];
         s += v;
-        h = hash_dev(h + v + (unsigned)k); // the table is zero: v only orders the loads
+        h = hash32(h + v + (unsigned)k); // the table is zero: v only orders the loads
     }
     if (s != 0) out[id] = s;
 }
