@@ -30,6 +30,8 @@ type kernelView struct {
 	// par caches the parallelism facts (parallelism.go).
 	par     *par
 	parDone bool
+	// objBytes caches objectBytes (lifetime.go).
+	objBytes map[profile.PC]float64
 }
 
 // fnView is one GPU function of a kernel context.

@@ -56,7 +56,7 @@ type access struct {
 }
 
 // oneShotAccesses lists the global memory instructions the redundancy pass
-// traced (nil when it traced none).
+// traced (nil when it traced none), after the removals rm.
 func (kv *kernelView) oneShotAccesses(rm map[instRef]removal) []access {
 	objs := kv.objectBytes()
 	var out []access
@@ -104,20 +104,22 @@ func (kv *kernelView) oneShotAccesses(rm map[instRef]removal) []access {
 }
 
 // objectBytes is, per instruction of the kernel context, the size of the
-// data objects the redundancy pass saw it access.
+// data objects the redundancy pass saw it access (computed once per
+// kernel view: every redundancy advice on the kernel asks).
 func (kv *kernelView) objectBytes() map[profile.PC]float64 {
-	out := map[profile.PC]float64{}
-	seen := map[profile.SpatialKey]bool{}
+	if kv.objBytes != nil {
+		return kv.objBytes
+	}
+	kv.objBytes = map[profile.PC]float64{}
 	for key := range kv.x.P.Spatial {
-		if key.Context != kv.k || seen[key] {
+		if key.Context != kv.k {
 			continue
 		}
-		seen[key] = true
 		if o := kv.x.P.Objects[key.Object]; o != nil && o.Space == 0 {
-			out[key.PC] += float64(o.Size)
+			kv.objBytes[key.PC] += float64(o.Size)
 		}
 	}
-	return out
+	return kv.objBytes
 }
 
 // memoryChain is the longest chain of dependent global memory round trips
@@ -207,12 +209,14 @@ func (kv *kernelView) lifetimeFloor(rm map[instRef]removal) (ns float64, note st
 }
 
 // blockFloor solves the floor of one launch of grid blocks, resident per
-// SM at a time, each a chain of round trips, moving bytes in all: T =
-// grid/SMs × max(dispatch, chain × L(bytes/T)/resident), at least one
-// lifetime, and T ≥
-// bytes/stream. L grows with the bandwidth, so the right side falls as T
-// grows and bisection finds the one crossing. It returns T in ns, the
-// bandwidth and the latency there.
+// SM at a time, each a chain of round trips, moving bytes in all:
+//
+//	T = grid/SMs × max(dispatch, chain × L(bytes/T) / resident),
+//
+// at least one lifetime, and at least bytes over the streaming ceiling. L
+// grows with the bandwidth, so the right side falls as T grows and
+// bisection finds the one crossing. It returns T in ns, the bandwidth and
+// the latency there.
 func blockFloor(g GPUSpec, grid, resident, chain, bytes float64) (t, gbs, lat float64) {
 	m := g.Memory
 	perSM := grid / float64(g.SMs)

@@ -166,14 +166,8 @@ func (kv *kernelView) countFloor(gone func(fv *fnView, i int) bool, rI, bpsNew f
 	if tNs <= 0 || launches <= 0 {
 		return 0, false
 	}
-	name := kv.x.P.Nodes[kv.k].Frame.Function
-	warps, left := 0.0, 0.0
+	warps, left := kv.countedWarps(), 0.0
 	for _, fv := range kv.fns {
-		if fv.c.F.Name == name {
-			if i := fv.c.F.InstAt(0); i >= 0 {
-				warps = fv.s[i].Executed
-			}
-		}
 		for i := range fv.s {
 			if e := fv.s[i].Executed; e > 0 && !gone(fv, i) {
 				left += e

@@ -225,7 +225,8 @@ func (kv *kernelView) removed(a *Advice, refs []instRef) (rs []instRef, frac flo
 	return refs, a.red.frac, false
 }
 
-// removedBy is removed per access, for the block-lifetime floor.
+// removedBy is what removed takes from each access, for the block-lifetime
+// floor.
 func (kv *kernelView) removedBy(a *Advice, refs []instRef) map[instRef]removal {
 	rs, frac, gone := kv.removed(a, refs)
 	out := map[instRef]removal{}
