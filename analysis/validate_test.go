@@ -413,6 +413,12 @@ func TestValidationPairs(t *testing.T) {
 		fmt.Print(b.String())
 	}
 	t.Log("\n" + b.String())
+	// The goal (GPA's Table 4: 4.0%) guards the committed captures, whose
+	// table docs/validation.md shows; a fresh run's captures
+	// (GPUPROF_VALIDATION_DIR) are reported, not judged.
+	if gm := math.Exp(logSum / float64(n)); os.Getenv("GPUPROF_VALIDATION_DIR") == "" && !*validationGPA && n == len(pairSpecs) && gm > 0.04 {
+		t.Errorf("geometric-mean error %.1f%% over the committed captures, above the 4%% goal", 100*gm)
+	}
 }
 
 // intended returns the highest-ranked advice of the spec's kinds on the bad
