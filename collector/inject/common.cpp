@@ -197,7 +197,15 @@ namespace {
 struct Item {
     uint8_t *data;
     size_t len;
+    uint32_t frames; // whole frames in data (a chunked module is several)
 };
+
+// count_frames walks the frame headers of a buffer of whole frames.
+uint32_t count_frames(const uint8_t *p, size_t n) {
+    uint32_t c = 0;
+    for (size_t off = 0; off + GPW_FRAME_HEADER_SIZE <= n; c++) off += GPW_FRAME_HEADER_SIZE + gpw_load_u32(p + off + 4);
+    return c;
+}
 
 struct Output {
     std::mutex mu;
@@ -341,7 +349,7 @@ void writer_main() {
         for (Item &it : items) {
             if (!o.dead.load()) {
                 gpw_put_bytes(&batch, it.data, it.len);
-                o.frames++;
+                o.frames += it.frames;
                 if (batch.len >= (4u << 20)) {
                     if (!write_all(o.fd, o.is_socket, batch.data, batch.len)) {
                         log("output write failed (%s); profiling data is no longer written", strerror(errno));
@@ -503,14 +511,14 @@ void out_push(gpw_buf *frame, bool droppable, uint64_t records) {
         gpw_buf_init(&d);
         gpw_dropped(&d, o.drop_records, o.drop_bytes, o.drop_pc_samples);
         if (!d.oom) {
-            o.q.push_back(Item{d.data, d.len});
+            o.q.push_back(Item{d.data, d.len, 1});
             o.qbytes += d.len;
             o.drop_records = o.drop_bytes = o.drop_pc_samples = 0;
         } else {
             gpw_buf_free(&d);
         }
     }
-    o.q.push_back(Item{frame->data, frame->len});
+    o.q.push_back(Item{frame->data, frame->len, count_frames(frame->data, frame->len)});
     o.qbytes += frame->len;
     gpw_buf_init(frame); // ownership moved
     lk.unlock();
@@ -882,8 +890,10 @@ uint64_t emit_module(const void *cubin, size_t size) {
         id = g_next_module++;
         send_bytes = g_sent_keys.insert(key).second;
     }
-    if (size > GPW_MAX_PAYLOAD - 64) {
-        log("cubin of %zu bytes is over the frame limit; sent without bytes", size);
+    // Cubins over a frame go in MODULE_DATA chunks (framework libraries
+    // load cubins of over 100 MB); the wire's size field stops at 4 GiB.
+    if (size > UINT32_MAX) {
+        log("cubin of %zu bytes is over the stream's 4 GiB module limit; sent without bytes", size);
         send_bytes = false;
     }
     gpw_buf b;

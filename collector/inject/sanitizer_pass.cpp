@@ -572,7 +572,7 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
     L.block[2] = ld->blockDim_z;
     L.shared_bytes = shared;
     L.stream = (uint64_t)(uintptr_t)ld->stream;
-    L.instrumented = buf ? 1 : 0;
+    L.flags = buf ? GPW_LAUNCH_TRACED : 0;
     L.block_offset = buf ? r : 0;
     gpw_buf f;
     gpw_buf_init(&f);

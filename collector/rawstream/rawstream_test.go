@@ -37,6 +37,7 @@ func everyFrame() []Frame {
 		&KernelEnd{LaunchID: 7, StartNS: 10, EndNS: 20, BlocksTotal: 16, BlocksSampled: 1, Records: 4, Dropped: 1},
 		&Free{Address: 0x1000},
 		&Dropped{Records: 12, Bytes: 3456, PCSamples: 789},
+		&Launch{LaunchID: 8, FunctionID: 3, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{32, 1, 1}, Stream: 9, Graph: true, Host: []uint64{0x555500002222}},
 		&End{ExitCode: 3},
 	}
 }
@@ -291,6 +292,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, []Frame{everyFrame()[0], acc, &End{}}))
 	f.Add(good[:len(good)/2])
 	f.Add(good[:100])
+	f.Add(chunkedStream(f, 10, []int{4, 4, 2}, nil))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := NewDecoder(bytes.NewReader(b))
