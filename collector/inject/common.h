@@ -96,6 +96,9 @@ void stat_time(StatKind k, uint64_t ns);
 /* ---- HELLO ---- */
 // Fills and sets the HELLO from a device (called at context creation).
 void hello_from_device(CUdevice dev);
+// pcs_claim says whether this process may PC-sample the device (one
+// process per GPU can; the first to claim it does).
+bool pcs_claim(CUdevice dev);
 
 /* ---- host side ---- */
 void host_modules_scan();                             // emits HOST_MODULE for new mappings

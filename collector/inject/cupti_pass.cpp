@@ -577,7 +577,9 @@ void on_context_created(CUcontext ctx) {
     PCtx *pc = new PCtx();
     pc->ctx = ctx;
     pc->device = dev;
-    if (g_cfg.mode == GPW_MODE_PCSAMPLING) {
+    if (g_cfg.mode == GPW_MODE_PCSAMPLING && !pcs_claim((CUdevice)dev)) {
+        // Another process samples this GPU: kernel times only.
+    } else if (g_cfg.mode == GPW_MODE_PCSAMPLING) {
         pc->pcs = setup_pcsampling(pc);
         if (!pc->pcs) log("PC sampling could not be enabled on this context");
     } else if (g_cfg.mode == GPW_MODE_HYBRID) {

@@ -70,6 +70,7 @@ enum {
 
 /* HELLO.flags */
 #define GPW_HELLO_SYNTHETIC 0x1u
+#define GPW_HELLO_PCS_ELSEWHERE 0x2u /* version 3: another process PC-samples this GPU; this one gives kernel times */
 
 /* HELLO.mode */
 enum { GPW_MODE_REDUNDANCY = 1, GPW_MODE_PCSAMPLING = 2, GPW_MODE_HYBRID = 3 };
@@ -257,6 +258,7 @@ typedef struct gpw_hello_t {
     const char *driver;
     const char *cuda;
     uint16_t sm;
+    int32_t device; /* version 3: CUDA device ordinal of the process's first context, -1 if unknown */
 } gpw_hello_t;
 
 static inline int gpw_hello(gpw_buf *b, const gpw_hello_t *h) {
@@ -276,6 +278,7 @@ static inline int gpw_hello(gpw_buf *b, const gpw_hello_t *h) {
     gpw_put_str(b, h->driver);
     gpw_put_str(b, h->cuda);
     gpw_put_u16(b, h->sm);
+    gpw_put_i32(b, h->device);
     return gpw_frame_finish(b, off);
 }
 

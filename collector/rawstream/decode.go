@@ -360,6 +360,10 @@ func parsePayload(kind Kind, b []byte, version uint16) (Frame, *fieldError) {
 		h.Driver = p.str("driver")
 		h.CUDA = p.str("cuda")
 		h.SM = p.u16("sm")
+		h.Device = -1
+		if h.Version >= 3 && p.err == nil {
+			h.Device = int32(p.u32("device"))
+		}
 		strict = false // later versions may append fields
 		f = h
 	case KindModule:

@@ -98,8 +98,13 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("rawstream: unknown mode %q (want redundancy, pcsampling or hybrid)", s)
 }
 
-// HelloSynthetic is HELLO flag bit 0: the stream was generated, not measured.
-const HelloSynthetic = 1
+// HELLO flags. HelloSynthetic: the stream was generated, not measured.
+// HelloPCSElsewhere (version 3): another process PC-samples this GPU (one
+// process per GPU can), so this one gives kernel times only.
+const (
+	HelloSynthetic    = 1
+	HelloPCSElsewhere = 2
+)
 
 // Hello opens every stream.
 type Hello struct {
@@ -117,6 +122,7 @@ type Hello struct {
 	Driver         string
 	CUDA           string
 	SM             uint16
+	Device         int32 // CUDA device ordinal (version 3; -1 if unknown or older)
 }
 
 // Module is a loaded cubin. A cubin larger than one frame travels in

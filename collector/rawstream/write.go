@@ -111,6 +111,9 @@ func AppendFrame(b []byte, f Frame) ([]byte, error) {
 		p = p.u32(Magic).u16(f.Version).u16(f.Flags).u32(uint32(f.Rank)).u32(f.PID).u8(uint8(f.Mode)).
 			u32(f.BlockSampling).u32(f.KernelSampling).u64(f.StartNS).str(f.Host).str(f.GPU).str(f.GPUUUID).
 			str(f.Driver).str(f.CUDA).u16(f.SM)
+		if f.Version >= 3 {
+			p = p.u32(uint32(f.Device))
+		}
 	case *Module:
 		p = p.u64(f.ModuleID).u64(f.ContentKey).u32(f.Size).u8(bit(f.HasBytes))
 		if f.HasBytes {
