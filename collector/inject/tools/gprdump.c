@@ -390,13 +390,15 @@ int main(int argc, char **argv) {
             uint64_t start = u64(&r);
             char *host = str(&r), *gpu = str(&r), *uuid = str(&r), *drv = str(&r), *cuda = str(&r);
             uint16_t sm = u16(&r);
+            int32_t device = ver >= 3 ? (int32_t)u32(&r) : -1;
             if (nframes != 0) die(pos, kind, "second HELLO");
             if (magic != GPW_MAGIC) die(pos, kind, "bad magic");
             if (ver < GPW_MIN_VERSION || ver > GPW_VERSION) die(pos, kind, "unsupported version");
             hello_mode = mode;
             printf("HELLO version=%u flags=%u rank=%d pid=%u mode=%u P=%u K=%u start_ns=%" PRIu64 "\n", ver, flags, rank,
                    pid, mode, P, K, start);
-            printf("HELLO host=%s gpu=\"%s\" uuid=%s driver=%s cuda=\"%s\" sm=%u\n", host, gpu, uuid, drv, cuda, sm);
+            printf("HELLO host=%s gpu=\"%s\" uuid=%s driver=%s cuda=\"%s\" sm=%u device=%d\n", host, gpu, uuid, drv, cuda,
+                   sm, device);
             free(host), free(gpu), free(uuid), free(drv), free(cuda);
             break;
         }
