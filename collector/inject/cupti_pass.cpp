@@ -192,8 +192,10 @@ void hold_graph_pcs(const CUpti_PCSamplingData &d, uint32_t corr, const std::vec
         g.fid = function_for(pd.cubinCrc, pd.functionName);
         g.off = (uint32_t)pd.pcOffset;
         for (size_t k = 0; k < pd.stallReasonCount; k++)
-            if (pd.stallReason[k].samples)
-                g.reasons.push_back({pd.stallReason[k].pcSamplingStallReasonIndex, pd.stallReason[k].samples});
+            if (pd.stallReason[k].samples) {
+                uint32_t reason = pd.stallReason[k].pcSamplingStallReasonIndex, n = pd.stallReason[k].samples; // packed
+                g.reasons.emplace_back(reason, n);
+            }
         if (!g.reasons.empty()) held.push_back(std::move(g));
     }
     std::lock_guard<std::mutex> lk(g_mu);
