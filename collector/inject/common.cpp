@@ -633,6 +633,11 @@ static std::string driver_version() {
     return v;
 }
 
+bool stream_capturing(CUstream s) {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return cuStreamIsCapturing(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 std::string device_uuid(CUdevice dev) {
     CUuuid u;
     if (cuDeviceGetUuid_v2(&u, dev) != CUDA_SUCCESS) return "";

@@ -754,6 +754,8 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
         default: return;
         }
         t_rt_seen = true;
+        // Captured into a graph: it runs (and is listed) at the graph's launches.
+        if (stream_capturing((CUstream)(uintptr_t)stream)) return;
         PCtx *pc = ctx_state(cd->context);
         const bool ranges = pc && pc->pcs && pc->pcs_ranges;
         if (emit_launch(cd->correlationId, t_rt_corr, cd->symbolName, grid, block, shared, stream, ranges, true) && ranges) {
@@ -817,7 +819,7 @@ void on_runtime_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
                 stream = (uint64_t)(uintptr_t)a->config->stream;
             }
         }
-        if (grid[0]) {
+        if (grid[0] && !stream_capturing((CUstream)(uintptr_t)stream)) {
             PCtx *pc = ctx_state(cd->context);
             emit_launch(0, cd->correlationId, cd->symbolName, grid, block, shared, stream, pc && pc->pcs_ranges, false);
         }

@@ -103,6 +103,7 @@ bool g_stop = false;
 std::thread g_drainer;
 
 thread_local LaunchState t_launch;
+thread_local bool t_captured = false; // the launch in flight is being captured into a graph
 thread_local uint32_t t_shared_bytes = 0;
 
 const uint32_t kFrameRecords = 32768; // records per ACCESS frame (< 26 MB)
@@ -480,6 +481,8 @@ void finish_launch(LaunchState &st, Sanitizer_StreamHandle hs) {
 void on_launch_begin(const Sanitizer_LaunchData *ld) {
     uint32_t shared = t_shared_bytes;
     t_shared_bytes = 0;
+    t_captured = stream_capturing(ld->stream);
+    if (t_captured) return; // listed when the graph runs its node (on_graph)
     if (t_launch.valid) {
         vlog("launch begin without end; closing the previous launch");
         finish_launch(t_launch, ld->hStream);
@@ -644,6 +647,10 @@ void on_graph(Sanitizer_CallbackId cbid, const void *cbdata) {
 }
 
 void on_launch_end(const Sanitizer_LaunchData *ld) {
+    if (t_captured) {
+        t_captured = false;
+        return;
+    }
     if (!t_launch.valid) return;
     finish_launch(t_launch, ld->hStream);
 }
