@@ -593,8 +593,8 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
 }
 
 /* CUDA graphs: a graph launch's kernel nodes come as node launches, not
- * launch callbacks. They are not traced (no launch data is set, so the
- * patches see NULL and return at once); each gets a LAUNCH frame with the
+ * launch callbacks. They are not traced (their launch data is the disabled
+ * control block); each gets a LAUNCH frame with the
  * graph flag and the graph launch's host stack, and a KERNEL_END without
  * times, so that the profile lists them as launched from a graph, not
  * measured (docs/inject.md). */
@@ -616,8 +616,10 @@ void on_graph(Sanitizer_CallbackId cbid, const void *cbdata) {
     const std::string name = ld->functionName ? ld->functionName : "";
     uint64_t lid = g_next_launch.fetch_add(1);
     uint32_t fid = 0;
+    gp_ctl *disabled = nullptr;
     {
         std::lock_guard<std::mutex> lk(g_mu);
+        disabled = disabled_ctl(g_ctxs[ld->context], ld->context, ld->hStream);
         auto mit = g_mods.find(ld->module);
         if (mit != g_mods.end()) {
             SFunc &f = mit->second.funcs[name];
@@ -630,6 +632,10 @@ void on_graph(Sanitizer_CallbackId cbid, const void *cbdata) {
             }
         }
     }
+    // The patched code must see a disabled control block, as untraced
+    // launches do: without launch data it read stale data (a misaligned
+    // address in PyTorch's graph replay on the H100).
+    if (disabled) sanitizerSetLaunchCallbackData(ld->hLaunch, ld->function, ld->hStream, disabled);
     if (fid == 0) return; // a module we never saw: nothing to name it by
     gpw_launch_t L = {};
     L.launch_id = lid;
