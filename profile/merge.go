@@ -230,7 +230,7 @@ func (ri *RankInfo) merge(o *RankInfo) {
 		v   string
 	}{
 		{&ri.Host, o.Host}, {&ri.GPU, o.GPU}, {&ri.GPUUUID, o.GPUUUID}, {&ri.Driver, o.Driver},
-		{&ri.CUDA, o.CUDA}, {&ri.Source, o.Source}, {&ri.Mode, o.Mode},
+		{&ri.CUDA, o.CUDA}, {&ri.Source, o.Source}, {&ri.Mode, o.Mode}, {&ri.Device, o.Device}, {&ri.PCSampling, o.PCSampling},
 	} {
 		*f.dst = joinSet(*f.dst, f.v)
 	}

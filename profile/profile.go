@@ -224,6 +224,9 @@ type RankInfo struct {
 	Host    string
 	GPU     string
 	GPUUUID string
+	// Device is the CUDA device ordinal the rank used on its host ("" if
+	// unknown; a set, like the strings below, when passes differ).
+	Device string
 	Driver  string
 	CUDA    string
 	Mode    string // redundancy, pcsampling, hybrid, or a '+'-joined set after merging passes
@@ -250,6 +253,10 @@ type RankInfo struct {
 	Batches    int64
 	ExitCode   int32
 	Incomplete string // why the rank's data is incomplete ("" if complete)
+	// PCSampling says, for a rank measured with PC sampling, whether its
+	// GPU was sampled in this rank ("sampled"), or why not (one process
+	// per GPU can be; the others give kernel times only).
+	PCSampling string
 }
 
 // Profile is the whole model. The zero value is not usable: call New.

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,15 @@ func (a *Analyzer) provenance(ri *profile.RankInfo) {
 			ri.Source = "synthetic"
 		}
 		ri.BlockP, ri.KernelK = h.BlockSampling, h.KernelSampling
+		if h.Device >= 0 {
+			ri.Device = strconv.Itoa(int(h.Device))
+		}
+		if h.Mode == rawstream.ModePCSampling {
+			ri.PCSampling = "sampled"
+			if h.Flags&rawstream.HelloPCSElsewhere != 0 {
+				ri.PCSampling = "kernel times only: another process PC-samples " + h.GPUUUID
+			}
+		}
 		if h.Mode == rawstream.ModeRedundancy {
 			ri.ReuseP = a.reusePeriod // the memory workers' histograms
 		}
