@@ -239,6 +239,7 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		p.Add(id, profile.GPUTime, k.time)
 		p.Add(id, profile.GPULaunches, k.launches)
 		p.Add(id, profile.GPUTraced, k.traced)
+		p.Add(id, profile.GPUGraph, k.graph)
 		p.Add(id, profile.GPUBlocks, k.blocks)
 		p.Add(id, profile.GPUBlocksTrace, k.blocksTraced)
 	}

@@ -208,6 +208,7 @@ var descriptions = map[string]string{
 	"gpu.time_ns":         "GPU kernel execution time, nanoseconds",
 	"gpu.launches":        "kernel launches",
 	"gpu.launches_traced": "kernel launches instrumented (kernel sampling)",
+	"gpu.launches_graph":  "kernel launches as nodes of CUDA graph launches",
 	"gpu.blocks":          "thread blocks launched",
 	"gpu.blocks_traced":   "thread blocks traced (block sampling)",
 	"inst.samples":        "PC samples, all stall reasons",
