@@ -20,7 +20,7 @@ const (
 	profileMagic   = "GPPF"
 	profileVersion = 4
 	// Version 1 lacks RankInfo.SamplesDropped, version 2 RankInfo.ReuseP,
-	// version 3 RankInfo.Device and PCSampling; all are still read.
+	// version 3 RankInfo.Device, PCSampling and Props; all are still read.
 	oldestVersion = 1
 )
 
@@ -335,6 +335,10 @@ func (p *Profile) Encode() []byte {
 				e.u(uint64(ri.ReuseP))
 				e.s(ri.Device)
 				e.s(ri.PCSampling)
+				for _, f := range ri.Props.fields() {
+					e.u(uint64(*f))
+				}
+				e.u(ri.Props.MemBytes)
 			}
 		}})
 	_, single := p.singleRank()
@@ -901,6 +905,10 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 		}
 		if d.version >= 4 {
 			ri.Device, ri.PCSampling = d.str(), d.str()
+			for _, f := range ri.Props.fields() {
+				*f = uint32(d.u())
+			}
+			ri.Props.MemBytes = d.u()
 		}
 		p.Ranks[ri.Rank] = ri
 	}

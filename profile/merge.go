@@ -239,6 +239,12 @@ func (ri *RankInfo) merge(o *RankInfo) {
 	ri.BlockP = max(ri.BlockP, o.BlockP)
 	ri.KernelK = max(ri.KernelK, o.KernelK)
 	ri.ReuseP = max(ri.ReuseP, o.ReuseP)
+	// One GPU's properties; passes that saw none leave them.
+	of := o.Props.fields()
+	for i, f := range ri.Props.fields() {
+		*f = max(*f, *of[i])
+	}
+	ri.Props.MemBytes = max(ri.Props.MemBytes, o.Props.MemBytes)
 	ri.Launches += o.Launches
 	ri.LaunchesTraced += o.LaunchesTraced
 	ri.Blocks += o.Blocks

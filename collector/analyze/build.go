@@ -71,6 +71,9 @@ func (a *Analyzer) provenance(ri *profile.RankInfo) {
 		if h.Device >= 0 {
 			ri.Device = strconv.Itoa(int(h.Device))
 		}
+		d := h.Props
+		ri.Props = profile.GPUProps{SMs: d.SMs, ClockKHz: d.ClockKHz, MemClockKHz: d.MemClockKHz, MemBusBits: d.MemBusBits,
+			L2Bytes: d.L2Bytes, RegsPerSM: d.RegsPerSM, SharedPerSM: d.SharedPerSM, ThreadsPerSM: d.ThreadsPerSM, MemBytes: d.MemBytes}
 		if h.Mode == rawstream.ModePCSampling {
 			ri.PCSampling = "sampled"
 			if h.Flags&rawstream.HelloPCSElsewhere != 0 {

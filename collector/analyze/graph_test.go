@@ -15,7 +15,7 @@ func TestGraphLaunchesCounted(t *testing.T) {
 	defer a.Close()
 	cubin := []byte("cubin bytes")
 	frames := []rawstream.Frame{
-		&rawstream.Hello{Version: rawstream.Version, Mode: rawstream.ModeRedundancy, Device: 1},
+		&rawstream.Hello{Version: rawstream.Version, Mode: rawstream.ModeRedundancy, Device: 1, Props: rawstream.DeviceProps{SMs: 132}},
 		&rawstream.Module{ModuleID: 5, ContentKey: 1, Size: uint32(len(cubin)), HasBytes: true, Bytes: cubin},
 		&rawstream.Function{FunctionID: 2, ModuleID: 5, Name: "_Z1kv"},
 		&rawstream.Launch{LaunchID: 1, FunctionID: 2, Grid: [3]uint32{4, 1, 1}, Block: [3]uint32{32, 1, 1}, Host: []uint64{0x10}},
@@ -48,7 +48,7 @@ func TestGraphLaunchesCounted(t *testing.T) {
 	if kernels != 1 {
 		t.Errorf("%d kernel nodes, want 1", kernels)
 	}
-	if ri := p.Ranks[0]; ri == nil || ri.Device != "1" {
+	if ri := p.Ranks[0]; ri == nil || ri.Device != "1" || ri.Props.SMs != 132 {
 		t.Errorf("rank provenance %+v, want device 1", ri)
 	}
 }
