@@ -33,7 +33,7 @@ func (kv *kernelView) parallelism() *par {
 	var g *GPUSpec
 	if m, err := parseModule(kv.x.P.Nodes[kv.k].Frame.Module); err == nil {
 		if mod := kv.x.P.Modules[m]; mod != nil {
-			g = SpecFor(mod.SM)
+			g = DeviceSpec(kv.x.P, mod.SM)
 		}
 	}
 	if g == nil {
