@@ -1,6 +1,8 @@
 // mpi_imbalance: an MPI-style job in which rank 1 gets twice the elements of
 // every other rank, so its kernel runs about twice as long and the others wait
-// for it (cross-rank load imbalance). Built with MPI (-DUSE_MPI) when mpicc and
+// for it (cross-rank load imbalance). MPI_IMBALANCE_HEAVY=1,2 names the heavy
+// ranks instead (one per GPU when ranks are spread over two). Each rank uses
+// GPU (local rank mod GPUs), the usual binding of MPI codes. Built with MPI (-DUSE_MPI) when mpicc and
 // mpi.h exist; otherwise it reads its rank from the launcher's environment
 // (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID) and makes no MPI
 // calls.
@@ -37,8 +39,24 @@ int main(int argc, char **argv) {
     size = env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", nullptr, 1);
 #endif
     Args a = parse_args(argc, argv, 1L << 21, 5);
+    int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK", 0);
+    int ngpus = 1;
+    CK(cudaGetDeviceCount(&ngpus));
+    int gpu = ngpus > 0 ? local % ngpus : 0;
+    CK(cudaSetDevice(gpu));
+    bool heavy = rank == 1;
+    if (const char *h = getenv("MPI_IMBALANCE_HEAVY")) {
+        heavy = false;
+        for (const char *p = h; *p;) {
+            char *end;
+            long r = strtol(p, &end, 10);
+            if (end == p) break;
+            heavy = heavy || r == rank;
+            p = *end ? end + 1 : end;
+        }
+    }
     int iters = 64;
-    long n = a.n * (rank == 1 ? 2 : 1); // the imbalance
+    long n = a.n * (heavy ? 2 : 1); // the imbalance
     std::vector<float> hx(n), hy(n);
     for (long i = 0; i < n; i++) hx[i] = (float)(i % 100) * 0.01f;
     float *x;
@@ -59,8 +77,8 @@ int main(int argc, char **argv) {
 #ifdef USE_MPI
     MPI_Allreduce(&ms, &max_ms, 1, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
 #endif
-    printf("RESULT name=mpi_imbalance variant=rank%d rank=%d ranks=%d mpi=%d n=%ld reps=%d kernel_ms=%.4f max_kernel_ms=%.4f ok=%d\n",
-           rank, rank, size,
+    printf("RESULT name=mpi_imbalance variant=rank%d rank=%d ranks=%d gpu=%d mpi=%d n=%ld reps=%d kernel_ms=%.4f max_kernel_ms=%.4f ok=%d\n",
+           rank, rank, size, gpu,
 #ifdef USE_MPI
            1,
 #else
