@@ -163,80 +163,100 @@ func benchGlob() string {
 // analyzer, its launches replayed under fresh launch ids until 2^20 records
 // went through, with an item every 2^18 records as the collector makes
 // them, so table growth and SASS parsing are paid once as in a live run.
-// One worker: the figure is CPU per warp record.
+// With one worker and with GOMAXPROCS (the default). The figures per core:
+// records/cpu-s is records per second of the process's CPU time (all of
+// the analysis: dispatch, workers, memory workers, resolution, items,
+// garbage collection), records/busy-s records per second of the workers'
+// and memory workers' busy time (Analyzer.Busy, as the collector's last
+// log line counts it).
 func BenchmarkAnalyzeSteady(b *testing.B) {
 	for _, c := range loadCaptures(b, captureGlob("*.redundancy.p50k10.gpr")) {
 		prog, st := strings.SplitN(c.name, ".", 2)[0], c.st
-		all, _, recs := decodeAll(b, c.data)
-		var head, launches []rawstream.Frame
-		var maxID uint64
-		for _, fr := range all {
-			switch x := fr.(type) {
-			case *rawstream.Launch:
-				maxID = max(maxID, x.LaunchID)
-				launches = append(launches, fr)
-			case *rawstream.Access, *rawstream.KernelEnd:
-				launches = append(launches, fr)
-			case *rawstream.Free, *rawstream.End:
-				// Allocations stay live across the replays.
-			default:
-				head = append(head, fr)
-			}
-		}
-		// The replays' frames, with launch ids moved past the previous
-		// replay's.
-		replays := max(1, (1<<20+recs-1)/max(recs, 1))
-		frames := append([]rawstream.Frame(nil), head...)
-		for r := uint64(0); r < replays; r++ {
-			shift := r * (maxID + 1)
-			for _, fr := range launches {
-				switch x := fr.(type) {
-				case *rawstream.Launch:
-					c := *x
-					c.LaunchID += shift
-					frames = append(frames, &c)
-				case *rawstream.Access:
-					c := *x
-					c.LaunchID += shift
-					frames = append(frames, &c)
-				case *rawstream.KernelEnd:
-					c := *x
-					c.LaunchID += shift
-					frames = append(frames, &c)
-				}
-			}
-		}
-		total := recs * replays
-		b.Run(prog, func(b *testing.B) {
-			var barriers, early int
-			cpu0 := cpuTime()
-			for i := 0; i < b.N; i++ {
-				a := New(Options{Job: "bench", Workers: 1, Structures: st})
-				seq := uint32(0)
-				for j, fr := range frames {
-					if err := a.Add(fr, int64(j)); err != nil {
-						b.Fatal(err)
-					}
-					if a.Pending() >= 1<<18 {
-						if _, err := a.Flush(seq); err != nil {
+		frames, total := steadyFrames(b, c.data)
+		for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
+			b.Run(fmt.Sprintf("%s/workers=%d", prog, w), func(b *testing.B) {
+				var barriers, early int
+				var busy time.Duration
+				cpu0 := cpuTime()
+				for i := 0; i < b.N; i++ {
+					a := New(Options{Job: "bench", Workers: w, Structures: st})
+					seq := uint32(0)
+					for j, fr := range frames {
+						if err := a.Add(fr, int64(j)); err != nil {
 							b.Fatal(err)
 						}
-						seq++
+						if a.Pending() >= 1<<18 {
+							if _, err := a.Flush(seq); err != nil {
+								b.Fatal(err)
+							}
+							seq++
+						}
 					}
+					if _, err := a.Flush(seq); err != nil {
+						b.Fatal(err)
+					}
+					bz := a.Busy()
+					barriers, early = bz.Barriers, bz.EarlyBarriers
+					busy += bz.WorkerBusy + bz.MemBusy
+					a.Close()
 				}
-				if _, err := a.Flush(seq); err != nil {
-					b.Fatal(err)
-				}
-				bz := a.Busy()
-				barriers, early = bz.Barriers, bz.EarlyBarriers
-				a.Close()
-			}
-			cpu := cpuTime() - cpu0
-			b.ReportMetric(float64(barriers), "barriers")
-			b.ReportMetric(float64(early), "early-barriers")
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(total)/float64(b.N), "cpu-ns/record")
-			b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
-			b.ReportMetric(0, "ns/op")
-		})
+				cpu := cpuTime() - cpu0
+				n := float64(total) * float64(b.N)
+				b.ReportMetric(float64(barriers), "barriers")
+				b.ReportMetric(float64(early), "early-barriers")
+				b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/record")
+				b.ReportMetric(n/cpu.Seconds(), "records/cpu-s")
+				b.ReportMetric(n/busy.Seconds(), "records/busy-s")
+				b.ReportMetric(n/b.Elapsed().Seconds(), "records/s")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
 	}
+}
+
+// steadyFrames is a capture's frames for BenchmarkAnalyzeSteady: its
+// set-up frames once, then its launches (with their records and ends)
+// again under fresh launch ids until 2^20 records went through; total is
+// their access records.
+func steadyFrames(b *testing.B, data []byte) (frames []rawstream.Frame, total uint64) {
+	all, _, recs := decodeAll(b, data)
+	var head, launches []rawstream.Frame
+	var maxID uint64
+	for _, fr := range all {
+		switch x := fr.(type) {
+		case *rawstream.Launch:
+			maxID = max(maxID, x.LaunchID)
+			launches = append(launches, fr)
+		case *rawstream.Access, *rawstream.KernelEnd:
+			launches = append(launches, fr)
+		case *rawstream.Free, *rawstream.End:
+			// Allocations stay live across the replays.
+		default:
+			head = append(head, fr)
+		}
+	}
+	// The replays' frames, with launch ids moved past the previous
+	// replay's.
+	replays := max(1, (1<<20+recs-1)/max(recs, 1))
+	frames = append([]rawstream.Frame(nil), head...)
+	for r := uint64(0); r < replays; r++ {
+		shift := r * (maxID + 1)
+		for _, fr := range launches {
+			switch x := fr.(type) {
+			case *rawstream.Launch:
+				c := *x
+				c.LaunchID += shift
+				frames = append(frames, &c)
+			case *rawstream.Access:
+				c := *x
+				c.LaunchID += shift
+				frames = append(frames, &c)
+			case *rawstream.KernelEnd:
+				c := *x
+				c.LaunchID += shift
+				frames = append(frames, &c)
+			}
+		}
+	}
+	return frames, recs * replays
 }

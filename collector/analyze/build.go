@@ -361,7 +361,7 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	for _, ac := range accs {
 		for k, n := range ac.pairs {
 			tk := profile.TemporalKey{Context: b.kernel(k.ctx), Old: b.pc(k.old), New: b.pc(k.nw), Access: access(k.kind)}
-			p.Temporal[tk] += n
+			p.Temporal[tk] += *n
 		}
 	}
 

@@ -271,6 +271,18 @@ func analyseBusy(t testing.TB, stream []byte, workers, flushEvery int, structure
 // analyseWith is analyseBusy with the analyzer's options (job and rank
 // are set here).
 func analyseWith(t testing.TB, stream []byte, o Options, flushEvery int) (*profile.Profile, Busy) {
+	return analyseUntil(t, stream, o, func(_ *Analyzer, frames int) bool { return flushEvery > 0 && frames%flushEvery == 0 })
+}
+
+// analyseRecords is analyseWith with an item every records access
+// records, as the collector makes them.
+func analyseRecords(t testing.TB, stream []byte, o Options, records uint64) (*profile.Profile, Busy) {
+	return analyseUntil(t, stream, o, func(a *Analyzer, _ int) bool { return a.Pending() >= records })
+}
+
+// analyseUntil is analyseWith with an item whenever flushNow says so
+// after a frame.
+func analyseUntil(t testing.TB, stream []byte, o Options, flushNow func(a *Analyzer, frames int) bool) (*profile.Profile, Busy) {
 	o.Job, o.Rank = "j", 3
 	a := New(o)
 	defer a.Close()
@@ -305,7 +317,7 @@ func analyseWith(t testing.TB, stream []byte, o Options, flushEvery int) (*profi
 		if err := a.Add(f, d.Offset()); err != nil {
 			t.Fatal(err)
 		}
-		if n++; flushEvery > 0 && n%flushEvery == 0 {
+		if n++; flushNow(a, n) {
 			flush()
 		}
 	}

@@ -43,11 +43,16 @@ func (t *spTable) get(a, v uint64) *spEntry {
 // put returns the entry of (a, v), inserting it with pos and pc if absent;
 // added says whether it was inserted.
 func (t *spTable) put(a, v, pos, pc uint64) (e *spEntry, added bool) {
+	return t.putHash(spHash(a, v), a, v, pos, pc)
+}
+
+// putHash is put with spHash(a, v) given.
+func (t *spTable) putHash(h, a, v, pos, pc uint64) (e *spEntry, added bool) {
 	if 2*(t.n+1) > len(t.e) {
 		t.grow()
 	}
 	mask := uint64(len(t.e) - 1)
-	for i := spHash(a, v) & mask; ; i = (i + 1) & mask {
+	for i := h & mask; ; i = (i + 1) & mask {
 		e := &t.e[i]
 		if e.pos == 0 {
 			*e = spEntry{a, v, pos, pc}

@@ -66,12 +66,6 @@ func mix64(x uint64) uint64 {
 	return x ^ x>>33
 }
 
-// partOf is the spatial partition of a value; there is one partition per
-// worker (resolution is exact whatever the partitioning).
-func partOf(obj uint32, kind uint8, v uint64, parts int) int {
-	return int(mix64(v^uint64(obj)<<1^uint64(kind)<<40) % uint64(parts))
-}
-
 // Accumulator keys. pc is packed as function index << 32 | offset from
 // the function's start.
 type pcKey struct {
@@ -120,12 +114,84 @@ type opAcc struct {
 type acc struct {
 	budget int // exact value entries left to the counters (see valCap)
 	pcs    map[pcKey]*pcAcc
-	pairs  map[pairKey]uint64
+	pairs  map[pairKey]*uint64
 	objPC  map[objPCKey]*opAcc
+	// slots caches the accumulators of the instructions met lately: Go
+	// map lookups with struct keys, three or four a record, were a sixth
+	// of the workers' time on the H100 captures.
+	slots [numPCSlots]pcSlot
+}
+
+// numPCSlots is the size of a shard's direct-mapped cache of
+// instructions (a power of two).
+const numPCSlots = 128
+
+// pcSlot is an instruction's accumulators in one context and access
+// kind: its pcAcc, the opAcc of the object it accessed last, and the
+// count of the temporal pair it formed last.
+type pcSlot struct {
+	pi   *pcInfo
+	ctx  uint32
+	kind uint8
+	pa   *pcAcc
+	obj  uint32 // oa's object
+	oa   *opAcc // nil: none yet
+	old  uint64 // pair's old PC
+	pair *uint64
 }
 
 func newAcc() *acc {
-	return &acc{budget: shardValBudget, pcs: map[pcKey]*pcAcc{}, pairs: map[pairKey]uint64{}, objPC: map[objPCKey]*opAcc{}}
+	return &acc{budget: shardValBudget, pcs: map[pcKey]*pcAcc{}, pairs: map[pairKey]*uint64{}, objPC: map[objPCKey]*opAcc{}}
+}
+
+// slot returns the accumulators of the instruction pi (at absolute PC pc)
+// in context ctx, accessed as kind; ak is the access kind a new pcAcc
+// gets.
+func (a *acc) slot(ctx uint32, kind uint8, pi *pcInfo, pc uint64, ak AccessKind) *pcSlot {
+	sl := &a.slots[((pc^uint64(ctx)<<24)*0x9e3779b97f4a7c15)>>(64-7)&(numPCSlots-1)]
+	if sl.pi == pi && sl.ctx == ctx && sl.kind == kind {
+		return sl
+	}
+	pk := pcKey{ctx, kind, pi.packed}
+	pa := a.pcs[pk]
+	if pa == nil {
+		pa = &pcAcc{ak: ak}
+		a.pcs[pk] = pa
+	}
+	*sl = pcSlot{pi: pi, ctx: ctx, kind: kind, pa: pa}
+	return sl
+}
+
+// opAcc returns the accumulator of the slot's instruction's accesses to
+// object obj; ak is the access kind a new one gets.
+func (a *acc) opAcc(sl *pcSlot, obj uint32, ak AccessKind) *opAcc {
+	if sl.oa != nil && sl.obj == obj {
+		return sl.oa
+	}
+	k := objPCKey{sl.ctx, sl.kind, obj, sl.pi.packed}
+	oa := a.objPC[k]
+	if oa == nil {
+		oa = &opAcc{ak: ak}
+		oa.vals.budget = &a.budget
+		a.objPC[k] = oa
+	}
+	sl.obj, sl.oa = obj, oa
+	return oa
+}
+
+// addPair counts n temporally redundant accesses of the slot's
+// instruction whose previous access was at packed PC old.
+func (a *acc) addPair(sl *pcSlot, old, n uint64) {
+	if sl.pair == nil || sl.old != old {
+		k := pairKey{sl.ctx, sl.kind, old, sl.pi.packed}
+		p := a.pairs[k]
+		if p == nil {
+			p = new(uint64)
+			a.pairs[k] = p
+		}
+		sl.old, sl.pair = old, p
+	}
+	*sl.pair += n
 }
 
 func (a *acc) empty() bool { return len(a.pcs) == 0 }
@@ -231,9 +297,46 @@ type shard struct {
 	id    int
 	acc   *acc
 	warps map[warpKey]*warpState
-	wpool []*warpState
+	// wcache caches warps' entries of warps (records of a few warps
+	// interleave).
+	wcache [numWarpSlots]warpSlot
+	wpool  []*warpState
 	// pooled: the slots of the tables in wpool (at most poolSlots)
 	pooled int
+}
+
+// numWarpSlots is the size of a shard's direct-mapped cache of warps (a
+// power of two).
+const numWarpSlots = 64
+
+type warpSlot struct {
+	k  warpKey
+	ws *warpState // nil: empty
+}
+
+func (k warpKey) slot() int {
+	return int(((uint64(k.block)<<16 | uint64(k.warp)) ^ uint64(k.launch)<<40) * 0x9e3779b97f4a7c15 >> (64 - 6) & (numWarpSlots - 1))
+}
+
+// warp returns the temporal state of a warp, new if it has none.
+func (s *shard) warp(k warpKey) *warpState {
+	sl := &s.wcache[k.slot()]
+	if sl.ws != nil && sl.k == k {
+		return sl.ws
+	}
+	ws := s.warps[k]
+	if ws == nil {
+		if n := len(s.wpool); n > 0 {
+			ws = s.wpool[n-1]
+			s.wpool = s.wpool[:n-1]
+			s.pooled -= len(ws.t)
+		} else {
+			ws = &warpState{}
+		}
+		s.warps[k] = ws
+	}
+	sl.k, sl.ws = k, ws
+	return ws
 }
 
 // poolSlots bounds the temporal table slots a shard keeps for reuse (4 MiB
@@ -260,6 +363,9 @@ func (s *shard) exit(launch, block uint32, warp uint16, active uint32) {
 
 func (s *shard) free(k warpKey, ws *warpState) {
 	delete(s.warps, k)
+	if sl := &s.wcache[k.slot()]; sl.ws == ws {
+		sl.ws = nil
+	}
 	if ws.n != 0 {
 		clear(ws.t)
 		ws.n = 0
@@ -299,6 +405,11 @@ type worker struct {
 	in    chan msg
 	own   []*shard
 	pcs   map[uint64]*pcInfo
+	// pcCache caches pcs (a direct-mapped cache by PC).
+	pcCache [numPCSlots]struct {
+		pc uint64
+		pi *pcInfo
+	}
 	// cand: per spatial partition, the values not seen before the last
 	// barrier, with the position and PC of their first access here.
 	cand []spTable
@@ -317,7 +428,16 @@ type worker struct {
 	// candN: candidates held since the last barrier, published after each
 	// frame for the dispatcher (candLimit).
 	candN atomic.Int64
+	// recent: (launch << 32 | object << 1 | kind, value) pairs looked up
+	// since the last barrier (a direct-mapped cache by their hash): they
+	// are candidates here or were seen, so an access that brings one again
+	// needs no lookup in the seen sets or the candidates.
+	recent [numRecent]struct{ a, v uint64 }
 }
+
+// numRecent is the size of a worker's cache of recent spatial lookups (a
+// power of two).
+const numRecent = 512
 
 type msgKind uint8
 
@@ -370,6 +490,7 @@ func (w *worker) run() {
 			}
 		case msgBarrier:
 			w.seenL = nil // the seen sets change at the barrier
+			clear(w.recent[:])
 			m.done <- failed
 		}
 	}
@@ -426,6 +547,16 @@ func (w *worker) safely(f func()) (err error) {
 }
 
 func (w *worker) pcInfo(l *launchInfo, pc uint64) *pcInfo {
+	c := &w.pcCache[(pc*0x9e3779b97f4a7c15)>>(64-7)&(numPCSlots-1)]
+	if pi := c.pi; pi != nil && c.pc == pc && (!pi.fallback || pi.fn == l.fn.idx) {
+		return pi
+	}
+	pi := w.pcInfoOf(l, pc)
+	c.pc, c.pi = pc, pi
+	return pi
+}
+
+func (w *worker) pcInfoOf(l *launchInfo, pc uint64) *pcInfo {
 	if pi, ok := w.pcs[pc]; ok && (!pi.fallback || pi.fn == l.fn.idx) {
 		return pi
 	}
@@ -530,47 +661,22 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 		ub = int(ak.UnitBits / 8)
 	}
 	nu := int(r.Size) / ub
-	pk := pcKey{l.ctx, kind, pi.packed}
-	pa := s.acc.pcs[pk]
-	if pa == nil {
-		pa = &pcAcc{ak: ak}
-		s.acc.pcs[pk] = pa
-	}
-	wk := warpKey{l.seq, r.Block, r.Warp}
-	ws := s.warps[wk]
-	if ws == nil {
-		if n := len(s.wpool); n > 0 {
-			ws = s.wpool[n-1]
-			s.wpool = s.wpool[:n-1]
-			s.pooled -= len(ws.t)
-		} else {
-			ws = &warpState{}
-		}
-		s.warps[wk] = ws
-	}
+	ac := s.acc
+	sl := ac.slot(l.ctx, kind, pi, r.PC, ak)
+	pa := sl.pa
+	ws := s.warp(warpKey{l.seq, r.Block, r.Warp})
 	// Per-record runs: redundant pairs with the same old PC, and accesses
 	// to the same object, are added to the tables once per run.
-	var pairOld, pairN uint64
-	flushPair := func() {
-		if pairN > 0 {
-			s.acc.pairs[pairKey{l.ctx, kind, pairOld, pi.packed}] += pairN
-			pairN = 0
-		}
-	}
+	var pairOld, pairN, redT, outside uint64
 	curObj, objN := noObj-1, uint64(0) // no lane yet
 	var oa *opAcc
-	flushObj := func() {
-		if objN > 0 {
-			oa.accesses += objN
-			objN = 0
-		}
-	}
 	// The last spatial lookup: lanes of a warp often carry one value.
 	lastObj, lastV, lastHave := noObj, uint64(0), false
-	parts := len(w.cand)
+	parts := uint64(len(w.cand))
 	hint := 0
 	base := uint64(fseq)<<32 | uint64(idx)<<9
 	stride := 8 + int(r.Size)
+	global := r.Space == rawstream.SpaceGlobal
 	// The group's lanes are contiguous, so are their entries: the first is
 	// after those of the active lanes below the group.
 	first := bits.OnesCount32(r.Active & (lanes&-lanes - 1))
@@ -590,15 +696,12 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 			obj = l.local
 		}
 		if obj != curObj {
-			flushObj()
-			curObj = obj
-			k := objPCKey{l.ctx, kind, obj, pi.packed}
-			oa = s.acc.objPC[k]
-			if oa == nil {
-				oa = &opAcc{ak: ak}
-				oa.vals.budget = &s.acc.budget
-				s.acc.objPC[k] = oa
+			if objN > 0 {
+				oa.accesses += objN
+				objN = 0
 			}
+			curObj = obj
+			oa = ac.opAcc(sl, obj, ak)
 		}
 		tag := tagOf(lane, kind)
 		ws.live |= 1 << lane
@@ -609,11 +712,14 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 			t := ws.slot(addr+uint64(u*ub), tag)
 			if t.used && t.v == v {
 				if t.pc != pairOld {
-					flushPair()
+					if pairN > 0 {
+						ac.addPair(sl, pairOld, pairN)
+						pairN = 0
+					}
 					pairOld = t.pc
 				}
 				pairN++
-				pa.redT++
+				redT++
 			}
 			t.v, t.pc, t.used = v, pi.packed, true
 			oa.vals.add(v, ak)
@@ -624,8 +730,8 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 			// the earliest candidate of each value is resolved at the next
 			// barrier as the one non-redundant access.
 			if obj == noObj {
-				if r.Space == rawstream.SpaceGlobal {
-					pa.outside++
+				if global {
+					outside++
 				}
 				continue
 			}
@@ -634,14 +740,30 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 			}
 			lastObj, lastV, lastHave = obj, v, true
 			ok := obj<<1 | uint32(kind)
-			p := partOf(obj, kind, v, parts)
+			a := uint64(l.seq)<<32 | uint64(ok)
+			h := spHash(a, v)
+			// Values looked up since the last barrier need nothing more
+			// until the next: they are candidates here, or were seen.
+			f := &w.recent[h>>20&(numRecent-1)]
+			if f.v == v && f.a == a {
+				continue
+			}
+			f.a, f.v = a, v
+			hi, _ := bits.Mul64(h, parts)
+			p := int(hi)
 			if vs := w.seenSet(l, p, ok); vs != nil && vs.has(v) {
 				continue
 			}
-			w.cand[p].put(uint64(l.seq)<<32|uint64(ok), v, base|uint64(lane)<<4|uint64(u), pi.packed)
+			w.cand[p].putHash(h, a, v, base|uint64(lane)<<4|uint64(u), pi.packed)
 		}
 		pa.accesses += uint64(nu)
 	}
-	flushPair()
-	flushObj()
+	if pairN > 0 {
+		ac.addPair(sl, pairOld, pairN)
+	}
+	if objN > 0 {
+		oa.accesses += objN
+	}
+	pa.redT += redT
+	pa.outside += outside
 }
