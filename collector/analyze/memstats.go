@@ -264,6 +264,29 @@ type memAcc struct {
 	reuse map[uint32]*reuseAcc
 	banks map[bankKey]*bankAcc
 	div   map[pcKey]*divAcc
+	// divs indexes div by packed PC and context << 8 | kind + 1 (a Go
+	// map lookup with a struct key a record cost more than the divergence
+	// itself); lastCtx and lastReuse cache reuse's entry met last.
+	divs      keyTable[*divAcc]
+	lastCtx   uint32
+	lastReuse *reuseAcc
+}
+
+// divOf returns the divergence accumulator of an instruction.
+func (a *memAcc) divOf(ctx uint32, kind uint8, pc uint64) *divAcc {
+	d, added := a.divs.get(pc, uint64(ctx)<<8|uint64(kind)+1)
+	if added {
+		*d = entry(a.div, pcKey{ctx, kind, pc})
+	}
+	return *d
+}
+
+// reuseOf returns the reuse accumulator of a kernel context.
+func (a *memAcc) reuseOf(ctx uint32) *reuseAcc {
+	if a.lastReuse == nil || a.lastCtx != ctx {
+		a.lastCtx, a.lastReuse = ctx, entry(a.reuse, ctx)
+	}
+	return a.lastReuse
 }
 
 func newMemAcc() *memAcc {
@@ -287,6 +310,12 @@ type memWorker struct {
 	acc    *memAcc
 	window int
 	pcs    map[uint64]uint64 // absolute PC -> packed, for PCs inside a known function
+	// pcCache caches pcs, direct-mapped by PC (packed 0 marks an empty
+	// entry: the first function's first instruction is looked up in pcs).
+	pcCache [numPCCache]struct{ pc, packed uint64 }
+	// last: the block met last and its trackers (cta)
+	lastKey ctaKey
+	last    *ctaState
 	// pool keeps the trackers of blocks that left for the next blocks: a
 	// block's trackers grow to its working set, and growing three new ones
 	// per block cost more than the distances themselves.
@@ -474,7 +503,12 @@ func (w *memWorker) frame(f *rawstream.Access, refs []memRef, l *launchInfo) {
 // packed returns the packed PC of an absolute one, as the redundancy
 // workers place it.
 func (w *memWorker) packed(l *launchInfo, pc uint64) uint64 {
+	c := &w.pcCache[(pc*0x9e3779b97f4a7c15)>>(64-8)&(numPCCache-1)]
+	if c.pc == pc && c.packed != 0 {
+		return c.packed
+	}
 	if p, ok := w.pcs[pc]; ok {
+		c.pc, c.packed = pc, p
 		return p
 	}
 	fn := l.funcs.find(pc)
@@ -483,6 +517,7 @@ func (w *memWorker) packed(l *launchInfo, pc uint64) uint64 {
 	}
 	p := uint64(fn.idx)<<32 | uint64(uint32(pc-fn.pc))
 	w.pcs[pc] = p
+	c.pc, c.packed = pc, p
 	return p
 }
 
@@ -525,6 +560,9 @@ func bankDegree(words []uint64) (int, int) {
 
 func (w *memWorker) cta(l *launchInfo, block uint32) *ctaState {
 	k := ctaKey{l.seq, block}
+	if w.last != nil && w.lastKey == k {
+		return w.last
+	}
 	c := w.ctas[k]
 	if c == nil {
 		if n := len(w.pool); n > 0 {
@@ -537,12 +575,16 @@ func (w *memWorker) cta(l *launchInfo, block uint32) *ctaState {
 		}
 		w.ctas[k] = c
 	}
+	w.lastKey, w.last = k, c
 	return c
 }
 
 // release returns a block's trackers to the pool.
 func (w *memWorker) release(k ctaKey, c *ctaState) {
 	delete(w.ctas, k)
+	if w.last == c {
+		w.last = nil
+	}
 	for _, t := range c.tr {
 		t.reset()
 	}
@@ -606,11 +648,11 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 	}
 	var h *reuseAcc
 	if load {
-		h = entry(w.acc.reuse, l.ctx)
+		h = w.acc.reuseOf(l.ctx)
 	}
 	if div {
 		w.units = appendUnits(w.units[:0], addrs, size, sectorShift)
-		d := entry(w.acc.div, pcKey{l.ctx, kind, w.packed(l, r.PC)})
+		d := w.acc.divOf(l.ctx, kind, w.packed(l, r.PC))
 		d.warps++
 		d.sectors += uint64(len(w.units))
 		if load {

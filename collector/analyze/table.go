@@ -1,5 +1,7 @@
 package analyze
 
+import "math/bits"
+
 // spTable is an open-addressing hash table (linear probing, load <= 1/2)
 // from (a, v) to the position and PC of a first access. It replaces Go maps
 // on the hot path of the spatial analysis, where every lane unit of a new
@@ -175,3 +177,56 @@ func (s *valSet) addNew(v uint64) bool {
 }
 
 func (s *valSet) add(v uint64) { s.addNew(v) }
+
+// keyTable is an open-addressing table (linear probing, load 1/2 at
+// most) from a pair of words (k1, k2), k2 never 0, to a *V it makes on
+// first use: the accumulators of an instruction (packed PC, context and
+// access kind), where a Go map with a struct key cost a hash of the whole
+// struct a record.
+type keyTable[V any] struct {
+	e []keyEnt[V]
+	n int
+}
+
+type keyEnt[V any] struct {
+	k1, k2 uint64 // k2 0: an empty slot
+	v      *V
+}
+
+// get returns the value of (k1, k2), made if there was none; added says
+// whether it was.
+func (t *keyTable[V]) get(k1, k2 uint64) (v *V, added bool) {
+	if 2*(t.n+1) > len(t.e) {
+		old := t.e
+		t.e = make([]keyEnt[V], max(2*len(old), 64))
+		mask := uint64(len(t.e) - 1)
+		for _, o := range old {
+			if o.k2 != 0 {
+				i := keyHash(o.k1, o.k2, mask)
+				for t.e[i].k2 != 0 {
+					i = (i + 1) & mask
+				}
+				t.e[i] = o
+			}
+		}
+	}
+	mask := uint64(len(t.e) - 1)
+	for i := keyHash(k1, k2, mask); ; i = (i + 1) & mask {
+		e := &t.e[i]
+		if e.k2 == k2 && e.k1 == k1 {
+			return e.v, false
+		}
+		if e.k2 == 0 {
+			e.k1, e.k2, e.v = k1, k2, new(V)
+			t.n++
+			return e.v, true
+		}
+	}
+}
+
+// keyHash is the home slot of (k1, k2) in a table of mask+1 slots: the
+// high bits of a multiplicative hash.
+func keyHash(k1, k2, mask uint64) uint64 {
+	h := (k1 ^ k2*0x9e3779b97f4a7c15) * 0xbf58476d1ce4e5b9
+	return h >> (64 - uint(bits.Len64(mask)))
+}

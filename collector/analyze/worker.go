@@ -116,23 +116,18 @@ type acc struct {
 	pcs    map[pcKey]*pcAcc
 	pairs  map[pairKey]*uint64
 	objPC  map[objPCKey]*opAcc
-	// slots caches the accumulators of the instructions met lately: Go
-	// map lookups with struct keys, three or four a record, were a sixth
-	// of the workers' time on the H100 captures.
-	slots [numPCSlots]pcSlot
+	// slots indexes the accumulators by instruction: Go map lookups with
+	// struct keys, three or four a record, were a sixth of the workers'
+	// time on the H100 captures.
+	slots keyTable[pcSlot]
 }
-
-// numPCSlots is the size of a shard's direct-mapped cache of
-// instructions (a power of two).
-const numPCSlots = 128
 
 // pcSlot is an instruction's accumulators in one context and access
 // kind: its pcAcc, the opAcc of the object it accessed last, and the
 // count of the temporal pair it formed last.
 type pcSlot struct {
-	pi   *pcInfo
-	ctx  uint32
-	kind uint8
+	pc   uint64 // packed
+	ck   uint64 // ctx << 8 | kind + 1
 	pa   *pcAcc
 	obj  uint32 // oa's object
 	oa   *opAcc // nil: none yet
@@ -144,22 +139,27 @@ func newAcc() *acc {
 	return &acc{budget: shardValBudget, pcs: map[pcKey]*pcAcc{}, pairs: map[pairKey]*uint64{}, objPC: map[objPCKey]*opAcc{}}
 }
 
-// slot returns the accumulators of the instruction pi (at absolute PC pc)
-// in context ctx, accessed as kind; ak is the access kind a new pcAcc
-// gets.
-func (a *acc) slot(ctx uint32, kind uint8, pi *pcInfo, pc uint64, ak AccessKind) *pcSlot {
-	sl := &a.slots[((pc^uint64(ctx)<<24)*0x9e3779b97f4a7c15)>>(64-7)&(numPCSlots-1)]
-	if sl.pi == pi && sl.ctx == ctx && sl.kind == kind {
-		return sl
+// slot returns the accumulators of the instruction pi in context ctx,
+// accessed as kind; ak is the access kind a new pcAcc gets.
+func (a *acc) slot(ctx uint32, kind uint8, pi *pcInfo, ak AccessKind) *pcSlot {
+	ck := uint64(ctx)<<8 | uint64(kind) + 1
+	sl, added := a.slots.get(pi.packed, ck)
+	if added {
+		sl.pc, sl.ck = pi.packed, ck
+		pk := pcKey{ctx, kind, pi.packed}
+		pa := a.pcs[pk]
+		if pa == nil {
+			pa = &pcAcc{ak: ak}
+			a.pcs[pk] = pa
+		}
+		sl.pa = pa
 	}
-	pk := pcKey{ctx, kind, pi.packed}
-	pa := a.pcs[pk]
-	if pa == nil {
-		pa = &pcAcc{ak: ak}
-		a.pcs[pk] = pa
-	}
-	*sl = pcSlot{pi: pi, ctx: ctx, kind: kind, pa: pa}
 	return sl
+}
+
+// key is the slot's context and access kind.
+func (sl *pcSlot) key() (ctx uint32, kind uint8) {
+	return uint32(sl.ck >> 8), uint8(sl.ck - 1)
 }
 
 // opAcc returns the accumulator of the slot's instruction's accesses to
@@ -168,7 +168,8 @@ func (a *acc) opAcc(sl *pcSlot, obj uint32, ak AccessKind) *opAcc {
 	if sl.oa != nil && sl.obj == obj {
 		return sl.oa
 	}
-	k := objPCKey{sl.ctx, sl.kind, obj, sl.pi.packed}
+	ctx, kind := sl.key()
+	k := objPCKey{ctx, kind, obj, sl.pc}
 	oa := a.objPC[k]
 	if oa == nil {
 		oa = &opAcc{ak: ak}
@@ -183,7 +184,8 @@ func (a *acc) opAcc(sl *pcSlot, obj uint32, ak AccessKind) *opAcc {
 // instruction whose previous access was at packed PC old.
 func (a *acc) addPair(sl *pcSlot, old, n uint64) {
 	if sl.pair == nil || sl.old != old {
-		k := pairKey{sl.ctx, sl.kind, old, sl.pi.packed}
+		ctx, kind := sl.key()
+		k := pairKey{ctx, kind, old, sl.pc}
 		p := a.pairs[k]
 		if p == nil {
 			p = new(uint64)
@@ -406,7 +408,7 @@ type worker struct {
 	own   []*shard
 	pcs   map[uint64]*pcInfo
 	// pcCache caches pcs (a direct-mapped cache by PC).
-	pcCache [numPCSlots]struct {
+	pcCache [numPCCache]struct {
 		pc uint64
 		pi *pcInfo
 	}
@@ -434,6 +436,9 @@ type worker struct {
 	// needs no lookup in the seen sets or the candidates.
 	recent [numRecent]struct{ a, v uint64 }
 }
+
+// numPCCache is the size of a worker's cache of PCs (a power of two).
+const numPCCache = 256
 
 // numRecent is the size of a worker's cache of recent spatial lookups (a
 // power of two).
@@ -547,7 +552,7 @@ func (w *worker) safely(f func()) (err error) {
 }
 
 func (w *worker) pcInfo(l *launchInfo, pc uint64) *pcInfo {
-	c := &w.pcCache[(pc*0x9e3779b97f4a7c15)>>(64-7)&(numPCSlots-1)]
+	c := &w.pcCache[(pc*0x9e3779b97f4a7c15)>>(64-8)&(numPCCache-1)]
 	if pi := c.pi; pi != nil && c.pc == pc && (!pi.fallback || pi.fn == l.fn.idx) {
 		return pi
 	}
@@ -662,7 +667,7 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	}
 	nu := int(r.Size) / ub
 	ac := s.acc
-	sl := ac.slot(l.ctx, kind, pi, r.PC, ak)
+	sl := ac.slot(l.ctx, kind, pi, ak)
 	pa := sl.pa
 	ws := s.warp(warpKey{l.seq, r.Block, r.Warp})
 	// Per-record runs: redundant pairs with the same old PC, and accesses
