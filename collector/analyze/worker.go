@@ -435,6 +435,11 @@ type worker struct {
 	// are candidates here or were seen, so an access that brings one again
 	// needs no lookup in the seen sets or the candidates.
 	recent [numRecent]struct{ a, v uint64 }
+	// scratch of record: a record's values and new spatial values
+	vals []uint64
+	sp   []spNew
+	// sink keeps the loads that bring table slots into the cache.
+	sink uint64
 }
 
 // numPCCache is the size of a worker's cache of PCs (a power of two).
@@ -647,6 +652,13 @@ func kindOf(f rawstream.Flags) (uint8, bool) {
 // record analyses the lanes of one warp record that belong to this shard
 // (definitions III.1-III.4 per lane unit; lanes is a contiguous run of
 // the record's active lanes).
+//
+// The lanes' temporal state is updated lane by lane; their values and
+// new spatial values are collected and handed to the value counters and
+// the candidate tables after the lane loop (staged, in the same order),
+// so that the tables' slots for all of them can be loaded first: these
+// tables are large and each lane unit's slot is a cache miss, which the
+// processor overlaps when the loads do not wait on each other.
 func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstream.Record, lanes uint32) {
 	if r.Size == 0 {
 		if r.Flags&rawstream.FlagBlockExit != 0 {
@@ -673,8 +685,10 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	// Per-record runs: redundant pairs with the same old PC, and accesses
 	// to the same object, are added to the tables once per run.
 	var pairOld, pairN, redT, outside uint64
-	curObj, objN := noObj-1, uint64(0) // no lane yet
+	curObj := noObj - 1 // no lane yet
 	var oa *opAcc
+	vals := w.vals[:0] // the values of the lanes of curObj so far
+	sp := w.sp[:0]     // new spatial values
 	// The last spatial lookup: lanes of a warp often carry one value.
 	lastObj, lastV, lastHave := noObj, uint64(0), false
 	parts := uint64(len(w.cand))
@@ -701,9 +715,9 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 			obj = l.local
 		}
 		if obj != curObj {
-			if objN > 0 {
-				oa.accesses += objN
-				objN = 0
+			if len(vals) > 0 {
+				w.count(oa, vals, ak)
+				vals = vals[:0]
 			}
 			curObj = obj
 			oa = ac.opAcc(sl, obj, ak)
@@ -727,8 +741,7 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 				redT++
 			}
 			t.v, t.pc, t.used = v, pi.packed, true
-			oa.vals.add(v, ak)
-			objN++
+			vals = append(vals, v)
 			// Spatial (III.3-4): an earlier access of this kind to the same
 			// object in this launch carried the same value. Values seen before
 			// the last barrier are in seen; newer ones become candidates, and
@@ -754,21 +767,83 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 				continue
 			}
 			f.a, f.v = a, v
-			hi, _ := bits.Mul64(h, parts)
-			p := int(hi)
-			if vs := w.seenSet(l, p, ok); vs != nil && vs.has(v) {
-				continue
-			}
-			w.cand[p].putHash(h, a, v, base|uint64(lane)<<4|uint64(u), pi.packed)
+			sp = append(sp, spNew{h: h, a: a, v: v, pos: base | uint64(lane)<<4 | uint64(u)})
 		}
+		oa.accesses += uint64(nu)
 		pa.accesses += uint64(nu)
 	}
 	if pairN > 0 {
 		ac.addPair(sl, pairOld, pairN)
 	}
-	if objN > 0 {
-		oa.accesses += objN
+	if len(vals) > 0 {
+		w.count(oa, vals, ak)
 	}
+	w.vals = vals
 	pa.redT += redT
 	pa.outside += outside
+	if len(sp) > 0 {
+		w.candidates(l, sp, parts, pi.packed)
+	}
+	w.sp = sp
+}
+
+// spNew is a value a record brought that was not looked up since the
+// last barrier: its hash (spHash), launch and object key, and position.
+type spNew struct {
+	h, a, v, pos uint64
+	p          int
+	vs         *valSet
+}
+
+// count adds a record's values of one object to its counter, in order,
+// after loading the counter's slots for them.
+func (w *worker) count(oa *opAcc, vals []uint64, ak AccessKind) {
+	c := &oa.vals
+	if n := len(c.keys); n > 0 && !c.direct && len(vals) > 2 {
+		mask := uint64(n - 1)
+		var x uint64
+		last := vals[0] + 1
+		for _, v := range vals {
+			if v != last {
+				i := mix64(v) & mask
+				x += c.keys[i] + c.counts[i]
+				last = v
+			}
+		}
+		w.sink += x
+	}
+	for _, v := range vals {
+		c.add(v, ak)
+	}
+}
+
+// candidates makes a record's new spatial values candidates where they
+// were not seen before the last barrier, in order; the seen sets' and
+// then the candidate tables' slots are loaded first.
+func (w *worker) candidates(l *launchInfo, sp []spNew, parts, pc uint64) {
+	var x uint64
+	for i := range sp {
+		n := &sp[i]
+		hi, _ := bits.Mul64(n.h, parts)
+		n.p = int(hi)
+		n.vs = w.seenSet(l, n.p, uint32(n.a))
+		if vs := n.vs; vs != nil && len(vs.e) > 0 {
+			x += vs.e[mix64(n.v)&uint64(len(vs.e)-1)]
+		}
+	}
+	k := 0
+	for _, n := range sp {
+		if n.vs != nil && n.vs.has(n.v) {
+			continue
+		}
+		if t := &w.cand[n.p]; len(t.e) > 0 {
+			x += t.e[n.h&uint64(len(t.e)-1)].pos
+		}
+		sp[k] = n
+		k++
+	}
+	w.sink += x
+	for _, n := range sp[:k] {
+		w.cand[n.p].putHash(n.h, n.a, n.v, n.pos, pc)
+	}
 }
