@@ -14,6 +14,7 @@
 package analyze
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -191,6 +192,9 @@ type launchInfo struct {
 	splitGrains bool
 	wunits      map[uint64]uint64 // warp unit << 32 | its block's unit
 	bunits      map[uint32]uint32
+	// sent and memSent: the workers and memory workers given records of
+	// the launch (a bit each), the ones to tell of its end
+	sent, memSent uint64
 	// seen: per partition, the values of each (object, kind) seen before
 	// the last barrier; written only at barriers.
 	seen []map[uint32]*valSet // per partition, by object << 1 | kind
@@ -234,6 +238,8 @@ type Analyzer struct {
 	ctxs     []*ctxInfo
 	ctxByID  map[profile.NodeID]uint32
 	stacks   map[string][]profile.Frame
+	paths    map[string]kernelPath // by fn, its module and the host stack (kernelPath)
+	keyBuf   []byte
 	launches map[uint64]*launchInfo // open launches by wire id
 	bySeq    map[uint32]*launchInfo // launches whose spatial state is alive
 	ended    []*launchInfo
@@ -269,6 +275,10 @@ type Analyzer struct {
 	tWait, tResolve, tBuild, tBlocked, tMemBlocked time.Duration
 	barriers, earlyBarriers                        int
 
+	// sinks keeps the resolvers' loads that bring slots into the cache
+	// (one per partition).
+	sinks []uint64
+
 	anomalies uint64
 	firstAnom string
 	failed    error
@@ -303,7 +313,7 @@ func New(o Options) *Analyzer {
 	a := &Analyzer{o: o, exit: -1, reusePeriod: uint32(o.ReuseSampling),
 		modules: map[uint64]*modInfo{}, byContent: map[uint64]*modInfo{}, hashes: map[profile.ModuleHash]bool{},
 		funcByID: map[uint32]*funcInfo{}, byName: map[string]*funcInfo{}, fsnap: &funcSnap{},
-		ctxByID: map[profile.NodeID]uint32{}, stacks: map[string][]profile.Frame{},
+		ctxByID: map[profile.NodeID]uint32{}, stacks: map[string][]profile.Frame{}, paths: map[string]kernelPath{},
 		launches: map[uint64]*launchInfo{}, bySeq: map[uint32]*launchInfo{}, recent: map[uint64]uint32{},
 		objIdx: map[profile.ObjectID]uint32{}, osnap: &objSnap{},
 		kern: map[uint32]*kernAcc{}, insts: map[instKey]*instAcc{}, stalls: map[uint32]string{}, first: map[objPCKey]uint64{},
@@ -312,6 +322,7 @@ func New(o Options) *Analyzer {
 	for i := range a.shards {
 		a.shards[i] = newShard(i)
 	}
+	a.sinks = make([]uint64, o.Workers)
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}}
 		wk.cand = make([]spTable, o.Workers)
@@ -476,11 +487,25 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 	}
 	for i, w := range a.workers {
 		if len(per[i]) > 0 {
+			l.sent |= sentBit(i)
 			a.tBlocked += w.send(msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq, recs: per[i]})
 		}
 	}
 	a.tMemBlocked += a.x.ms.access(f, l, mem)
 }
+
+// sentBit is worker i's bit in launchInfo.sent or memSent; workers from
+// the 64th on have none and are always told.
+func sentBit(i int) uint64 {
+	if i >= 64 {
+		return 0
+	}
+	return 1 << i
+}
+
+// sentTo says whether worker i is to be told of the end of a launch
+// with mask sent.
+func sentTo(sent uint64, i int) bool { return i >= 64 || sent&(1<<i) != 0 }
 
 // units numbers the launch's warps and blocks in the order they first
 // appear (across launches): a warp's lane groups go to consecutive shards
@@ -491,6 +516,9 @@ func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, bl
 	k := uint64(block)<<16 | uint64(warp)
 	if u, ok := l.wunits[k]; ok { // one lookup on the hot path: both units
 		return uint32(u >> 32), uint32(u)
+	}
+	if l.wunits == nil { // the launch's first record: most launches have none
+		l.wunits, l.bunits = map[uint64]uint64{}, map[uint32]uint32{}
 	}
 	b, ok := l.bunits[block]
 	if !ok {
@@ -599,20 +627,57 @@ func (a *Analyzer) structure(m *modInfo) {
 }
 
 func (a *Analyzer) hostFrames(stack []uint64) []profile.Frame {
-	var b strings.Builder
-	for _, x := range stack {
-		fmt.Fprintf(&b, "%x,", x)
-	}
-	k := b.String()
-	if fr, ok := a.stacks[k]; ok {
+	k := a.stackKey(nil, stack)
+	if fr, ok := a.stacks[string(k)]; ok {
 		return fr
 	}
 	fr := a.o.Host.Frames(stack)
 	if len(a.stacks) > 1<<16 {
 		clear(a.stacks)
 	}
-	a.stacks[k] = fr
+	a.stacks[string(k)] = fr
 	return fr
+}
+
+// stackKey is the words of head then of stack as bytes (in a buffer
+// reused by the next call): a map key for them.
+func (a *Analyzer) stackKey(head, stack []uint64) []byte {
+	b := a.keyBuf[:0]
+	for _, x := range head {
+		b = binary.LittleEndian.AppendUint64(b, x)
+	}
+	for _, x := range stack {
+		b = binary.LittleEndian.AppendUint64(b, x)
+	}
+	a.keyBuf = b
+	return b
+}
+
+// kernelPath is the calling context of a launch of fn from the host
+// stack: the host frames, then the kernel's, and its node id. Programs
+// launch from a few places, so each path is made once (a launch's host
+// frames, kernel frame and path hash were most of the cost of a launch).
+func (a *Analyzer) kernelPath(stack []uint64, fn *funcInfo) ([]profile.Frame, profile.NodeID) {
+	k := a.stackKey([]uint64{uint64(fn.idx), uint64(fn.mod.hash)}, stack)
+	if p, ok := a.paths[string(k)]; ok && p.fn == fn && p.mod == fn.mod.hash {
+		return p.frames, p.id
+	}
+	key := string(k)
+	host := a.hostFrames(stack)
+	frames := append(append([]profile.Frame(nil), host...), profile.Frame{Kind: profile.KindKernel, Module: fn.mod.hash.String(), Function: fn.name})
+	id := pathID(frames)
+	if len(a.paths) > 1<<16 {
+		clear(a.paths)
+	}
+	a.paths[key] = kernelPath{fn: fn, mod: fn.mod.hash, frames: frames, id: id}
+	return frames, id
+}
+
+type kernelPath struct {
+	fn     *funcInfo
+	mod    profile.ModuleHash
+	frames []profile.Frame
+	id     profile.NodeID
 }
 
 func (a *Analyzer) newObj(id profile.ObjectID, frames []profile.Frame, size uint64, space uint8) uint32 {
@@ -640,9 +705,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 		return
 	}
 	a.structure(fn.mod)
-	host := a.hostFrames(f.Host)
-	frames := append(append([]profile.Frame(nil), host...), profile.Frame{Kind: profile.KindKernel, Module: fn.mod.hash.String(), Function: fn.name})
-	id := pathID(frames)
+	frames, id := a.kernelPath(f.Host, fn)
 	ci, ok := a.ctxByID[id]
 	if !ok {
 		ci = uint32(len(a.ctxs))
@@ -660,8 +723,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	}
 	a.nextSeq++
 	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.fsnap,
-		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers)),
-		wunits: map[uint64]uint64{}, bunits: map[uint32]uint32{}}
+		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers))}
 	blocks, warps := a.tracedBlocks(f)
 	l.groups = laneGroupsOf(blocks * warps)
 	// Split when the blocks whose reuse is measured are too few to keep
@@ -728,8 +790,11 @@ func (a *Analyzer) endLaunch(l *launchInfo) {
 	l.ended = true
 	a.ended = append(a.ended, l)
 	l.wunits, l.bunits = nil, nil
-	for _, w := range a.workers {
-		w.endLaunch(l)
+	// Only the workers given its records hold state of the launch.
+	for i, w := range a.workers {
+		if sentTo(l.sent, i) {
+			w.endLaunch(l)
+		}
 	}
 	a.x.ms.endLaunch(l)
 }
@@ -994,22 +1059,51 @@ func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
 	// Pass 1: the first worker to bring a value counts its candidate as the
 	// first occurrence (flagged in the entry). A value several workers
 	// brought is a conflict, settled in pass 2.
+	// The candidates come in hash order, from many launches and objects
+	// at once: their seen sets are cached by key, and taken in batches
+	// whose slots in the seen sets are loaded first, so that the cache
+	// misses overlap.
 	var conflicts []*spEntry
-	var last *valSet
-	lastA := ^uint64(0)
-	for _, w := range a.workers {
-		w.cand[p].each(func(e *spEntry) {
-			if e.a != lastA {
-				last, lastA = set(e), e.a
+	var sets [64]struct {
+		a  uint64
+		vs *valSet
+	}
+	var batch [32]*spEntry
+	var vss [32]*valSet
+	var sink uint64
+	flush := func(n int) {
+		for i, e := range batch[:n] {
+			c := &sets[e.a*0x9e3779b97f4a7c15>>58]
+			if c.vs == nil || c.a != e.a {
+				c.a, c.vs = e.a, set(e)
 			}
-			if last.addNew(e.v) {
+			vs := c.vs
+			vss[i] = vs
+			if len(vs.e) > 0 {
+				sink += vs.e[mix64(e.v)&uint64(len(vs.e)-1)]
+			}
+		}
+		for i, e := range batch[:n] {
+			if vss[i].addNew(e.v) {
 				e.pc |= firstFlag
 				counts.add(e.a, e.pc&^firstFlag, 1)
 			} else {
 				conflicts = append(conflicts, e)
 			}
+		}
+	}
+	n := 0
+	for _, w := range a.workers {
+		w.cand[p].each(func(e *spEntry) {
+			batch[n] = e
+			if n++; n == len(batch) {
+				flush(n)
+				n = 0
+			}
 		})
 	}
+	flush(n)
+	a.sinks[p] = sink
 	// Pass 2: the first occurrence is the earliest candidate of all workers.
 	for _, c := range conflicts {
 		var min, flagged *spEntry

@@ -420,6 +420,7 @@ func (s *memStats) access(f *rawstream.Access, l *launchInfo, m memSplit) time.D
 	var blocked time.Duration
 	for i, w := range s.ws {
 		if len(m.per[i]) > 0 {
+			l.memSent |= sentBit(i)
 			msg := memMsg{acc: f, l: l, refs: m.per[i]}
 			select {
 			case w.in <- msg:
@@ -433,9 +434,12 @@ func (s *memStats) access(f *rawstream.Access, l *launchInfo, m memSplit) time.D
 	return blocked
 }
 
+// endLaunch tells the memory workers given records of l that it ended.
 func (s *memStats) endLaunch(l *launchInfo) {
-	for _, w := range s.ws {
-		w.in <- memMsg{end: l}
+	for i, w := range s.ws {
+		if sentTo(l.memSent, i) {
+			w.in <- memMsg{end: l}
+		}
 	}
 }
 

@@ -249,6 +249,22 @@ func (ws *warpState) slot(addr uint64, tag uint8) *tslot {
 	}
 }
 
+// touch loads the slots of the lanes' first units (lane entries of
+// stride bytes in ents, the first of lanes at entry first) into the
+// cache ahead of their lookups, adding them to *sink.
+func (ws *warpState) touch(ents []byte, stride int, lanes uint32, first int, kind uint8, sink *uint64) {
+	if len(ws.t) == 0 {
+		return
+	}
+	mask := uint64(len(ws.t) - 1)
+	var x uint64
+	for m, e := lanes, first; m != 0; m, e = m&(m-1), e+1 {
+		addr := binary.LittleEndian.Uint64(ents[e*stride:])
+		x += ws.t[mix64(addr^uint64(tagOf(bits.TrailingZeros32(m), kind))<<57)&mask].addr
+	}
+	*sink += x
+}
+
 func (ws *warpState) grow() {
 	old := ws.t
 	n := 2 * len(old)
@@ -699,6 +715,7 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	// The group's lanes are contiguous, so are their entries: the first is
 	// after those of the active lanes below the group.
 	first := bits.OnesCount32(r.Active & (lanes&-lanes - 1))
+	ws.touch(r.Lanes, stride, lanes, first, kind, &w.sink)
 	for m, e := lanes, first; m != 0; m, e = m&(m-1), e+1 {
 		lane := bits.TrailingZeros32(m)
 		ent := r.Lanes[e*stride : (e+1)*stride]
