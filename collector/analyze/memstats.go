@@ -625,15 +625,7 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 	load := kind == kLoad && r.Flags&rawstream.FlagAtomic == 0 // an atomic writes (in L2): it restarts the unit
 	// The lanes' addresses, sorted once (coalesced accesses come in
 	// order); a coarser granularity's units follow from them in order.
-	stride := 8 + int(r.Size)
-	addrs := w.addrs[:0]
-	for e := 0; e < r.NumLanes(); e++ {
-		addrs = append(addrs, binary.LittleEndian.Uint64(r.Lanes[e*stride:]))
-	}
-	if !slices.IsSorted(addrs) {
-		slices.Sort(addrs)
-	}
-	addrs = slices.Compact(addrs)
+	addrs := sortedAddrs(w.addrs, r)
 	w.addrs = addrs
 	size := uint64(r.Size)
 	div := parts&(1<<partDiv) != 0
@@ -682,6 +674,34 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 			}
 		}
 	}
+}
+
+// sortedAddrs returns the distinct addresses of r's lanes in ascending
+// order, in buf's memory. Lanes in order (coalesced accesses) need no
+// sort; repeats of the previous lane's address (a warp reading one
+// element) are dropped as they come.
+func sortedAddrs(buf []uint64, r *rawstream.Record) []uint64 {
+	n := r.NumLanes()
+	stride := 8 + int(r.Size)
+	addrs := slices.Grow(buf[:0], n)[:n]
+	k, sorted := 0, true
+	for e := 0; e < n; e++ {
+		a := binary.LittleEndian.Uint64(r.Lanes[e*stride:])
+		if k > 0 {
+			if a == addrs[k-1] {
+				continue
+			}
+			sorted = sorted && a > addrs[k-1]
+		}
+		addrs[k] = a
+		k++
+	}
+	addrs = addrs[:k]
+	if !sorted {
+		slices.Sort(addrs)
+		addrs = slices.Compact(addrs)
+	}
+	return addrs
 }
 
 // appendUnits appends the distinct units of 2^shift bytes that accesses
