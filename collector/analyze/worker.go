@@ -229,14 +229,31 @@ type warpState struct {
 
 func tagOf(lane int, kind uint8) uint8 { return uint8(lane)<<1 | kind }
 
+// tslotHash is the home slot of (addr, tag) in a temporal table of n
+// slots (a power of two): the high bits of a multiplicative hash, one
+// multiplication where mix64 takes two (the table's layout does not
+// matter to the results).
+func tslotHash(addr uint64, tag uint8, n int) uint64 {
+	return ((addr ^ uint64(tag)<<57) * 0x9e3779b97f4a7c15) >> (64 - uint(bits.Len(uint(n-1))))
+}
+
 // slot returns the entry of (addr, tag), inserting an unused one (used
 // false, fields to be filled) if it is absent.
 func (ws *warpState) slot(addr uint64, tag uint8) *tslot {
+	return ws.slotAt(addr, tag, 0, 0)
+}
+
+// slotAt is slot, with the home slot h of (addr, tag) in a table of n
+// slots given (n 0: none).
+func (ws *warpState) slotAt(addr uint64, tag uint8, h uint64, n int) *tslot {
 	if 2*(ws.n+1) > len(ws.t) {
 		ws.grow()
 	}
+	if n != len(ws.t) {
+		h = tslotHash(addr, tag, len(ws.t))
+	}
 	mask := uint64(len(ws.t) - 1)
-	for i := mix64(addr^uint64(tag)<<57) & mask; ; i = (i + 1) & mask {
+	for i := h; ; i = (i + 1) & mask {
 		e := &ws.t[i]
 		if !e.used {
 			e.addr, e.tag = addr, tag
@@ -247,22 +264,6 @@ func (ws *warpState) slot(addr uint64, tag uint8) *tslot {
 			return e
 		}
 	}
-}
-
-// touch loads the slots of the lanes' first units (lane entries of
-// stride bytes in ents, the first of lanes at entry first) into the
-// cache ahead of their lookups, adding them to *sink.
-func (ws *warpState) touch(ents []byte, stride int, lanes uint32, first int, kind uint8, sink *uint64) {
-	if len(ws.t) == 0 {
-		return
-	}
-	mask := uint64(len(ws.t) - 1)
-	var x uint64
-	for m, e := lanes, first; m != 0; m, e = m&(m-1), e+1 {
-		addr := binary.LittleEndian.Uint64(ents[e*stride:])
-		x += ws.t[mix64(addr^uint64(tagOf(bits.TrailingZeros32(m), kind))<<57)&mask].addr
-	}
-	*sink += x
 }
 
 func (ws *warpState) grow() {
@@ -283,7 +284,7 @@ func (ws *warpState) reinsert(old []tslot, drop uint32) {
 		if !e.used || drop&(1<<(e.tag>>1)) != 0 {
 			continue
 		}
-		for i := mix64(e.addr^uint64(e.tag)<<57) & mask; ; i = (i + 1) & mask {
+		for i := tslotHash(e.addr, e.tag, len(ws.t)); ; i = (i + 1) & mask {
 			if !ws.t[i].used {
 				ws.t[i] = e
 				ws.n++
@@ -451,9 +452,9 @@ type worker struct {
 	// are candidates here or were seen, so an access that brings one again
 	// needs no lookup in the seen sets or the candidates.
 	recent [numRecent]struct{ a, v uint64 }
-	// scratch of record: a record's values and new spatial values
-	vals []uint64
-	sp   []spNew
+	// scratch of record: a record's lane units and new spatial values
+	us []laneUnit
+	sp []spNew
 	// sink keeps the loads that bring table slots into the cache.
 	sink uint64
 }
@@ -463,7 +464,10 @@ const numPCCache = 256
 
 // numRecent is the size of a worker's cache of recent spatial lookups (a
 // power of two).
-const numRecent = 512
+const (
+	numRecentBits = 9
+	numRecent     = 1 << numRecentBits
+)
 
 type msgKind uint8
 
@@ -669,12 +673,15 @@ func kindOf(f rawstream.Flags) (uint8, bool) {
 // (definitions III.1-III.4 per lane unit; lanes is a contiguous run of
 // the record's active lanes).
 //
-// The lanes' temporal state is updated lane by lane; their values and
-// new spatial values are collected and handed to the value counters and
-// the candidate tables after the lane loop (staged, in the same order),
-// so that the tables' slots for all of them can be loaded first: these
-// tables are large and each lane unit's slot is a cache miss, which the
-// processor overlaps when the loads do not wait on each other.
+// It works in passes over the record's lane units, each a short loop:
+// the units' addresses, values and objects; their temporal state; their
+// values, handed to the value counters; their new spatial values, handed
+// to the candidate tables. The state each pass updates is its own, and
+// each keeps the units' order, so the results are those of one pass
+// doing all four per unit; but the short loops keep their variables in
+// registers, and before each table is updated the slots of all the
+// units are loaded, so that their cache misses overlap (the tables are
+// large, and most of the analysis' time was these misses).
 func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstream.Record, lanes uint32) {
 	if r.Size == 0 {
 		if r.Flags&rawstream.FlagBlockExit != 0 {
@@ -693,113 +700,221 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 		ak = fallbackKind(r.Size)
 		ub = int(ak.UnitBits / 8)
 	}
-	nu := int(r.Size) / ub
+	us := w.units(l, r, lanes, ub)
 	ac := s.acc
 	sl := ac.slot(l.ctx, kind, pi, ak)
-	pa := sl.pa
 	ws := s.warp(warpKey{l.seq, r.Block, r.Warp})
-	// Per-record runs: redundant pairs with the same old PC, and accesses
-	// to the same object, are added to the tables once per run.
-	var pairOld, pairN, redT, outside uint64
-	curObj := noObj - 1 // no lane yet
-	var oa *opAcc
-	vals := w.vals[:0] // the values of the lanes of curObj so far
-	sp := w.sp[:0]     // new spatial values
-	// The last spatial lookup: lanes of a warp often carry one value.
-	lastObj, lastV, lastHave := noObj, uint64(0), false
-	parts := uint64(len(w.cand))
-	hint := 0
-	base := uint64(fseq)<<32 | uint64(idx)<<9
+	ws.live |= lanes
+	s.temporal(ws, ac, sl, us, kind, &w.sink)
+	// Values, per run of units of one object.
+	start := 0
+	for i := 1; i <= len(us); i++ {
+		if i == len(us) || us[i].obj != us[start].obj {
+			oa := ac.opAcc(sl, us[start].obj, ak)
+			oa.accesses += uint64(i - start)
+			w.count(oa, us[start:i], ak)
+			start = i
+		}
+	}
+	sl.pa.accesses += uint64(len(us))
+	w.spatial(l, us, kind, fseq, idx, pi.packed, r.Space == rawstream.SpaceGlobal, sl.pa)
+}
+
+// laneUnit is one unit of a lane's access: its address, value, data
+// object, lane and unit index, and its temporal slot's hash.
+type laneUnit struct {
+	addr, v uint64
+	h       uint64
+	obj     uint32
+	lane, u uint8
+}
+
+// units decodes the units of a record's lanes in lanes (ub bytes each)
+// with their data objects, into the worker's scratch. (Its loops call
+// nothing in their common paths, so that their variables stay in
+// registers.)
+func (w *worker) units(l *launchInfo, r *rawstream.Record, lanes uint32, ub int) []laneUnit {
 	stride := 8 + int(r.Size)
-	global := r.Space == rawstream.SpaceGlobal
+	nu := int(r.Size) / ub
+	nl := bits.OnesCount32(lanes)
 	// The group's lanes are contiguous, so are their entries: the first is
 	// after those of the active lanes below the group.
-	first := bits.OnesCount32(r.Active & (lanes&-lanes - 1))
-	ws.touch(r.Lanes, stride, lanes, first, kind, &w.sink)
-	for m, e := lanes, first; m != 0; m, e = m&(m-1), e+1 {
-		lane := bits.TrailingZeros32(m)
-		ent := r.Lanes[e*stride : (e+1)*stride]
-		addr := binary.LittleEndian.Uint64(ent)
-		val := ent[8:]
-		// The lane's data object.
-		obj := noObj
-		switch r.Space {
-		case rawstream.SpaceGlobal:
-			obj, hint = l.objs.find(addr, hint)
-		case rawstream.SpaceShared:
-			obj = l.shared
-		case rawstream.SpaceLocal:
-			obj = l.local
+	off := bits.OnesCount32(r.Active&(lanes&-lanes-1)) * stride
+	ents := r.Lanes[off : off+nl*stride]
+	n := nl * nu
+	us := w.us
+	if cap(us) < n {
+		us = make([]laneUnit, n, max(n, 64))
+	}
+	us = us[:n]
+	w.us = us
+	obj := noObj
+	switch r.Space {
+	case rawstream.SpaceShared:
+		obj = l.shared
+	case rawstream.SpaceLocal:
+		obj = l.local
+	}
+	switch {
+	case nu == 1 && ub == 4:
+		for k, m := 0, lanes; k < len(us) && len(ents) >= 12; k, m = k+1, m&(m-1) {
+			us[k] = laneUnit{addr: binary.LittleEndian.Uint64(ents), v: uint64(binary.LittleEndian.Uint32(ents[8:])), obj: obj, lane: uint8(bits.TrailingZeros32(m))}
+			ents = ents[stride:]
 		}
-		if obj != curObj {
-			if len(vals) > 0 {
-				w.count(oa, vals, ak)
-				vals = vals[:0]
+	case nu == 1 && ub == 8:
+		for k, m := 0, lanes; k < len(us) && len(ents) >= 16; k, m = k+1, m&(m-1) {
+			us[k] = laneUnit{addr: binary.LittleEndian.Uint64(ents), v: binary.LittleEndian.Uint64(ents[8:]), obj: obj, lane: uint8(bits.TrailingZeros32(m))}
+			ents = ents[stride:]
+		}
+	default:
+		k := 0
+		for m := lanes; m != 0; m &= m - 1 {
+			addr := binary.LittleEndian.Uint64(ents)
+			lane := uint8(bits.TrailingZeros32(m))
+			for j := 0; j < nu; j++ {
+				us[k] = laneUnit{addr: addr + uint64(j*ub), v: readUnit(ents[8+j*ub:], ub), obj: obj, lane: lane, u: uint8(j)}
+				k++
 			}
-			curObj = obj
-			oa = ac.opAcc(sl, obj, ak)
+			ents = ents[stride:]
 		}
-		tag := tagOf(lane, kind)
-		ws.live |= 1 << lane
-		for u := 0; u < nu; u++ {
-			v := readUnit(val[u*ub:], ub)
-			// Temporal (III.1-2): the same thread's last access of this kind
-			// to this address carried the same value.
-			t := ws.slot(addr+uint64(u*ub), tag)
-			if t.used && t.v == v {
-				if t.pc != pairOld {
-					if pairN > 0 {
-						ac.addPair(sl, pairOld, pairN)
-						pairN = 0
-					}
-					pairOld = t.pc
-				}
+	}
+	if r.Space == rawstream.SpaceGlobal {
+		// The units' data objects: runs of units in one object are the
+		// rule, each found where the previous one was.
+		var cur objEntry
+		hint := 0
+		for i := 0; i < len(us); {
+			for ; i < len(us) && us[i].addr-cur.start < cur.end-cur.start; i++ {
+				us[i].obj = cur.idx
+			}
+			if i == len(us) {
+				break
+			}
+			obj, hint = l.objs.find(us[i].addr, hint)
+			us[i].obj = obj
+			if obj != noObj {
+				cur = l.objs.e[hint]
+			}
+			i++
+		}
+	}
+	return us
+}
+
+// temporal updates the warp's temporal state with the units (III.1-2: a
+// unit is redundant when the same thread's last access of this kind to
+// its address carried the same value), counting the redundant ones and
+// their pairs with the PC of that last access. The units' home slots are
+// loaded first; the loop over the units that are found in their home
+// slot calls nothing, the others take the slow path.
+func (s *shard) temporal(ws *warpState, ac *acc, sl *pcSlot, us []laneUnit, kind uint8, sink *uint64) {
+	tab := ws.hashUnits(us, kind, sink)
+	var pairOld, pairN, redT uint64
+	pc := sl.pc
+	mask := uint64(len(tab) - 1)
+	for i := 0; i < len(us); i++ {
+		for ; i < len(us) && len(tab) > 0; i++ {
+			u := &us[i]
+			tag := tagOf(int(u.lane), kind)
+			t := &tab[u.h&mask]
+			for j := u.h; t.used && (t.addr != u.addr || t.tag != tag); {
+				j = (j + 1) & mask
+				t = &tab[j]
+			}
+			if !t.used || t.v == u.v && t.pc != pairOld {
+				break // a new entry, or a pair to flush
+			}
+			if t.v == u.v {
 				pairN++
 				redT++
 			}
-			t.v, t.pc, t.used = v, pi.packed, true
-			vals = append(vals, v)
-			// Spatial (III.3-4): an earlier access of this kind to the same
-			// object in this launch carried the same value. Values seen before
-			// the last barrier are in seen; newer ones become candidates, and
-			// the earliest candidate of each value is resolved at the next
-			// barrier as the one non-redundant access.
-			if obj == noObj {
-				if global {
-					outside++
-				}
-				continue
-			}
-			if lastHave && obj == lastObj && v == lastV {
-				continue // this record already looked v up (and made it a candidate if new)
-			}
-			lastObj, lastV, lastHave = obj, v, true
-			ok := obj<<1 | uint32(kind)
-			a := uint64(l.seq)<<32 | uint64(ok)
-			h := spHash(a, v)
-			// Values looked up since the last barrier need nothing more
-			// until the next: they are candidates here, or were seen.
-			f := &w.recent[h>>20&(numRecent-1)]
-			if f.v == v && f.a == a {
-				continue
-			}
-			f.a, f.v = a, v
-			sp = append(sp, spNew{h: h, a: a, v: v, pos: base | uint64(lane)<<4 | uint64(u)})
+			t.v, t.pc = u.v, pc
 		}
-		oa.accesses += uint64(nu)
-		pa.accesses += uint64(nu)
+		if i == len(us) {
+			break
+		}
+		u := &us[i]
+		t := ws.slotAt(u.addr, tagOf(int(u.lane), kind), u.h, len(tab))
+		if t.used && t.v == u.v {
+			if t.pc != pairOld {
+				if pairN > 0 {
+					ac.addPair(sl, pairOld, pairN)
+					pairN = 0
+				}
+				pairOld = t.pc
+			}
+			pairN++
+			redT++
+		}
+		t.v, t.pc, t.used = u.v, pc, true
+		if len(ws.t) != len(tab) { // grown: the home slots moved
+			tab = ws.hashUnits(us[i+1:], kind, sink)
+			mask = uint64(len(tab) - 1)
+		}
 	}
 	if pairN > 0 {
 		ac.addPair(sl, pairOld, pairN)
 	}
-	if len(vals) > 0 {
-		w.count(oa, vals, ak)
+	sl.pa.redT += redT
+}
+
+// hashUnits sets the units' home slots in the table and loads them,
+// adding them to *sink; it returns the table.
+func (ws *warpState) hashUnits(us []laneUnit, kind uint8, sink *uint64) []tslot {
+	tab := ws.t
+	if len(tab) == 0 {
+		return nil // every unit takes the slow path, which makes the table
 	}
-	w.vals = vals
-	pa.redT += redT
+	sh := 64 - uint(bits.Len(uint(len(tab)-1)))
+	var x uint64
+	for i := range us {
+		u := &us[i]
+		u.h = ((u.addr ^ uint64(tagOf(int(u.lane), kind))<<57) * 0x9e3779b97f4a7c15) >> sh
+		x += tab[u.h&uint64(len(tab)-1)].addr
+	}
+	*sink += x
+	return tab
+}
+
+// spatial collects the units' values of data objects that were not
+// looked up since the last barrier and makes them candidates where they
+// were not seen before it (III.3-4: an access is redundant when an
+// earlier access of this kind to the same object in the launch carried
+// the same value; the earliest candidate of each value is resolved at the
+// next barrier as the one non-redundant access). Global units in no
+// object are counted outside.
+func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, idx int, pc uint64, global bool, pa *pcAcc) {
+	sp := w.sp[:0]
+	base := uint64(fseq)<<32 | uint64(idx)<<9
+	seq := uint64(l.seq) << 32
+	// The last lookup: lanes of a warp often carry one value.
+	lastObj, lastV, lastHave := noObj, uint64(0), false
+	outside := uint64(0)
+	for i := range us {
+		u := &us[i]
+		if u.obj == noObj {
+			if global {
+				outside++
+			}
+			continue
+		}
+		if lastHave && u.obj == lastObj && u.v == lastV {
+			continue // this record already looked v up (and made it a candidate if new)
+		}
+		lastObj, lastV, lastHave = u.obj, u.v, true
+		a := seq | uint64(u.obj<<1|uint32(kind))
+		// Values looked up since the last barrier need nothing more
+		// until the next: they are candidates here, or were seen.
+		f := &w.recent[((u.v^a*0x9e3779b97f4a7c15)*0xbf58476d1ce4e5b9)>>(64-numRecentBits)]
+		if f.v == u.v && f.a == a {
+			continue
+		}
+		f.a, f.v = a, u.v
+		sp = append(sp, spNew{h: spHash(a, u.v), a: a, v: u.v, pos: base | uint64(u.lane)<<4 | uint64(u.u)})
+	}
 	pa.outside += outside
 	if len(sp) > 0 {
-		w.candidates(l, sp, parts, pi.packed)
+		w.candidates(l, sp, uint64(len(w.cand)), pc)
 	}
 	w.sp = sp
 }
@@ -812,25 +927,25 @@ type spNew struct {
 	vs         *valSet
 }
 
-// count adds a record's values of one object to its counter, in order,
-// after loading the counter's slots for them.
-func (w *worker) count(oa *opAcc, vals []uint64, ak AccessKind) {
+// count adds the values of a record's units of one object to its
+// counter, in order, after loading the counter's slots for them.
+func (w *worker) count(oa *opAcc, us []laneUnit, ak AccessKind) {
 	c := &oa.vals
-	if n := len(c.keys); n > 0 && !c.direct && len(vals) > 2 {
+	if n := len(c.keys); n > 0 && !c.direct && len(us) > 2 {
 		mask := uint64(n - 1)
 		var x uint64
-		last := vals[0] + 1
-		for _, v := range vals {
-			if v != last {
-				i := mix64(v) & mask
-				x += c.keys[i] + c.counts[i]
+		last := us[0].v + 1
+		for i := range us {
+			if v := us[i].v; v != last {
+				j := mix64(v) & mask
+				x += c.keys[j] + c.counts[j]
 				last = v
 			}
 		}
 		w.sink += x
 	}
-	for _, v := range vals {
-		c.add(v, ak)
+	for i := range us {
+		c.add(us[i].v, ak)
 	}
 }
 
