@@ -278,6 +278,9 @@ type Analyzer struct {
 	// sinks keeps the resolvers' loads that bring slots into the cache
 	// (one per partition).
 	sinks []uint64
+	// scratch: per partition, the resolution's set of values of ended
+	// launches (resolve)
+	scratch []pairSet
 
 	anomalies uint64
 	firstAnom string
@@ -323,6 +326,7 @@ func New(o Options) *Analyzer {
 		a.shards[i] = newShard(i)
 	}
 	a.sinks = make([]uint64, o.Workers)
+	a.scratch = make([]pairSet, o.Workers)
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}}
 		wk.cand = make([]spTable, o.Workers)
@@ -1063,28 +1067,60 @@ func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
 	// at once: their seen sets are cached by key, and taken in batches
 	// whose slots in the seen sets are loaded first, so that the cache
 	// misses overlap.
+	//
+	// A launch that ended before the barrier gets no more accesses and
+	// its seen sets are dropped after it: its values are not added to
+	// them. With one worker each of its candidates is a first occurrence;
+	// with more, a scratch set of (launch and object, value) finds the
+	// values several workers brought.
 	var conflicts []*spEntry
 	var sets [64]struct {
-		a  uint64
-		vs *valSet
+		a     uint64
+		vs    *valSet
+		ended bool
 	}
 	var batch [32]*spEntry
 	var vss [32]*valSet
 	var sink uint64
+	one := len(a.workers) == 1
+	var scratch *pairSet
+	if !one {
+		total := 0
+		for _, w := range a.workers {
+			total += w.cand[p].n
+		}
+		scratch = &a.scratch[p]
+		scratch.reset(total)
+	}
 	flush := func(n int) {
 		for i, e := range batch[:n] {
 			c := &sets[e.a*0x9e3779b97f4a7c15>>58]
-			if c.vs == nil || c.a != e.a {
-				c.a, c.vs = e.a, set(e)
+			if c.vs == nil && !c.ended || c.a != e.a {
+				c.a, c.vs, c.ended = e.a, nil, a.bySeq[uint32(e.a>>32)].ended
+				if !c.ended {
+					c.vs = set(e)
+				}
 			}
 			vs := c.vs
 			vss[i] = vs
-			if len(vs.e) > 0 {
+			switch {
+			case vs != nil && len(vs.e) > 0:
 				sink += vs.e[mix64(e.v)&uint64(len(vs.e)-1)]
+			case vs == nil && !one:
+				sink += scratch.touch(e.a, e.v)
 			}
 		}
 		for i, e := range batch[:n] {
-			if vss[i].addNew(e.v) {
+			var first bool
+			switch {
+			case vss[i] != nil:
+				first = vss[i].addNew(e.v)
+			case one:
+				first = true
+			default:
+				first = scratch.addNew(e.a, e.v)
+			}
+			if first {
 				e.pc |= firstFlag
 				counts.add(e.a, e.pc&^firstFlag, 1)
 			} else {

@@ -629,12 +629,13 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 	w.addrs = addrs
 	size := uint64(r.Size)
 	div := parts&(1<<partDiv) != 0
-	// Each granularity's units, once per record: the divergence part counts
-	// a load's units and the reuse parts track them.
+	// Each granularity's units, once per record, where the reuse parts
+	// track them; the divergence part only counts them (a load's units at
+	// each granularity, its sectors).
 	var us [len(reuseGrains)][]uint64
 	for g, gr := range reuseGrains {
 		switch {
-		case parts&(1<<g) == 0 && !(div && load):
+		case parts&(1<<g) == 0:
 		case gr.shift == 0:
 			us[g] = addrs
 		default:
@@ -647,13 +648,20 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 		h = w.acc.reuseOf(l.ctx)
 	}
 	if div {
-		w.units = appendUnits(w.units[:0], addrs, size, sectorShift)
 		d := w.acc.divOf(l.ctx, kind, w.packed(l, r.PC))
 		d.warps++
-		d.sectors += uint64(len(w.units))
+		d.sectors += uint64(countUnits(addrs, size, sectorShift))
 		if load {
-			for g := range reuseGrains {
-				h.loads[g] += uint64(len(us[g]))
+			for g, gr := range reuseGrains {
+				n := len(us[g])
+				switch {
+				case us[g] != nil:
+				case gr.shift == 0: // the element: a lane's address
+					n = len(addrs)
+				default:
+					n = countUnits(addrs, size, gr.shift)
+				}
+				h.loads[g] += uint64(n)
 			}
 		}
 	}
@@ -720,6 +728,23 @@ func appendUnits(us, addrs []uint64, size uint64, shift uint) []uint64 {
 		}
 	}
 	return us
+}
+
+// countUnits is the number of units appendUnits appends.
+func countUnits(addrs []uint64, size uint64, shift uint) int {
+	n := 0
+	next := uint64(0) // the lowest unit not counted yet (when n > 0)
+	for _, a := range addrs {
+		lo, hi := a>>shift, (a+size-1)>>shift
+		if n > 0 && lo < next {
+			lo = next
+		}
+		if lo <= hi {
+			n += int(hi - lo + 1)
+			next = hi + 1
+		}
+	}
+	return n
 }
 
 // scaleHist scales a histogram of the measured blocks' loads to n loads

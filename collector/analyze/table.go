@@ -230,3 +230,47 @@ func keyHash(k1, k2, mask uint64) uint64 {
 	h := (k1 ^ k2*0x9e3779b97f4a7c15) * 0xbf58476d1ce4e5b9
 	return h >> (64 - uint(bits.Len64(mask)))
 }
+
+// pairSet is an open-addressing set of (a, v) pairs, a never 0 (16 bytes
+// a slot), emptied and reused: the resolution's values of launches that
+// ended, which need no seen set of their own.
+type pairSet struct {
+	e []struct{ a, v uint64 }
+	n int
+}
+
+// reset empties the set with room for n pairs at load 1/2 at most.
+func (s *pairSet) reset(n int) {
+	size := 64
+	for size < 2*n {
+		size *= 2
+	}
+	if len(s.e) < size || len(s.e) > 8*size {
+		s.e = make([]struct{ a, v uint64 }, size)
+	} else if s.n > 0 {
+		clear(s.e)
+	}
+	s.n = 0
+}
+
+func (s *pairSet) home(a, v uint64) uint64 { return spHash(a, v) & uint64(len(s.e)-1) }
+
+// touch loads the home slot of (a, v).
+func (s *pairSet) touch(a, v uint64) uint64 { return s.e[s.home(a, v)].v }
+
+// addNew adds (a, v) and reports whether it was absent. The set holds at
+// most the n pairs it was reset for.
+func (s *pairSet) addNew(a, v uint64) bool {
+	mask := uint64(len(s.e) - 1)
+	for i := s.home(a, v); ; i = (i + 1) & mask {
+		e := &s.e[i]
+		if e.a == 0 {
+			e.a, e.v = a, v
+			s.n++
+			return true
+		}
+		if e.a == a && e.v == v {
+			return false
+		}
+	}
+}
