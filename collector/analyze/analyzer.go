@@ -275,6 +275,8 @@ type Analyzer struct {
 	tWait, tResolve, tBuild, tBlocked, tMemBlocked time.Duration
 	barriers, earlyBarriers                        int
 
+	// per: the dispatcher's lists of the workers' records in a frame
+	per []*[]recRef
 	// sinks keeps the resolvers' loads that bring slots into the cache
 	// (one per partition).
 	sinks []uint64
@@ -458,7 +460,10 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 // and each memory worker its blocks' records.
 func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 	n := len(a.workers)
-	per := make([][]recRef, n)
+	if a.per == nil {
+		a.per = make([]*[]recRef, n)
+	}
+	per := a.per
 	// The memory workers' records are split in the same pass, so no worker
 	// reads records that are not its own.
 	mem := a.x.ms.split()
@@ -483,16 +488,17 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 			s := shardOf(unit, g, l.groups)
 			w := s % n
 			if per[w] == nil {
-				per[w] = make([]recRef, 0, l.groups*int(f.Count)/n+16)
+				per[w] = recRefs.get()
 			}
-			per[w] = append(per[w], recRef{idx: uint32(it.Index()), off: uint32(off), lanes: lanes, shard: uint8(s)})
+			*per[w] = append(*per[w], recRef{idx: uint32(it.Index()), off: uint32(off), lanes: lanes, shard: uint8(s)})
 		}
 		mem.add(r, uint32(off), bunit, l.splitGrains)
 	}
 	for i, w := range a.workers {
-		if len(per[i]) > 0 {
+		if per[i] != nil {
 			l.sent |= sentBit(i)
 			a.tBlocked += w.send(msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq, recs: per[i]})
+			per[i] = nil
 		}
 	}
 	a.tMemBlocked += a.x.ms.access(f, l, mem)

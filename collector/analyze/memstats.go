@@ -295,7 +295,7 @@ func newMemAcc() *memAcc {
 
 type memMsg struct {
 	acc  *rawstream.Access
-	refs []memRef // this worker's parts of the frame's records
+	refs *[]memRef // this worker's parts of the frame's records (from memRefs)
 	l    *launchInfo
 	end  *launchInfo    // launch ended: drop its blocks
 	done chan<- *memAcc // sync: hand over the accumulator
@@ -329,6 +329,7 @@ type memWorker struct {
 
 // memStats runs the memory workers.
 type memStats struct {
+	per     []*[]memRef // split's lists (the dispatcher's)
 	ws      []*memWorker
 	all     []*memWorker // ws, kept after stop for the time accounts
 	started bool
@@ -357,7 +358,7 @@ func (s *memStats) start(n, depth int) {
 // twice as busy on the H100).
 type memSplit struct {
 	n   int
-	per [][]memRef
+	per []*[]memRef // from memRefs
 }
 
 // memRef is a record's offset in its frame and the parts (a bit each)
@@ -371,7 +372,18 @@ func (s *memStats) split() memSplit {
 	if len(s.ws) == 0 {
 		return memSplit{}
 	}
-	return memSplit{n: len(s.ws), per: make([][]memRef, len(s.ws))}
+	if s.per == nil {
+		s.per = make([]*[]memRef, len(s.ws))
+	}
+	return memSplit{n: len(s.ws), per: s.per}
+}
+
+// list returns memory worker i's list of records.
+func (m *memSplit) list(i int) *[]memRef {
+	if m.per[i] == nil {
+		m.per[i] = memRefs.get()
+	}
+	return m.per[i]
 }
 
 func (m *memSplit) add(r *rawstream.Record, off uint32, blockUnit uint32, split bool) {
@@ -397,20 +409,20 @@ func (m *memSplit) add(r *rawstream.Record, off uint32, blockUnit uint32, split 
 	}
 	unit := uint64(blockUnit &^ trackedBlock)
 	if !split {
-		i := int(unit % uint64(m.n))
-		m.per[i] = append(m.per[i], memRef{off, uint8(parts)})
+		q := m.list(int(unit % uint64(m.n)))
+		*q = append(*q, memRef{off, uint8(parts)})
 		return
 	}
 	for p := 0; p < numParts; p++ {
 		if parts&(1<<p) == 0 {
 			continue
 		}
-		i := int((unit*uint64(numParts) + uint64(p)) % uint64(m.n))
-		if q := m.per[i]; len(q) > 0 && q[len(q)-1].off == off {
-			q[len(q)-1].parts |= 1 << p
+		q := m.list(int((unit*uint64(numParts) + uint64(p)) % uint64(m.n)))
+		if n := len(*q); n > 0 && (*q)[n-1].off == off {
+			(*q)[n-1].parts |= 1 << p
 			continue
 		}
-		m.per[i] = append(m.per[i], memRef{off, 1 << p})
+		*q = append(*q, memRef{off, 1 << p})
 	}
 }
 
@@ -419,9 +431,10 @@ func (m *memSplit) add(r *rawstream.Record, off uint32, blockUnit uint32, split 
 func (s *memStats) access(f *rawstream.Access, l *launchInfo, m memSplit) time.Duration {
 	var blocked time.Duration
 	for i, w := range s.ws {
-		if len(m.per[i]) > 0 {
+		if m.per[i] != nil {
 			l.memSent |= sentBit(i)
 			msg := memMsg{acc: f, l: l, refs: m.per[i]}
+			m.per[i] = nil
 			select {
 			case w.in <- msg:
 			default:
@@ -476,8 +489,9 @@ func (w *memWorker) run() {
 			}
 		default:
 			t0 := time.Now()
-			w.frame(m.acc, m.refs, m.l)
+			w.frame(m.acc, *m.refs, m.l)
 			w.busy.Add(int64(time.Since(t0)))
+			memRefs.put(m.refs)
 		}
 	}
 }
