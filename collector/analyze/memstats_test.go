@@ -2,10 +2,12 @@ package analyze
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"maps"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -460,4 +462,37 @@ func TestReuseSamplingAccuracyOnCaptures(t *testing.T) {
 		t.Fatal("no kernel with loads")
 	}
 	t.Logf("shares compared: %d, mean difference %.4f, worst %.4f", n, sum/float64(n), worst)
+}
+
+// sortedAddrs gives the lanes' distinct addresses in order, and
+// countUnits counts what appendUnits lists.
+func TestSortedAddrsAndCountUnits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 20000; i++ {
+		size := []uint8{1, 2, 4, 8, 16}[rng.IntN(5)]
+		active := rng.Uint32() | 1
+		n := bits.OnesCount32(active)
+		r := rawstream.Record{Size: size, Active: active, Lanes: make([]byte, n*(8+int(size)))}
+		var want []uint64
+		base := uint64(rng.IntN(1 << 20))
+		for e := 0; e < n; e++ {
+			a := base + uint64(e)*uint64(size) // coalesced
+			if rng.IntN(4) == 0 {
+				a = base + uint64(rng.IntN(64))
+			}
+			binary.LittleEndian.PutUint64(r.Lanes[e*(8+int(size)):], a)
+			want = append(want, a)
+		}
+		slices.Sort(want)
+		want = slices.Compact(want)
+		got := sortedAddrs(nil, &r)
+		if !slices.Equal(got, want) {
+			t.Fatalf("sortedAddrs: %v, want %v", got, want)
+		}
+		for _, shift := range []uint{0, sectorShift, lineShift} {
+			if c, l := countUnits(got, uint64(size), shift), len(appendUnits(nil, got, uint64(size), shift)); c != l {
+				t.Fatalf("countUnits(%v, %d, %d) = %d, appendUnits lists %d", got, size, shift, c, l)
+			}
+		}
+	}
 }

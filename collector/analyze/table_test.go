@@ -50,3 +50,42 @@ func TestTablesAgreeWithMaps(t *testing.T) {
 		t.Fatal("reset left entries")
 	}
 }
+
+// keyTable and pairSet agree with Go maps, across growth (keyTable) and
+// resets (pairSet).
+func TestKeyTableAndPairSetAgreeWithMaps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var kt keyTable[uint64]
+	ref := map[[2]uint64]*uint64{}
+	for i := 0; i < 100000; i++ {
+		k1, k2 := uint64(rng.IntN(3000)), uint64(1+rng.IntN(7))
+		v, added := kt.get(k1, k2)
+		old, had := ref[[2]uint64{k1, k2}]
+		if added == had || had && v != old {
+			t.Fatalf("get(%d, %d): added %v, %p; map had %v %p", k1, k2, added, v, had, old)
+		}
+		if !had {
+			ref[[2]uint64{k1, k2}] = v
+		}
+		*v++
+	}
+	if kt.n != len(ref) {
+		t.Fatalf("%d entries, map has %d", kt.n, len(ref))
+	}
+	var ps pairSet
+	for round := 0; round < 4; round++ {
+		n := 1000 << round
+		ps.reset(n)
+		seen := map[[2]uint64]bool{}
+		for i := 0; i < n; i++ {
+			a, v := uint64(1+rng.IntN(4)), uint64(rng.IntN(n))
+			if got := ps.addNew(a, v); got == seen[[2]uint64{a, v}] {
+				t.Fatalf("round %d: addNew(%d, %d) = %v, map had it: %v", round, a, v, got, seen[[2]uint64{a, v}])
+			}
+			seen[[2]uint64{a, v}] = true
+		}
+		if ps.n != len(seen) {
+			t.Fatalf("round %d: %d pairs, map has %d", round, ps.n, len(seen))
+		}
+	}
+}
