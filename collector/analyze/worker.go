@@ -235,7 +235,14 @@ func tagOf(lane int, kind uint8) uint8 { return uint8(lane)<<1 | kind }
 // multiplication where mix64 takes two (the table's layout does not
 // matter to the results).
 func tslotHash(addr uint64, tag uint8, n int) uint64 {
-	return ((addr ^ uint64(tag)<<57) * 0x9e3779b97f4a7c15) >> (64 - uint(bits.Len(uint(n-1))))
+	return tslotHashShift(addr, tag, tslotShift(n))
+}
+
+// tslotShift is the shift of tslotHashShift for a table of n slots.
+func tslotShift(n int) uint { return 64 - uint(bits.Len(uint(n-1))) }
+
+func tslotHashShift(addr uint64, tag uint8, shift uint) uint64 {
+	return ((addr ^ uint64(tag)<<57) * 0x9e3779b97f4a7c15) >> shift
 }
 
 // slot returns the entry of (addr, tag), inserting an unused one (used
@@ -830,8 +837,9 @@ func (w *worker) units(l *launchInfo, r *rawstream.Record, lanes uint32, ub int)
 // unit is redundant when the same thread's last access of this kind to
 // its address carried the same value), counting the redundant ones and
 // their pairs with the PC of that last access. The units' home slots are
-// loaded first; the loop over the units that are found in their home
-// slot calls nothing, the others take the slow path.
+// loaded first; the loop over the units already in the table whose pair
+// goes on calls nothing, the others (new entries, a pair to flush) take
+// the slow path.
 func (s *shard) temporal(ws *warpState, ac *acc, sl *pcSlot, us []laneUnit, kind uint8, sink *uint64) {
 	tab := ws.hashUnits(us, kind, sink)
 	var pairOld, pairN, redT uint64
@@ -841,8 +849,9 @@ func (s *shard) temporal(ws *warpState, ac *acc, sl *pcSlot, us []laneUnit, kind
 		for ; i < len(us) && len(tab) > 0; i++ {
 			u := &us[i]
 			tag := tagOf(int(u.lane), kind)
-			t := &tab[u.h&mask]
-			for j := u.h; t.used && (t.addr != u.addr || t.tag != tag); {
+			j := u.h & mask
+			t := &tab[j]
+			for t.used && (t.addr != u.addr || t.tag != tag) {
 				j = (j + 1) & mask
 				t = &tab[j]
 			}
@@ -890,11 +899,11 @@ func (ws *warpState) hashUnits(us []laneUnit, kind uint8, sink *uint64) []tslot 
 	if len(tab) == 0 {
 		return nil // every unit takes the slow path, which makes the table
 	}
-	sh := 64 - uint(bits.Len(uint(len(tab)-1)))
+	sh := tslotShift(len(tab))
 	var x uint64
 	for i := range us {
 		u := &us[i]
-		u.h = ((u.addr ^ uint64(tagOf(int(u.lane), kind))<<57) * 0x9e3779b97f4a7c15) >> sh
+		u.h = tslotHashShift(u.addr, tagOf(int(u.lane), kind), sh)
 		x += tab[u.h&uint64(len(tab)-1)].addr
 	}
 	*sink += x
@@ -948,8 +957,8 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 // last barrier: its hash (spHash), launch and object key, and position.
 type spNew struct {
 	h, a, v, pos uint64
-	p          int
-	vs         *valSet
+	p            int
+	vs           *valSet
 }
 
 // count adds the values of a record's units of one object to its
