@@ -706,17 +706,24 @@ func sortedAddrs(buf []uint64, r *rawstream.Record) []uint64 {
 	n := r.NumLanes()
 	stride := 8 + int(r.Size)
 	addrs := slices.Grow(buf[:0], n)[:n]
-	k, sorted := 0, true
-	for e := 0; e < n; e++ {
-		a := binary.LittleEndian.Uint64(r.Lanes[e*stride:])
-		if k > 0 {
-			if a == addrs[k-1] {
-				continue
-			}
-			sorted = sorted && a > addrs[k-1]
+	if n == 0 {
+		return addrs
+	}
+	lanes := r.Lanes[:n*stride]
+	prev := binary.LittleEndian.Uint64(lanes)
+	addrs[0] = prev
+	k, sorted := 1, true
+	for off := stride; off+8 <= len(lanes) && k < len(addrs); off += stride {
+		a := binary.LittleEndian.Uint64(lanes[off : off+8])
+		if a == prev {
+			continue
+		}
+		if a < prev {
+			sorted = false
 		}
 		addrs[k] = a
 		k++
+		prev = a
 	}
 	addrs = addrs[:k]
 	if !sorted {

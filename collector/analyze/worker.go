@@ -789,14 +789,20 @@ func (w *worker) units(l *launchInfo, r *rawstream.Record, lanes uint32, ub int)
 	}
 	switch {
 	case nu == 1 && ub == 4:
-		for k, m := 0, lanes; k < len(us) && len(ents) >= 12; k, m = k+1, m&(m-1) {
-			us[k] = laneUnit{addr: binary.LittleEndian.Uint64(ents), v: uint64(binary.LittleEndian.Uint32(ents[8:])), obj: obj, lane: uint8(bits.TrailingZeros32(m))}
-			ents = ents[stride:]
+		m := lanes
+		for k, off := 0, 0; k < len(us) && off+12 <= len(ents); k, off = k+1, off+stride {
+			e := ents[off : off+12 : off+12]
+			u := &us[k]
+			u.addr, u.v, u.obj, u.lane, u.u = binary.LittleEndian.Uint64(e), uint64(binary.LittleEndian.Uint32(e[8:])), obj, uint8(bits.TrailingZeros32(m)), 0
+			m &= m - 1
 		}
 	case nu == 1 && ub == 8:
-		for k, m := 0, lanes; k < len(us) && len(ents) >= 16; k, m = k+1, m&(m-1) {
-			us[k] = laneUnit{addr: binary.LittleEndian.Uint64(ents), v: binary.LittleEndian.Uint64(ents[8:]), obj: obj, lane: uint8(bits.TrailingZeros32(m))}
-			ents = ents[stride:]
+		m := lanes
+		for k, off := 0, 0; k < len(us) && off+16 <= len(ents); k, off = k+1, off+stride {
+			e := ents[off : off+16 : off+16]
+			u := &us[k]
+			u.addr, u.v, u.obj, u.lane, u.u = binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:]), obj, uint8(bits.TrailingZeros32(m)), 0
+			m &= m - 1
 		}
 	default:
 		k := 0
