@@ -850,26 +850,11 @@ func (s *shard) temporal(ws *warpState, ac *acc, sl *pcSlot, us []laneUnit, kind
 	tab := ws.hashUnits(us, kind, sink)
 	var pairOld, pairN, redT uint64
 	pc := sl.pc
-	mask := uint64(len(tab) - 1)
 	for i := 0; i < len(us); i++ {
-		for ; i < len(us) && len(tab) > 0; i++ {
-			u := &us[i]
-			tag := tagOf(int(u.lane), kind)
-			j := u.h & mask
-			t := &tab[j]
-			for t.used && (t.addr != u.addr || t.tag != tag) {
-				j = (j + 1) & mask
-				t = &tab[j]
-			}
-			if !t.used || t.v == u.v && t.pc != pairOld {
-				break // a new entry, or a pair to flush
-			}
-			if t.v == u.v {
-				pairN++
-				redT++
-			}
-			t.v, t.pc = u.v, pc
-		}
+		n, red := temporalRun(tab, us[i:], kind, pc, pairOld)
+		i += n
+		pairN += red
+		redT += red
 		if i == len(us) {
 			break
 		}
@@ -889,13 +874,45 @@ func (s *shard) temporal(ws *warpState, ac *acc, sl *pcSlot, us []laneUnit, kind
 		t.v, t.pc, t.used = u.v, pc, true
 		if len(ws.t) != len(tab) { // grown: the home slots moved
 			tab = ws.hashUnits(us[i+1:], kind, sink)
-			mask = uint64(len(tab) - 1)
 		}
 	}
 	if pairN > 0 {
 		ac.addPair(sl, pairOld, pairN)
 	}
 	sl.pa.redT += redT
+}
+
+// temporalRun updates the entries of the units from us[0] on that are in
+// the table and whose redundant accesses go on the pair of pairOld, up to
+// the first that is not (a new entry, or a pair to flush). It returns how
+// many units it took and how many of them were redundant. It calls
+// nothing, so that its loop keeps its variables in registers.
+func temporalRun(tab []tslot, us []laneUnit, kind uint8, pc, pairOld uint64) (n int, red uint64) {
+	if len(tab) == 0 {
+		return 0, 0
+	}
+	mask := uint64(len(tab) - 1)
+	for n = 0; n < len(us); n++ {
+		u := &us[n]
+		tag := tagOf(int(u.lane), kind)
+		j := u.h & mask
+		t := &tab[j]
+		for t.used && (t.addr != u.addr || t.tag != tag) {
+			j = (j + 1) & mask
+			t = &tab[j]
+		}
+		if !t.used {
+			break
+		}
+		if t.v == u.v {
+			if t.pc != pairOld {
+				break
+			}
+			red++
+		}
+		t.v, t.pc = u.v, pc
+	}
+	return n, red
 }
 
 // hashUnits sets the units' home slots in the table and loads them,
@@ -924,11 +941,17 @@ func (ws *warpState) hashUnits(us []laneUnit, kind uint8, sink *uint64) []tslot 
 // next barrier as the one non-redundant access). Global units in no
 // object are counted outside.
 func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, idx int, pc uint64, global bool, pa *pcAcc) {
-	sp := w.sp[:0]
+	sp := w.sp
+	if cap(sp) < len(us) {
+		sp = make([]spNew, 0, max(len(us), 64))
+	}
+	sp = sp[:len(us)]
+	k := 0
 	base := uint64(fseq)<<32 | uint64(idx)<<9
 	seq := uint64(l.seq) << 32
-	// The last lookup: lanes of a warp often carry one value.
-	lastObj, lastV, lastHave := noObj, uint64(0), false
+	// The last lookup (none while lastObj is noObj): lanes of a warp often
+	// carry one value.
+	lastObj, lastV := noObj, uint64(0)
 	outside := uint64(0)
 	for i := range us {
 		u := &us[i]
@@ -938,10 +961,10 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 			}
 			continue
 		}
-		if lastHave && u.obj == lastObj && u.v == lastV {
+		if u.obj == lastObj && u.v == lastV {
 			continue // this record already looked v up (and made it a candidate if new)
 		}
-		lastObj, lastV, lastHave = u.obj, u.v, true
+		lastObj, lastV = u.obj, u.v
 		a := seq | uint64(u.obj<<1|uint32(kind))
 		// Values looked up since the last barrier need nothing more
 		// until the next: they are candidates here, or were seen.
@@ -950,8 +973,11 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 			continue
 		}
 		f.a, f.v = a, u.v
-		sp = append(sp, spNew{h: spHash(a, u.v), a: a, v: u.v, pos: base | uint64(u.lane)<<4 | uint64(u.u)})
+		n := &sp[k]
+		n.h, n.a, n.v, n.pos = spHash(a, u.v), a, u.v, base|uint64(u.lane)<<4|uint64(u.u)
+		k++
 	}
+	sp = sp[:k]
 	pa.outside += outside
 	if len(sp) > 0 {
 		w.candidates(l, sp, uint64(len(w.cand)), pc)
