@@ -659,6 +659,7 @@ bool pcs_claim(CUdevice dev) {
     static std::unordered_map<std::string, bool> claims;
     const char *pol = getenv("GPUPROF_PCS_POLICY");
     if (pol && strcmp(pol, "all") == 0) return true;
+    if (pol && strcmp(pol, "none") == 0) return false; // kernel times only: a timing run
     std::string uuid = device_uuid(dev);
     if (uuid.empty()) return true;
     std::lock_guard<std::mutex> lk(mu);
