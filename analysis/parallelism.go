@@ -258,9 +258,9 @@ func (kv *kernelView) parallelismOptimizers() []match {
 	if warps := p.cfg.GridBlocks * wb; p.cfg.GridBlocks < float64(p.g.SMs) {
 		nb := math.Min(float64(p.g.SMs), math.Floor(warps))
 		if nb > p.cfg.GridBlocks {
-			per := math.Ceil(warps / nb)
-			mk(OptBlockIncrease, fmt.Sprintf("the grid has %.0f blocks for %d SMs: split its %.0f warps into %.0f blocks of %.0f threads so %.0f SMs run.", p.cfg.GridBlocks, p.g.SMs, warps, nb, 32*per, nb),
-				cfgText+fmt.Sprintf("; bounded by the launch's work: its %.0f warps over %.0f SMs, %.0f per block", warps, nb, per), m.rate(nb, per, 1))
+			per := warps / nb
+			mk(OptBlockIncrease, fmt.Sprintf("the grid has %.0f blocks for %d SMs: split its %.0f warps into %.0f smaller blocks (%.1f warps each) so %.0f SMs run.", p.cfg.GridBlocks, p.g.SMs, warps, nb, per, nb),
+				cfgText+fmt.Sprintf("; bounded by the launch's work: its %.0f warps over %.0f SMs, %.1f per block", warps, nb, per), m.rate(nb, per, 1))
 		}
 	}
 	// Thread increase: small blocks hit the blocks-per-SM limit before the
