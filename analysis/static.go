@@ -429,7 +429,10 @@ func joinStatic(x *Index, views map[profile.NodeID]*kernelView, m *sass.Module, 
 				cp.Speedup = StallElimination(kv.T, mm)
 			}
 			cp.Evidence += fmt.Sprintf("; %.0f of the kernel's %.0f samples at or blamed on these instructions", mm, kv.T)
-			if !joined || mm > bestM {
+			// The program's own kernels first: a finding on code that a
+			// framework's autotuner also ran belongs to the repeated work.
+			if !joined || x.Phase(k) == "" && best.Phase != "" || (x.Phase(k) == "") == (best.Phase == "") && mm > bestM {
+				cp.Phase = x.Phase(k)
 				best, bestM, joined = cp, mm, true
 			}
 		}

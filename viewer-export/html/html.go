@@ -15,6 +15,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -555,7 +556,80 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 		Pruned  int      `json:"pruned"`
 	}
 	o := out{Metrics: metrics, Nodes: [][]any{}, Pruned: len(p.Nodes) - len(kept)}
+	// internal reports whether a node is a runtime or framework host frame
+	// (view.Internal): connected runs of them show as one folded frame.
+	internal := func(id profile.NodeID) bool {
+		n := p.Nodes[id]
+		if n == nil || id == profile.RootID || n.Frame.Kind != profile.KindHostFrame {
+			return false
+		}
+		in, _ := view.Internal(n.Frame)
+		return in
+	}
+	emit := func(parent int, kind, label, detail string, id profile.NodeID) int {
+		row := []any{parent, kind, label, detail}
+		for i := range metrics {
+			v := value(id, i)
+			if v == math.Trunc(v) {
+				row = append(row, int64(v))
+			} else {
+				row = append(row, math.Round(v*10)/10)
+			}
+		}
+		o.Nodes = append(o.Nodes, row)
+		return len(o.Nodes) - 1
+	}
+	sorted := func(ids []profile.NodeID) []profile.NodeID {
+		kids := append([]profile.NodeID(nil), ids...)
+		sort.Slice(kids, func(i, j int) bool {
+			a, b := view.FrameLabel(p.Nodes[kids[i]].Frame), view.FrameLabel(p.Nodes[kids[j]].Frame)
+			if a != b {
+				return a < b
+			}
+			return kids[i] < kids[j]
+		})
+		return kids
+	}
 	var walk func(id profile.NodeID, parent int)
+	// fold shows the run of internal frames from id down as one frame
+	// (its inclusive values are id's) whose children are the frames below
+	// the run.
+	fold := func(id profile.NodeID, parent int) {
+		var below, frames []profile.NodeID
+		depth := map[profile.NodeID]int{id: 1}
+		deepest := 1
+		var in []string
+		var collect func(x profile.NodeID)
+		collect = func(x profile.NodeID) {
+			frames = append(frames, x)
+			if _, lib := view.Internal(p.Nodes[x].Frame); !slices.Contains(in, lib) {
+				in = append(in, lib)
+			}
+			for _, c := range sorted(ch[x]) {
+				switch {
+				case !kept[c]:
+				case internal(c):
+					depth[c] = depth[x] + 1
+					if depth[c] > deepest {
+						deepest = depth[c]
+					}
+					collect(c)
+				default:
+					below = append(below, c)
+				}
+			}
+		}
+		collect(id)
+		if len(frames) < 2 {
+			walk(id, parent) // a lone internal frame shows as itself
+			return
+		}
+		detail := fmt.Sprintf("%d runtime and framework frames folded (the JSON, pprof and HPCToolkit exports hold them); outermost: %s", len(frames), view.FrameLabel(p.Nodes[id].Frame))
+		me := emit(parent, profile.KindHostFrame.String(), view.FoldLabel(deepest, in), detail, id)
+		for _, c := range below {
+			walk(c, me)
+		}
+	}
 	walk = func(id profile.NodeID, parent int) {
 		n := p.Nodes[id]
 		label := view.FrameLabel(n.Frame)
@@ -566,27 +640,13 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 		if n.Frame.Function != "" {
 			detail = symname.Demangle(n.Frame.Function) + " — " + detail
 		}
-		row := []any{parent, n.Frame.Kind.String(), label, detail}
-		for i := range metrics {
-			v := value(id, i)
-			if v == math.Trunc(v) {
-				row = append(row, int64(v))
-			} else {
-				row = append(row, math.Round(v*10)/10)
-			}
-		}
-		me := len(o.Nodes)
-		o.Nodes = append(o.Nodes, row)
-		kids := append([]profile.NodeID(nil), ch[id]...)
-		sort.Slice(kids, func(i, j int) bool {
-			a, b := view.FrameLabel(p.Nodes[kids[i]].Frame), view.FrameLabel(p.Nodes[kids[j]].Frame)
-			if a != b {
-				return a < b
-			}
-			return kids[i] < kids[j]
-		})
-		for _, c := range kids {
-			if kept[c] {
+		me := emit(parent, n.Frame.Kind.String(), label, detail, id)
+		for _, c := range sorted(ch[id]) {
+			switch {
+			case !kept[c]:
+			case internal(c) && !internal(id):
+				fold(c, me)
+			default:
 				walk(c, me)
 			}
 		}

@@ -48,9 +48,11 @@ func hostKind(k profile.NodeKind) bool {
 	return true
 }
 
-// PythonFrame reports whether a host frame is a Python function (its file
-// is a .py source).
-func PythonFrame(f profile.Frame) bool { return strings.HasSuffix(f.File, ".py") }
+// PythonFrame reports whether a host frame is a Python function: its file
+// is a .py source, or one of the interpreter's frozen modules.
+func PythonFrame(f profile.Frame) bool {
+	return strings.HasSuffix(f.File, ".py") || strings.HasPrefix(f.File, "<frozen ")
+}
 
 // internalModules are the shared libraries (by file name, version suffixes
 // included) of the C and C++ runtimes, the CUDA driver, runtime and math

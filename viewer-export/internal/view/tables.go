@@ -100,7 +100,11 @@ func (s TimeSplit) Line() string {
 	}
 	var parts []string
 	if s.Waiting > 0 {
-		parts = append(parts, fmt.Sprintf("%s waiting in %d kernel contexts that poll host-visible memory or the clock", share(s.Waiting), s.WaitingKernels))
+		what := "kernel contexts that poll"
+		if s.WaitingKernels == 1 {
+			what = "kernel context that polls"
+		}
+		parts = append(parts, fmt.Sprintf("%s waiting in %d %s host-visible memory or the clock", share(s.Waiting), s.WaitingKernels, what))
 	}
 	for _, ph := range []string{analysis.PhaseAutotuning, analysis.PhaseCompile} {
 		if v := s.Phase[ph]; v > 0 {
