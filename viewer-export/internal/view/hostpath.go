@@ -12,7 +12,7 @@ import (
 // Host paths are shown as the application's own frames, with each run of
 // runtime or framework frames folded into one marked step ("… 38 frames in
 // libxla_extension.so …"); the full path stays in the JSON document, the
-// pprof profile and the HPCToolkit database. docs/insights.md states the
+// pprof profile and the HPCToolkit database. docs/reports.md states the
 // rule; Internal applies it.
 
 // HostFrames returns the host calling context of id (the frames above its
