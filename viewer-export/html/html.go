@@ -15,7 +15,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 
@@ -595,16 +594,13 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 	// (its inclusive values are id's) whose children are the frames below
 	// the run.
 	fold := func(id profile.NodeID, parent int) {
-		var below, frames []profile.NodeID
+		var below []profile.NodeID
+		var frames []profile.Frame
 		depth := map[profile.NodeID]int{id: 1}
 		deepest := 1
-		var in []string
 		var collect func(x profile.NodeID)
 		collect = func(x profile.NodeID) {
-			frames = append(frames, x)
-			if _, lib := view.Internal(p.Nodes[x].Frame); !slices.Contains(in, lib) {
-				in = append(in, lib)
-			}
+			frames = append(frames, p.Nodes[x].Frame)
 			for _, c := range sorted(ch[x]) {
 				switch {
 				case !kept[c]:
@@ -625,7 +621,7 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 			return
 		}
 		detail := fmt.Sprintf("%d runtime and framework frames folded (the JSON, pprof and HPCToolkit exports hold them); outermost: %s", len(frames), view.FrameLabel(p.Nodes[id].Frame))
-		me := emit(parent, profile.KindHostFrame.String(), view.FoldLabel(deepest, in), detail, id)
+		me := emit(parent, profile.KindHostFrame.String(), view.FoldLabel(deepest, view.Libraries(frames)), detail, id)
 		for _, c := range below {
 			walk(c, me)
 		}

@@ -215,7 +215,7 @@ func TestFrameworkPage(t *testing.T) {
 	for _, want := range []string{
 		`id="waiting"`, "stream_executor::gpu::(anonymous namespace)::DelayKernel (in the framework&#39;s autotuning)",
 		`<span class="badge">waiting</span>`, `<span class="badge">autotuning</span>`, "in the framework's autotuning</span>",
-		"… 6 frames in libc.so.6, xla_cuda_plugin.so …", "step (matmul.py:11)", "compute in the program&#39;s repeated work",
+		"… 6 frames in xla_cuda_plugin.so, libc.so.6 …", "step (matmul.py:11)", "compute in the program&#39;s repeated work",
 		"loop &#43;0x30 (no line information)",
 	} {
 		if !strings.Contains(page, want) {
@@ -245,7 +245,7 @@ func TestFrameworkPage(t *testing.T) {
 			labels[n[2].(string)]++
 		}
 	}
-	if labels["… 6 frames in libc.so.6, xla_cuda_plugin.so …"] != 1 || labels["step (matmul.py:11)"] != 1 || labels["… 2 frames in python3.12 …"] != 1 || labels["start_thread"] != 0 {
+	if labels["… 6 frames in xla_cuda_plugin.so, libc.so.6 …"] != 1 || labels["step (matmul.py:11)"] != 1 || labels["… 2 frames in python3.12 …"] != 1 || labels["start_thread"] != 0 {
 		t.Errorf("flame host frames %v", labels)
 	}
 }

@@ -164,7 +164,7 @@ func TestFrameworkReportGolden(t *testing.T) {
 		"Waiting kernels",
 		"polls system-visible memory and the clock",
 		"`/*0050*/ LDG.E.STRONG.SYS",
-		"… 6 frames in libc.so.6, xla_cuda_plugin.so …",
+		"… 6 frames in xla_cuda_plugin.so, libc.so.6 …",
 		"… 2 frames in python3.12 … > <module> (matmul.py:18) > step (matmul.py:11) > … 4 frames in jax, python3.12, libjax_common.so and 1 more …",
 		"(in the framework's autotuning)",
 		"gemm_fusion_dot_general_1 [autotuning]",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"sort"
 	"strings"
 
 	"gpuprof/profile"
@@ -154,13 +155,7 @@ func Fold(frames []profile.Frame) []Step {
 		if len(run) == 1 {
 			out = append(out, Step{Frame: run[0]})
 		} else if len(run) > 1 {
-			s := Step{Folded: len(run)}
-			for _, f := range run {
-				if _, in := Internal(f); !contains(s.In, in) {
-					s.In = append(s.In, in)
-				}
-			}
-			out = append(out, s)
+			out = append(out, Step{Folded: len(run), In: Libraries(run)})
 		}
 		run = run[:0]
 	}
@@ -173,6 +168,23 @@ func Fold(frames []profile.Frame) []Step {
 		out = append(out, Step{Frame: f})
 	}
 	flush()
+	return out
+}
+
+// Libraries names what a run of internal frames belongs to (Internal),
+// the libraries or packages holding most of its frames first (then
+// outermost first): they say what the frames are doing.
+func Libraries(run []profile.Frame) []string {
+	var out []string
+	count := map[string]int{}
+	for _, f := range run {
+		_, in := Internal(f)
+		if count[in] == 0 {
+			out = append(out, in)
+		}
+		count[in]++
+	}
+	sort.SliceStable(out, func(i, j int) bool { return count[out[i]] > count[out[j]] })
 	return out
 }
 

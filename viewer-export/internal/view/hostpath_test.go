@@ -57,7 +57,7 @@ func TestFoldedCallerPath(t *testing.T) {
 			tuned = id
 		}
 	}
-	if got, want := FoldedCallerPath(p, tuned), "… 6 frames in libc.so.6, xla_cuda_plugin.so …"; got != want {
+	if got, want := FoldedCallerPath(p, tuned), "… 6 frames in xla_cuda_plugin.so, libc.so.6 …"; got != want {
 		t.Errorf("autotuner's path: %q, want %q", got, want)
 	}
 	want := "… 2 frames in python3.12 … > <module> (matmul.py:18) > step (matmul.py:11) > … 4 frames in jax, python3.12, libjax_common.so and 1 more …"
