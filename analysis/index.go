@@ -30,7 +30,7 @@ type Index struct {
 
 	phase      map[profile.NodeID]string // Phase's answers
 	pcAccesses map[profile.PCKey]uint64  // per (kernel, access kind), PC zero
-	localPCs   map[InstKey]bool         // PCs touching local-memory pseudo objects
+	localPCs   map[InstKey]bool          // PCs touching local-memory pseudo objects
 }
 
 // InstKey names an instruction within a kernel launch context.

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -144,7 +145,7 @@ func (kv *kernelView) waiting() *Advice {
 			if k := PollKind(&fv.c.F.Insts[i]); k != "" {
 				polls = append(polls, poll{fv, i, fv.total(i)})
 				kinds[k] = true
-				if op := fv.c.F.Insts[i].Opcode; !contains(ops, op) {
+				if op := fv.c.F.Insts[i].Opcode; !slices.Contains(ops, op) {
 					ops = append(ops, op)
 				}
 			}
@@ -178,15 +179,6 @@ func (kv *kernelView) waiting() *Advice {
 	a.Evidence = fmt.Sprintf("%.0f of T = %.0f samples (%.1f%%) in polling loops (at most %d instructions, polling with %s); waiting from %.0f%% (docs/advice.md)",
 		in, kv.T, 100*share, pollLoopMax, strings.Join(ops, ", "), 100*WaitShare)
 	return a
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // WaitingKernels returns the kernel contexts the advice notes as waiting.

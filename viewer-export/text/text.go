@@ -329,15 +329,7 @@ func (r *report) advice(all []analysis.Advice) {
 			break
 		}
 		fmt.Fprintf(r.b, "%2d. [%s] %s: %s\n", i+1, a.Category, Title(a), Headline(a))
-		places, more := Places(r.p, a, 3)
-		for j, l := range places {
-			label := "at"
-			if j > 0 {
-				label = "also"
-			}
-			fmt.Fprintf(r.b, "    %s %s\n", label, l)
-		}
-		if more > 0 {
+		if more := r.places(a, 3); more > 0 {
 			fmt.Fprintf(r.b, "    and %d more places\n", more)
 		}
 		if a.Hint != "" {
@@ -366,16 +358,23 @@ func (r *report) waiting(advice []analysis.Advice, ks []view.Kernel) {
 			break
 		}
 		fmt.Fprintf(r.b, "%2d. %s: %s of the job's GPU time, %s of its samples in polling loops\n", i+1, NoteKernel(r.p, a), pct(a.KernelShare), pct(a.Importance))
-		places, _ := Places(r.p, a, 2)
-		for j, l := range places {
-			label := "at"
-			if j > 0 {
-				label = "also"
-			}
-			fmt.Fprintf(r.b, "    %s %s\n", label, l)
-		}
+		r.places(a, 2)
 		fmt.Fprintf(r.b, "    %s\n    evidence: %s\n", a.Hint, a.Evidence)
 	}
+}
+
+// places writes an advice's first n places ("at", then "also") and
+// returns how many more it has.
+func (r *report) places(a analysis.Advice, n int) int {
+	places, more := Places(r.p, a, n)
+	for j, l := range places {
+		label := "at"
+		if j > 0 {
+			label = "also"
+		}
+		fmt.Fprintf(r.b, "    %s %s\n", label, l)
+	}
+	return more
 }
 
 // NoteKernel names a note's kernel, with its framework phase.

@@ -83,14 +83,8 @@ func Framework() (*profile.Profile, analysis.Modules) {
 	delay := kernelAt(p, dm, DelayModule, DelayKernel, append(append([]profile.Frame(nil), AutotuneThread...), TimerFrame))
 	p.Add(delay.id, profile.GPUTime, 1_606_400_000)
 	launches(p, delay.id, 16, 1, 1, 16)
-	for _, s := range []struct {
-		off    uint64
-		reason string
-		n      uint64
-	}{{0x60, "long_scoreboard", 3000}, {0xe0, "selected", 30000}, {0xe0, "wait", 20000}, {0xf0, "wait", 25000},
-		{0x100, "wait", 25000}, {0x110, "branch_resolving", 15000}, {0x00, "selected", 20}} {
-		sample(p, delay.inst[s.off], s.reason, s.n)
-	}
+	delay.sample(p, []pcSamples{{0x60, "long_scoreboard", 3000}, {0xe0, "selected", 30000}, {0xe0, "wait", 20000},
+		{0xf0, "wait", 25000}, {0x100, "wait", 25000}, {0x110, "branch_resolving", 15000}, {0x00, "selected", 20}})
 
 	tuned := kernelAt(p, gm, GemmModule, GemmKernel, append(append([]profile.Frame(nil), AutotuneThread...), ExecuteFrame))
 	p.Add(tuned.id, profile.GPUTime, 1_500_000)
@@ -99,14 +93,8 @@ func Framework() (*profile.Profile, analysis.Modules) {
 	p.Add(mine.id, profile.GPUTime, 1_100_000)
 	launches(p, mine.id, 10, 384, 64, 96)
 	for _, k := range []placed{tuned, mine} {
-		for _, s := range []struct {
-			off    uint64
-			reason string
-			n      uint64
-		}{{0x30, "selected", 900}, {0x40, "selected", 800}, {0x50, "long_scoreboard", 6000}, {0x50, "selected", 700},
-			{0x60, "selected", 600}, {0x70, "selected", 500}, {0x80, "selected", 400}} {
-			sample(p, k.inst[s.off], s.reason, s.n)
-		}
+		k.sample(p, []pcSamples{{0x30, "selected", 900}, {0x40, "selected", 800}, {0x50, "long_scoreboard", 6000},
+			{0x50, "selected", 700}, {0x60, "selected", 600}, {0x70, "selected", 500}, {0x80, "selected", 400}})
 	}
 	done := profile.New(p.Job)
 	done.Rank(0).Batches = 1
@@ -117,10 +105,19 @@ func Framework() (*profile.Profile, analysis.Modules) {
 	return p, analysis.Modules{DelayModule: dm, GemmModule: gm}
 }
 
-// sample adds n PC samples of a stall reason at an instruction node.
-func sample(p *profile.Profile, id profile.NodeID, reason string, n uint64) {
-	p.Add(id, profile.StallMetric(reason), n)
-	p.Add(id, profile.InstSamples, n)
+// pcSamples are n PC samples of a stall reason at an instruction offset.
+type pcSamples struct {
+	off    uint64
+	reason string
+	n      uint64
+}
+
+// sample adds PC samples at the kernel's instructions.
+func (k placed) sample(p *profile.Profile, ss []pcSamples) {
+	for _, s := range ss {
+		p.Add(k.inst[s.off], profile.StallMetric(s.reason), s.n)
+		p.Add(k.inst[s.off], profile.InstSamples, s.n)
+	}
 }
 
 // placed is a kernel context and its instruction nodes by offset.

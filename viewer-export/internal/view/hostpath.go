@@ -188,15 +188,6 @@ func Libraries(run []profile.Frame) []string {
 	return out
 }
 
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // FoldedCallerPath is the host calling context of id for display:
 // outermost first, " > "-joined, internal runs folded.
 func FoldedCallerPath(p *profile.Profile, id profile.NodeID) string {
