@@ -14,6 +14,7 @@ import (
 
 	"gpuprof/analysis"
 	"gpuprof/profile"
+	"gpuprof/symname"
 )
 
 // The held-out validation (docs/validation.md, "Held-out set"): public
@@ -118,7 +119,7 @@ func TestHeldOutSelect(t *testing.T) {
 		fmt.Printf("== %s\n", tag)
 		for _, k := range x.Kernels {
 			share := float64(x.KernelTime[k]) / float64(max(x.JobTime, 1))
-			name := analysis.Demangle(p.Nodes[k].Frame.Function)
+			name := symname.Demangle(p.Nodes[k].Frame.Function)
 			if share < hotShare {
 				continue
 			}
@@ -152,7 +153,7 @@ func runTimes(t *testing.T) map[[3]string][]float64 {
 		if err != nil || v < 0 {
 			continue
 		}
-		k := [3]string{f[0], f[1], analysis.Demangle(f[3])}
+		k := [3]string{f[0], f[1], symname.Demangle(f[3])}
 		if sums[k] == nil {
 			sums[k] = map[string]float64{}
 		}
