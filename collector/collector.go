@@ -287,6 +287,18 @@ func (c *Collector) issue(s string) {
 	c.mu.Unlock()
 }
 
+// issueOnce records s unless an issue already says it.
+func (c *Collector) issueOnce(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, x := range c.issues {
+		if strings.Contains(x, s) {
+			return
+		}
+	}
+	c.issues = append(c.issues, s)
+}
+
 // Run collects until the application and its streams are done (or the
 // replay ends), publishes the done item and returns: nil, an *ExitError
 // with the application's non-zero status, or what went wrong (joined with
@@ -297,6 +309,12 @@ func (c *Collector) Run(ctx context.Context) error {
 		err = c.replay(ctx)
 	} else {
 		err = c.run(ctx)
+	}
+	if err != nil {
+		// Whatever stopped the collection makes the rank incomplete, with
+		// its reason, in every output (a library that could not be found
+		// leaves a rank with nothing measured, not a complete empty one).
+		c.issueOnce(strings.TrimPrefix(firstLine(err), fmt.Sprintf("rank %d: ", c.rank)))
 	}
 	dctx := ctx
 	if ctx.Err() != nil {

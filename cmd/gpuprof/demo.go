@@ -29,12 +29,16 @@ the reduction tree (fan-in 4, so it has more than one level), the advisory
 analysis, and every export, written to -o. If the captures are missing it
 falls back to generated streams, and the report says "synthetic".`)
 	cfg := jobConfig{Stdout: os.Stdout}
-	fs.StringVar(&cfg.Out, "o", "gpuprof-demo", "output directory")
+	fs.StringVar(&cfg.Out, "o", "gpuprof-demo", "output directory (must not exist or be empty, unless --force)")
+	force := fs.Bool("force", false, "replace gpuprof's outputs in an existing output directory")
 	fs.IntVar(&cfg.FanIn, "fan-in", 4, "reduction tree fan-in")
 	captures := fs.String("captures", "", "captures directory (default testdata/captures of the source tree)")
 	synthetic := fs.Bool("synthetic", false, "use generated streams even if captures exist")
 	ranks := fs.Int("ranks", 8, "ranks (generated streams only)")
 	if err := parseAll(fs, args); err != nil {
+		return err
+	}
+	if err := checkOutDir(cfg.Out, *force); err != nil {
 		return err
 	}
 	if *captures == "" {

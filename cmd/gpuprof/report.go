@@ -60,7 +60,7 @@ and data objects (GVProf eq. 1-2), per-rank imbalance.`)
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("want one output directory or profile file")
 	}
 	p, adv, err := loadAdvice(fs.Arg(0), *sassFiles)
@@ -82,7 +82,7 @@ docs/json-schema.json), html (one self-contained file), text, or all.`)
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("want one output directory or profile file")
 	}
 	p, adv, err := loadAdvice(fs.Arg(0), *sassFiles)
@@ -139,7 +139,7 @@ and lists the static findings with their SASS lines.`)
 		return err
 	}
 	if fs.NArg() < 1 {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("nothing to analyse")
 	}
 	if *static {
@@ -216,7 +216,7 @@ comparison.`)
 		return err
 	}
 	if fs.NArg() != 2 {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("want two profiles")
 	}
 	before, err := profile.ReadFile(fs.Arg(0))

@@ -104,6 +104,9 @@ func (r *report) header() {
 	pv := view.ProvenanceOf(p)
 	title := "gpuprof report: job " + p.Job
 	fmt.Fprintf(r.b, "%s\n%s\n", title, strings.Repeat("=", len(title)))
+	if l := pv.NothingLine(); l != "" {
+		fmt.Fprintf(r.b, "*** %s ***\n", l)
+	}
 	if p.Synthetic {
 		r.b.WriteString("*** SYNTHETIC DATA: some merged items were generated, not measured on a GPU ***\n")
 	}
