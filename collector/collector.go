@@ -22,6 +22,7 @@ import (
 
 	"gpuprof/broker"
 	"gpuprof/collector/analyze"
+	"gpuprof/collector/symbolize"
 	"gpuprof/collector/rawstream"
 	"gpuprof/profile"
 )
@@ -83,6 +84,10 @@ type Options struct {
 	// PATH, else the nvdisasm outputs in SASSFiles.
 	Structures analyze.StructureSource
 	SASSFiles  []string
+	// HostSymbols are symbol tables (files, or directories of *.syms) for
+	// host modules that are not on this machine: a replayed capture's
+	// binaries (collector/symbolize, gpuprof symtab).
+	HostSymbols []string
 	// Share, when set, shares nvdisasm listings with the job's other ranks
 	// through the broker's module bucket (one rank disassembles each
 	// module; docs/sass.md). Used by the default Structures only.
@@ -181,6 +186,8 @@ type Collector struct {
 	issues []string
 	exit   int
 	recErr error
+
+	tables *symbolize.Tables // HostSymbols, read once
 }
 
 // New checks the options and finds the rank.
@@ -233,7 +240,13 @@ func New(o Options) (*Collector, error) {
 	}
 	o.Replay = ExpandRank(o.Replay, r)
 	o.Record = ExpandRank(o.Record, r)
-	return &Collector{o: o, rank: r, end: -1, exit: -1}, nil
+	c := &Collector{o: o, rank: r, end: -1, exit: -1}
+	if len(o.HostSymbols) > 0 {
+		if c.tables, err = symbolize.ReadTables(o.HostSymbols...); err != nil {
+			return nil, fmt.Errorf("collector: host symbols: %w", err)
+		}
+	}
+	return c, nil
 }
 
 var rankPattern = regexp.MustCompile(`\{rank(?::([0-9]))?\}`)
@@ -566,7 +579,9 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			in = io.TeeReader(raw, t)
 		}
 	}
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule})
+	host := symbolize.New()
+	host.Tables = c.tables
+	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule, Host: host})
 	defer a.Close()
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of

@@ -68,6 +68,7 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	fs.IntVar(&o.KernelSampling, "kernel-sampling", 0, "kernel sampling period K (default 1)")
 	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
+	hostSyms := fs.String("host-symbols", os.Getenv("GPUPROF_HOST_SYMBOLS"), "symbol tables (files, or directories of *.syms; comma-separated) for host binaries that are not on this machine, as 'gpuprof symtab' writes beside captures")
 	fs.Uint64Var(&o.BatchRecords, "batch-records", uint64(max(0, envInt("GPUPROF_BATCH_RECORDS"))), "publish a batch every this many access records (default $GPUPROF_BATCH_RECORDS or 262144)")
 	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "also publish a batch at least this often, however few records (default 5s)")
 	fs.IntVar(&o.Workers, "workers", envInt("GPUPROF_WORKERS"), "goroutines analysing access records (default $GPUPROF_WORKERS or the number of cores)")
@@ -88,6 +89,9 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	}
 	if *sassFiles != "" {
 		o.SASSFiles = strings.Split(*sassFiles, ",")
+	}
+	if *hostSyms != "" {
+		o.HostSymbols = strings.Split(*hostSyms, ",")
 	}
 	o.Logf = func(format string, a ...any) { slog.Debug(fmt.Sprintf(format, a...)) }
 	if o.Job == "" {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"gpuprof/collector/symbolize"
 	"gpuprof/collector/synth"
 )
 
@@ -54,6 +55,11 @@ falls back to generated streams, and the report says "synthetic".`)
 		}
 		if s := findTestdata("sass"); s != "" {
 			sassDirs = append(sassDirs, s)
+		}
+		// The captures' host binaries are not here: their symbol tables
+		// (gpuprof symtab, made where they were captured) name the frames.
+		if syms, _ := filepath.Glob(filepath.Join(*captures, "*"+symbolize.TableExt)); len(syms) > 0 {
+			cfg.Collect = append(cfg.Collect, "--host-symbols", absList(*captures))
 		}
 	}
 	if len(files) == 0 {

@@ -102,6 +102,7 @@ reduction), a status applications rarely use.
 	batchInterval := fs.Duration("batch-interval", 0, "collectors also publish a batch at least this often, however few records (default 5s)")
 	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
+	hostSyms := fs.String("host-symbols", "", "symbol tables for host binaries not on the collectors' machines (gpuprof symtab; with --replay)")
 	nats := natsFlags(fs)
 	fs.StringVar(&cfg.CollectorNKey, "collector-nkey", "", "nkey seed the collectors use instead of run's own credentials (gpuprof nats-config writes J.collector.nk)")
 	fs.StringVar(&cfg.CollectorCreds, "collector-creds", "", "NATS credentials file the collectors use instead of run's own")
@@ -113,11 +114,14 @@ reduction), a status applications rarely use.
 	cfg.Broker = nats("gpuprof run")
 	cfg.SASS = *sassFiles
 	if err := checkRun(&cfg, runChecks{mode: *mode, blockSampling: *p, kernelSampling: *k, reuseSampling: *reuse,
-		batchInterval: *batchInterval, replay: *replay, force: *force, injectLib: *inject}); err != nil {
+		batchInterval: *batchInterval, replay: *replay, force: *force, injectLib: *inject, hostSymbols: *hostSyms}); err != nil {
 		return err
 	}
 	if *inject != "" {
 		cfg.Collect = append(cfg.Collect, "--inject", absPath(*inject))
+	}
+	if *hostSyms != "" {
+		cfg.Collect = append(cfg.Collect, "--host-symbols", absList(*hostSyms))
 	}
 	if *mode != "" {
 		cfg.Collect = append(cfg.Collect, "--mode", *mode)

@@ -58,10 +58,9 @@ func writeSummary(w io.Writer, out string, p *profile.Profile, adv []analysis.Ad
 		if i == summaryAdvice {
 			break
 		}
-		where, _ := text.Places(p, a, 1)
 		at := ""
-		if len(where) > 0 {
-			at = " at " + where[0]
+		if len(a.Hotspots) > 0 {
+			at = " at " + shortWhere(p, a.Hotspots[0])
 		}
 		sp := ""
 		if a.Speedup > 1 {
@@ -95,4 +94,22 @@ func printReportHead(w io.Writer, out string, screen int) error {
 	}
 	_, err = fmt.Fprint(w, strings.Join(lines, ""))
 	return err
+}
+
+// shortWhere names a hotspot briefly: its kernel (or GPU function) and
+// source line.
+func shortWhere(p *profile.Profile, w analysis.Where) string {
+	name := w.Kernel
+	if name == "" {
+		if n := p.Nodes[p.KernelOf(w.Context)]; n != nil && n.Frame.Kind == profile.KindKernel {
+			name = n.Frame.Function
+		}
+	}
+	if name == "" {
+		name = w.Function
+	}
+	if w.File != "" && w.Line > 0 {
+		name += fmt.Sprintf(" (%s:%d)", filepath.Base(w.File), w.Line)
+	}
+	return name
 }

@@ -33,6 +33,7 @@ type runChecks struct {
 	replay                        string
 	force                         bool
 	injectLib                     string // --inject ("": collector.DefaultInjectLib())
+	hostSymbols                   string // --host-symbols
 }
 
 // modes are the values --mode takes.
@@ -88,7 +89,7 @@ func checkRun(cfg *jobConfig, c runChecks) error {
 	if err := checkOutDir(cfg.Out, c.force); err != nil {
 		return err
 	}
-	for _, f := range []struct{ flag, list string }{{"--sass", cfg.SASS}, {"--collector-nkey", cfg.CollectorNKey}, {"--collector-creds", cfg.CollectorCreds}} {
+	for _, f := range []struct{ flag, list string }{{"--sass", cfg.SASS}, {"--host-symbols", c.hostSymbols}, {"--collector-nkey", cfg.CollectorNKey}, {"--collector-creds", cfg.CollectorCreds}} {
 		if err := checkFiles(f.flag, f.list); err != nil {
 			return err
 		}
