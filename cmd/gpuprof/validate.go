@@ -331,6 +331,10 @@ func brokerAddr(s string) (string, error) {
 }
 
 func unwrapNet(err error) error {
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Err
+	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Err != nil {
 		return oe.Err
