@@ -22,8 +22,8 @@ import (
 
 	"gpuprof/broker"
 	"gpuprof/collector/analyze"
-	"gpuprof/collector/symbolize"
 	"gpuprof/collector/rawstream"
+	"gpuprof/collector/symbolize"
 	"gpuprof/profile"
 )
 

@@ -83,7 +83,7 @@ func TestHeatmapAtScale(t *testing.T) {
 			bands, _ := strconv.Atoi(m[1])
 			per, _ := strconv.Atoi(m[2])
 			cell, _ := strconv.ParseFloat(m[3], 64)
-			if !regexp.MustCompile("^" + c.bands + "$").MatchString(m[1]) || bands*per < c.ranks || cell < 3 {
+			if !regexp.MustCompile("^"+c.bands+"$").MatchString(m[1]) || bands*per < c.ranks || cell < 3 {
 				t.Errorf("layout %q: want %s bands holding all %d ranks in cells of 3px or more", m[0], c.bands, c.ranks)
 			}
 			if n := strings.Count(dom, `class="heat-strip"`); n == 0 {
