@@ -10,6 +10,7 @@ import (
 
 	"gpuprof/profile"
 	"gpuprof/viewer-export/internal/view"
+	"gpuprof/viewer-export/text"
 )
 
 // The per-rank views at scale: the heatmap draws every rank of every
@@ -173,7 +174,7 @@ func provenanceRows(p *profile.Profile, pv view.Provenance) []rankRow {
 		if len(ok) == 0 {
 			continue
 		}
-		rows = append(rows, rankRow{Rank: rankRanges(ok), Host: run.Name, GPU: keys(gpus), Mode: keys(modes), Source: keys(sources),
+		rows = append(rows, rankRow{Rank: text.RankRanges(ok), Host: run.Name, GPU: keys(gpus), Mode: keys(modes), Source: keys(sources),
 			Sampling: keys(sampling), Launches: fmt.Sprintf("%d / %d", traced, launches), Records: view.Count(float64(records)),
 			Dropped: dropped, Status: fmt.Sprintf("complete (%d ranks)", len(ok))})
 	}
@@ -187,24 +188,6 @@ func keys(m map[string]bool) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")
-}
-
-// rankRanges writes sorted ranks as ranges: 0-3, 8, 10-11.
-func rankRanges(rs []int32) string {
-	var parts []string
-	for i := 0; i < len(rs); {
-		j := i
-		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(rs[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ", ")
 }
 
 // heatScript draws the heatmap's strips (canvases) from #heat-data: every

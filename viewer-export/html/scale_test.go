@@ -21,15 +21,16 @@ import (
 
 // headless renders file in headless Chromium at width x height and returns
 // the DOM after the scripts ran.
-func headless(t *testing.T, file string, width, height int) string {
+func headless(t *testing.T, file string, width, height int, extra ...string) string {
 	t.Helper()
 	bin := chromium(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir="+filepath.Join(dir, "profile"),
-		fmt.Sprintf("--window-size=%d,%d", width, height), "--enable-logging=stderr", "--v=0", "--dump-dom", "file://"+file)
+	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + filepath.Join(dir, "profile"),
+		fmt.Sprintf("--window-size=%d,%d", width, height), "--enable-logging=stderr", "--v=0"}, extra...)
+	cmd := exec.CommandContext(ctx, bin, append(args, "--dump-dom", "file://"+file)...)
 	cmd.Env = append(os.Environ(), "DBUS_SESSION_BUS_ADDRESS=disabled:")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

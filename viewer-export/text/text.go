@@ -78,6 +78,9 @@ func (r *report) table(rows [][]string) {
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
+// RankRanges writes ranks as ranges ("0-3,8,10-11"), sorting rs.
+func RankRanges(rs []int32) string { return rankList(rs) }
+
 func rankList(rs []int32) string {
 	if len(rs) == 0 {
 		return ""
