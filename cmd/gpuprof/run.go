@@ -79,8 +79,9 @@ output directory, ranks measured and incomplete, the top advice) go to
 standard error.
 
 Exit status: the application's (the launcher's) when it ran; 125 when
-gpuprof itself failed (a bad flag, nothing to measure, the broker, the
-reduction), a status applications rarely use.
+gpuprof itself failed (a bad flag, nothing to measure, the broker; or the
+reduction, when the application succeeded), a status applications rarely
+use.
 
   gpuprof run -o lj -- mpirun -np 64 ./lmp -in in.lj
   gpuprof run --mode all -o lj -- mpirun -np 64 ./lmp -in in.lj`)
@@ -304,7 +305,7 @@ func runJob(cfg jobConfig) error {
 	res := <-done
 	prog.finish()
 	if res.err != nil {
-		return fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit)
+		return appStatusOr(exit, fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit))
 	}
 	p := res.p
 	if cfg.ExtReduce {
@@ -320,7 +321,7 @@ func runJob(cfg jobConfig) error {
 	saveModules(ctx, conn, cfg.Job, cfg.Out, p)
 	adv, err := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks)
 	if err != nil {
-		return err
+		return appStatusOr(exit, err)
 	}
 	if res.stats != nil {
 		slog.Info("reduction", "batches", res.stats.ItemsMerged, "MB", fmt.Sprintf("%.1f", float64(res.stats.BytesIn)/1e6), "ranks", len(p.Items), "tree", tree.String(),

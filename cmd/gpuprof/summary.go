@@ -113,3 +113,14 @@ func shortWhere(p *profile.Profile, w analysis.Where) string {
 	}
 	return name
 }
+
+// appStatusOr is what run returns when it failed after the application
+// ran: the application's status if it failed (gpuprof's error is printed),
+// else gpuprof's error (status 125: no profile was written).
+func appStatusOr(exit int, err error) error {
+	if exit == 0 {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "gpuprof run: %s\n", oneLine(err))
+	return exitError{exit}
+}
