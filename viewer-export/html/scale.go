@@ -230,7 +230,8 @@ const heatScript = `
   }
   function layout(width) {
     var bands = N * MIN > width ? Math.ceil(N * MIN / width) : 1;
-    var gutter = bands > 1 ? 58 : 0;
+    // Band labels "first–last" at the left: as wide as the largest.
+    var gutter = bands > 1 ? Math.ceil(12 + 6.5 * (2 * String(Math.max.apply(null, H.ranks)).length + 1)) : 0;
     if (bands > 1) { bands = Math.ceil(N * MIN / (width - gutter)); }
     var per = Math.ceil(N / bands);
     bands = Math.ceil(N / per);
