@@ -23,6 +23,7 @@ import (
 	"gpuprof/broker"
 	"gpuprof/collector/analyze"
 	"gpuprof/collector/rawstream"
+	"gpuprof/collector/symbolize"
 	"gpuprof/profile"
 )
 
@@ -83,6 +84,10 @@ type Options struct {
 	// PATH, else the nvdisasm outputs in SASSFiles.
 	Structures analyze.StructureSource
 	SASSFiles  []string
+	// HostSymbols are symbol tables (files, or directories of *.syms) for
+	// host modules that are not on this machine: a replayed capture's
+	// binaries (collector/symbolize, gpuprof symtab).
+	HostSymbols []string
 	// Share, when set, shares nvdisasm listings with the job's other ranks
 	// through the broker's module bucket (one rank disassembles each
 	// module; docs/sass.md). Used by the default Structures only.
@@ -181,6 +186,8 @@ type Collector struct {
 	issues []string
 	exit   int
 	recErr error
+
+	tables *symbolize.Tables // HostSymbols, read once
 }
 
 // New checks the options and finds the rank.
@@ -233,7 +240,13 @@ func New(o Options) (*Collector, error) {
 	}
 	o.Replay = ExpandRank(o.Replay, r)
 	o.Record = ExpandRank(o.Record, r)
-	return &Collector{o: o, rank: r, end: -1, exit: -1}, nil
+	c := &Collector{o: o, rank: r, end: -1, exit: -1}
+	if len(o.HostSymbols) > 0 {
+		if c.tables, err = symbolize.ReadTables(o.HostSymbols...); err != nil {
+			return nil, fmt.Errorf("collector: host symbols: %w", err)
+		}
+	}
+	return c, nil
 }
 
 var rankPattern = regexp.MustCompile(`\{rank(?::([0-9]))?\}`)
@@ -287,6 +300,18 @@ func (c *Collector) issue(s string) {
 	c.mu.Unlock()
 }
 
+// issueOnce records s unless an issue already says it.
+func (c *Collector) issueOnce(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, x := range c.issues {
+		if strings.Contains(x, s) {
+			return
+		}
+	}
+	c.issues = append(c.issues, s)
+}
+
 // Run collects until the application and its streams are done (or the
 // replay ends), publishes the done item and returns: nil, an *ExitError
 // with the application's non-zero status, or what went wrong (joined with
@@ -297,6 +322,12 @@ func (c *Collector) Run(ctx context.Context) error {
 		err = c.replay(ctx)
 	} else {
 		err = c.run(ctx)
+	}
+	if err != nil {
+		// Whatever stopped the collection makes the rank incomplete, with
+		// its reason, in every output (a library that could not be found
+		// leaves a rank with nothing measured, not a complete empty one).
+		c.issueOnce(strings.TrimPrefix(firstLine(err), fmt.Sprintf("rank %d: ", c.rank)))
 	}
 	dctx := ctx
 	if ctx.Err() != nil {
@@ -548,7 +579,9 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			in = io.TeeReader(raw, t)
 		}
 	}
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule})
+	host := symbolize.New()
+	host.Tables = c.tables
+	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule, Host: host})
 	defer a.Close()
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of

@@ -24,6 +24,10 @@ type elfFile struct {
 
 	mu  sync.Mutex
 	cus map[dwarf.Offset]*cuInfo
+
+	// sites are the frames at known addresses, from a symbol table (a
+	// module whose file is not on this machine).
+	sites map[uint64][]frame
 }
 
 func load(path string) (*elfFile, error) {
@@ -89,6 +93,9 @@ func noteBuildID(b []byte, bo interface{ Uint32([]byte) uint32 }) string {
 
 // lookup returns the frames at file virtual address va, outermost first.
 func (f *elfFile) lookup(va uint64) []frame {
+	if fr, ok := f.sites[va]; ok {
+		return fr
+	}
 	if f.d != nil {
 		if fr := f.dwarfLookup(va); len(fr) > 0 {
 			return fr

@@ -31,6 +31,10 @@ var DefaultDropFunctions = []string{"cudart::*", "__cudart*", "_ZN6cudart*", "li
 type Symbolizer struct {
 	DropModules   []string
 	DropFunctions []string
+	// Tables resolve modules whose files are not on this machine (or
+	// differ from the file that was mapped), from symbol tables extracted
+	// where the stream was captured.
+	Tables *Tables
 
 	mu      sync.Mutex
 	modules []*rawstream.HostModule
@@ -152,6 +156,9 @@ func (s *Symbolizer) resolve(ret uint64) ([]profile.Frame, bool) {
 	va := ret - 1 - m.Base
 	unresolved := []profile.Frame{{Kind: profile.KindHostFrame, Module: m.Path, Offset: va + 1}}
 	f := open(m.Path, m.BuildID)
+	if f == nil {
+		f = s.Tables.module(m.Path, m.BuildID)
+	}
 	if f == nil {
 		return unresolved, true
 	}
