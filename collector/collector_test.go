@@ -301,6 +301,9 @@ func fakeApp() int {
 	if os.Getenv("GPUPROF_TEST_CHILD") != "" {
 		rank = child // HELLO names the child, for the test to see who got which rank
 	}
+	if os.Getenv("GPUPROF_TEST_PERFMAP") != "" {
+		return pythonApp(conn, rank, o)
+	}
 	if _, err := synth.WriteRank(conn, rank, o); err != nil {
 		fmt.Fprintln(os.Stderr, "app:", err)
 		return 98
