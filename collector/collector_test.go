@@ -288,6 +288,11 @@ func fakeApp() int {
 		fmt.Fprintln(os.Stderr, "app:", err)
 		return 99
 	}
+	if os.Getenv("GPUPROF_TEST_CHILD") != "" {
+		// A CUDA process connects when CUDA starts and lives on: the
+		// collector reads its launcher environment meanwhile.
+		time.Sleep(200 * time.Millisecond)
+	}
 	var scale int
 	fmt.Sscan(os.Getenv("GPUPROF_TEST_SCALE"), &scale)
 	var child int // a spawned child's index: its own data

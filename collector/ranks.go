@@ -117,16 +117,20 @@ func (c *Collector) claim(r int32, pid int, how string) *rankState {
 //     id past the expected ranks, in this collector's slot.
 func (c *Collector) assign(pid int, getenv func(string) string) *rankState {
 	var own launcher.Rank
-	var ok bool
+	var ok, unread bool
 	if pid > 0 {
 		env, err := launcher.ProcessEnv(pid)
 		if err == nil {
 			own, ok, err = launcher.OwnRankOf(env, getenv)
 		}
 		if err != nil {
-			// Numbered in order of use instead; the log says why.
-			c.logf("pid %d: launcher rank not read: %v", pid, err)
+			// A process that ended before its environment was read (within
+			// moments of connecting): numbered in order of use instead.
+			c.logf("pid %d: launcher rank not read (%v): numbered in order of first CUDA use", pid, err)
+			unread = true
 		}
+	} else {
+		unread = true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -140,10 +144,11 @@ func (c *Collector) assign(pid int, getenv func(string) string) *rankState {
 	} else {
 		p := c.place
 		switch {
-		case p.torch:
+		case p.torch && !(unread && p.sole()):
 			// A torch launcher's workers carry RANK; a process without one
-			// is not a worker of its own (it inherited nothing, or a
-			// worker's RANK is the inherited one).
+			// is not a worker of its own. (The job's only collector numbers
+			// a worker whose environment it could not read in order, as
+			// torchrun starts them; one of several cannot know the ids.)
 		case p.sole():
 			for r := int32(0); int(r) < p.world; r++ {
 				if c.ranks[r] == nil {

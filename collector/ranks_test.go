@@ -280,3 +280,28 @@ func TestPlacement(t *testing.T) {
 		t.Error("an inherited PMI_RANK counted as the process's own")
 	}
 }
+
+// A process whose environment cannot be read (it ended moments after
+// connecting) is numbered in order of first use by the job's only
+// collector, even under a torch launcher; one of several collectors gives
+// it an id past the job's ranks in its own slot.
+func TestAssignUnreadEnvironment(t *testing.T) {
+	gone := 1 << 30 // no such process
+	torch := []string{"torchrun", "--nproc-per-node", "2", "t.py"}
+	c, err := New(Options{Job: "j", Rank: -1, Command: torch, Publisher: &items{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := c.assign(gone, os.Getenv), c.assign(0, os.Getenv); a.rank != 0 || b.rank != 1 || c.assign(gone, os.Getenv).rank != 2 {
+		t.Errorf("sole collector: ranks %d %d", a.rank, b.rank)
+	}
+	t.Setenv("SLURM_PROCID", "1")
+	t.Setenv("SLURM_NTASKS", "2")
+	c, err = New(Options{Job: "j", Rank: -1, Command: torch, Ranks: 8, Publisher: &items{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := c.assign(gone, os.Getenv), c.assign(gone, os.Getenv); a.rank != 9 || b.rank != 11 {
+		t.Errorf("one of two collectors: ranks %d %d, want 9 and 11", a.rank, b.rank)
+	}
+}
