@@ -317,6 +317,11 @@ func (c *Collector) Run(ctx context.Context) error {
 		err = c.replay(ctx)
 	} else {
 		err = c.run(ctx)
+		if err != nil {
+			// The application could not be started (or the collector
+			// failed): the ranks it owes still report, saying why.
+			err = errors.Join(err, c.missing(ctx, "collector: "+firstLine(err)))
+		}
 	}
 	c.mu.Lock()
 	code := c.exit

@@ -305,3 +305,19 @@ func TestAssignUnreadEnvironment(t *testing.T) {
 		t.Errorf("one of two collectors: ranks %d %d, want 9 and 11", a.rank, b.rank)
 	}
 }
+
+// A collector that cannot start the application still reports the ranks
+// it owes, with the reason, so the reducers need not wait for them.
+func TestFailedStartReportsRanks(t *testing.T) {
+	pub := &items{}
+	err := Collect(context.Background(), Options{Job: "j", Rank: -1, Ranks: 2, Publisher: pub, Command: []string{"true"}, InjectLib: "/nonexistent/lib.so"})
+	if err == nil || !strings.Contains(err.Error(), "injection library") {
+		t.Fatalf("error %v", err)
+	}
+	for _, r := range []int32{0, 1} {
+		m := pub.only(r).merged(t, r)
+		if !strings.Contains(m.Ranks[r].Incomplete, "injection library") {
+			t.Errorf("rank %d: %+v", r, m.Ranks[r])
+		}
+	}
+}
