@@ -98,6 +98,19 @@ func spawnOptions(t *testing.T, pub Publisher, n int, env []string, dir string) 
 	return o
 }
 
+// runCollector runs a collection that must succeed.
+func runCollector(t *testing.T, o Options) *Collector {
+	t.Helper()
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // helloRank is the rank field of a recorded stream's HELLO: the stand-in
 // process writes its child index there.
 func helloRank(t *testing.T, stream []byte) int32 {
@@ -135,13 +148,7 @@ func TestProcessesAreRanks(t *testing.T) {
 	pub, dir := &items{}, t.TempDir()
 	o := spawnOptions(t, pub, 2, []string{"RANK=1,WORLD_SIZE=2,LOCAL_RANK=1", "RANK=0,WORLD_SIZE=2,LOCAL_RANK=0"}, dir)
 	o.Ranks = 2
-	c, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	c := runCollector(t, o)
 	if got := fmt.Sprint(c.Ranks()); got != "[0 1]" {
 		t.Fatalf("ranks %s, want [0 1]", got)
 	}
@@ -174,13 +181,7 @@ func TestOrderOfFirstUse(t *testing.T) {
 			pub, dir := &items{}, t.TempDir()
 			o := spawnOptions(t, pub, 2, nil, dir)
 			o.Ranks = expected
-			c, err := New(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Run(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			c := runCollector(t, o)
 			if got := fmt.Sprint(c.Ranks()); got != "[0 1]" {
 				t.Fatalf("ranks %s, want [0 1]", got)
 			}
@@ -198,13 +199,7 @@ func TestNeverConnectedAndDuplicateRank(t *testing.T) {
 	pub, dir := &items{}, t.TempDir()
 	o := spawnOptions(t, pub, 2, []string{"RANK=0,WORLD_SIZE=3", "RANK=0,WORLD_SIZE=3"}, dir)
 	o.Ranks = 3
-	c, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	c := runCollector(t, o)
 	if got := fmt.Sprint(c.Ranks()); got != "[0 1 2 3]" {
 		t.Fatalf("ranks %s, want [0 1 2 3]: 0 and the duplicate's extra id 3, 1 and 2 never connected", got)
 	}
@@ -226,13 +221,7 @@ func TestInheritedLauncherRank(t *testing.T) {
 	t.Setenv("OMPI_COMM_WORLD_RANK", "5")
 	t.Setenv("OMPI_COMM_WORLD_SIZE", "8")
 	o := spawnOptions(t, pub, 2, nil, dir)
-	c, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	c := runCollector(t, o)
 	// The second process is an extra rank in this collector's slot:
 	// 8 + 0×8 + 5, which no other collector of the job hands out.
 	if got := fmt.Sprint(c.Ranks()); got != "[5 13]" {
