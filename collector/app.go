@@ -138,6 +138,11 @@ func (c *Collector) run(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.exit = code
+	if code < 0 && werr != nil {
+		for _, rs := range c.order {
+			rs.issue("application: " + werr.Error())
+		}
+	}
 	c.mu.Unlock()
 	close(c.appExited)
 	c.logf("application exited with status %d", code)
