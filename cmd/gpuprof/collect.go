@@ -66,7 +66,7 @@ torchrun; written by hand:
 	fs.StringVar(&o.Job, "job", os.Getenv("GPUPROF_JOB"), "job id (default $GPUPROF_JOB)")
 	fs.IntVar(&o.Rank, "rank", -1, "the collector's rank (default: from the launcher's environment)")
 	fs.IntVar(&o.Ranks, "ranks", envInt("GPUPROF_RANKS"), "the job's rank count (default $GPUPROF_RANKS, which gpuprof run sets, else what the launcher says)")
-	fs.BoolVar(&o.PythonFrames, "python-frames", os.Getenv("GPUPROF_PYTHON_FRAMES") == "1", "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks show Python functions")
+	fs.BoolVar(&o.PythonFrames, "python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks show Python functions")
 	fs.StringVar(&o.PerfMap, "perf-map", "", "CPython perf map (perf-PID.map) naming the Python frames of a replayed stream")
 	fs.StringVar(&o.Replay, "replay", "", "replay recorded raw streams, several (comma-separated) as passes of one rank ({rank} or {rank:N} in a path is replaced)")
 	fs.StringVar(&o.Record, "record", "", "also record the raw stream to this file ({rank} replaced)")
