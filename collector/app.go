@@ -84,19 +84,41 @@ func (c *Collector) run(ctx context.Context) error {
 	exited := false
 	n := 0
 	accept := func(conn net.Conn) {
+		// The launcher environment is read now, while the process lives;
+		// a rank of its own is claimed now, any other (by order, or an
+		// extra id for a rank already taken) at its first GPU work.
 		pid := peerPID(conn)
-		rs := c.assign(pid, os.Getenv)
+		pr := c.readRank(pid, os.Getenv)
 		mu.Lock()
 		n++
 		i := n
 		conns = append(conns, conn)
 		late := exited
 		mu.Unlock()
-		rs.logf("stream %d from pid %d: rank by %s", i, pid, rs.how)
-		if late {
-			rs.issue(fmt.Sprintf("pid %d connected after the application had exited", pid))
+		source := fmt.Sprintf("stream %d (pid %d)", i, pid)
+		claim := func() *rankState {
+			rs := c.assign(pid, pr)
+			rs.logf("%s: rank by %s", source, rs.how)
+			if late {
+				rs.issue(fmt.Sprintf("pid %d connected after the application had exited", pid))
+			}
+			return rs
 		}
-		rec := recordPath(c.o.Record, rs.rank, i)
+		var rs *rankState
+		if pr.ok && c.free(pr.own.Rank) {
+			rs = claim() // now, so that no process numbered by order takes it
+		}
+		// Recorded under the rank's name; a rank found later is recorded
+		// under the pid first and renamed.
+		rec := ""
+		if rs != nil {
+			rec = recordPath(c.o.Record, rs.rank, i)
+		} else {
+			rec = recordPath(c.o.Record, -1, i)
+			if rankPattern.MatchString(c.o.Record) {
+				rec = rankPattern.ReplaceAllString(c.o.Record, fmt.Sprintf("pid%d", pid))
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -104,10 +126,21 @@ func (c *Collector) run(ctx context.Context) error {
 			// Streams are read to their end even after ctx is cancelled:
 			// the application is being stopped and its data is still
 			// worth keeping.
-			err := c.stream(context.WithoutCancel(ctx), rs, conn, fmt.Sprintf("stream %d (pid %d)", i, pid), rec)
+			got, err := c.stream(context.WithoutCancel(ctx), rs, claim, conn, source, rec)
+			if rs == nil && rec != "" && rankPattern.MatchString(c.o.Record) {
+				if got != nil {
+					if rerr := os.Rename(rec, recordPath(c.o.Record, got.rank, i)); rerr != nil {
+						c.recordFailed(rerr)
+					}
+				} else {
+					os.Remove(rec) // no GPU work: nothing worth keeping
+				}
+			}
 			// The rank is done when its stream is: its done item goes out
 			// now, not when the last process of the job ends.
-			err = errors.Join(err, rs.publishDone(ctx))
+			if got != nil {
+				err = errors.Join(err, got.publishDone(ctx))
+			}
 			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)
@@ -174,7 +207,7 @@ func (c *Collector) run(ctx context.Context) error {
 	}
 	why := "no stream from the application (did it use CUDA, and could it load the injection library?)"
 	if n > 0 {
-		why = fmt.Sprintf("never connected: no CUDA process with this rank reached the collector before the application ended (%d process(es) did)", n)
+		why = fmt.Sprintf("never connected: no CUDA process of this rank reached the collector and used the GPU before the application ended (%d process(es) connected)", n)
 	}
 	if code < 0 && werr != nil {
 		why += "; application: " + werr.Error()

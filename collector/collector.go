@@ -350,7 +350,7 @@ func (c *Collector) replay(ctx context.Context) error {
 		err = fmt.Errorf("rank %d: %w", rs.rank, err)
 	} else {
 		defer f.Close()
-		err = c.stream(ctx, rs, f, "replay "+c.o.Replay, c.o.Record)
+		_, err = c.stream(ctx, rs, nil, f, "replay "+c.o.Replay, c.o.Record)
 	}
 	rs.mu.Lock()
 	end := rs.end
@@ -368,7 +368,7 @@ func (c *Collector) replay(ctx context.Context) error {
 type tee struct {
 	f    *os.File
 	c    *Collector
-	rank int32
+	what string // the stream, for errors
 	err  error
 }
 
@@ -376,7 +376,7 @@ func (t *tee) Write(p []byte) (int, error) {
 	if t.err == nil {
 		if _, err := t.f.Write(p); err != nil {
 			t.err = err
-			t.c.recordFailed(fmt.Errorf("rank %d: recording the stream to %s: %w (the recording is cut; the analysis went on)", t.rank, t.f.Name(), err))
+			t.c.recordFailed(fmt.Errorf("%s: recording the stream to %s: %w (the recording is cut; the analysis went on)", t.what, t.f.Name(), err))
 		}
 	}
 	return len(p), nil
@@ -384,7 +384,7 @@ func (t *tee) Write(p []byte) (int, error) {
 
 func (t *tee) close() {
 	if err := t.f.Close(); err != nil && t.err == nil {
-		t.c.recordFailed(fmt.Errorf("rank %d: recording the stream to %s: %w", t.rank, t.f.Name(), err))
+		t.c.recordFailed(fmt.Errorf("%s: recording the stream to %s: %w", t.what, t.f.Name(), err))
 	}
 }
 
@@ -504,19 +504,22 @@ func (rs *rankState) logAnalysis(a *analyze.Analyzer, source string, recs uint64
 }
 
 // stream decodes and analyses one raw stream, publishing items as it goes.
-// A stream that ends early or is corrupt is an error naming the rank and
-// the offset; everything before it is published. When the analysis fails,
+// rs is the stream's rank, or nil: claim then gives it at the stream's
+// first GPU work (the frames before are kept until then), and a stream
+// with none is no rank: stream returns a nil rank and no error. A stream
+// that ends early or is corrupt is an error naming the rank and the
+// offset; everything before it is published. When the analysis fails,
 // the rest of the stream is still read (and recorded) so that the
 // application never blocks on a collector that stopped listening.
-func (c *Collector) stream(ctx context.Context, rs *rankState, r io.Reader, source, record string) (err error) {
+func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *rankState, r io.Reader, source, record string) (_ *rankState, err error) {
 	raw := io.Reader(counter{r, &c.bytes})
 	in := raw
 	if record != "" {
 		rec, err := os.Create(record)
 		if err != nil {
-			c.recordFailed(fmt.Errorf("rank %d: recording the stream: %w", rs.rank, err))
+			c.recordFailed(fmt.Errorf("%s: recording the stream: %w", source, err))
 		} else {
-			t := &tee{f: rec, c: c, rank: rs.rank}
+			t := &tee{f: rec, c: c, what: source}
 			defer t.close()
 			in = io.TeeReader(raw, t)
 		}
@@ -526,9 +529,27 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, r io.Reader, sour
 	// HELLO names its pid).
 	host := symbolize.New()
 	host.SetPerfMap(c.o.PerfMap)
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: rs.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule, Host: host})
-	defer a.Close()
+	var a *analyze.Analyzer
+	var pre []decoded // frames before the rank is known
+	var hello *rawstream.Hello
 	var recs uint64 // this stream's access records
+	defer func() {
+		if a != nil {
+			a.Close()
+		}
+	}()
+	// begin starts the analysis once the rank is known.
+	begin := func() {
+		a = analyze.New(analyze.Options{Job: c.o.Job, Rank: rs.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule, Host: host})
+		rs.mu.Lock()
+		if rs.hello == nil {
+			rs.hello = hello
+		}
+		rs.mu.Unlock()
+	}
+	if rs != nil {
+		begin()
+	}
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of
 	// decoded frames: the library's bursts (a drained device buffer at each
@@ -541,7 +562,11 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, r io.Reader, sour
 	var endAt time.Duration      // when END was read: the application's end
 	stop := make(chan struct{})
 	t0 := time.Now()
-	defer func() { rs.logAnalysis(a, source, recs, time.Since(t0), readerWait, endAt) }()
+	defer func() {
+		if rs != nil {
+			rs.logAnalysis(a, source, recs, time.Since(t0), readerWait, endAt)
+		}
+	}()
 	go func() {
 		defer close(frames)
 		d := rawstream.NewDecoder(in)
@@ -584,33 +609,62 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, r io.Reader, sour
 		}
 	}()
 
+	failed := false
+	// add analyses one frame; it reports whether an item is due.
+	add := func(d decoded) bool {
+		switch f := d.f.(type) {
+		case *rawstream.End:
+			rs.mu.Lock()
+			rs.end = f.ExitCode
+			rs.mu.Unlock()
+		case *rawstream.Access:
+			c.records.Add(uint64(f.Count))
+			recs += uint64(f.Count)
+		}
+		if aerr := a.Add(d.f, d.off); aerr != nil {
+			// Keep what was flushed; drain the rest.
+			failed = true
+			rs.issue(fmt.Sprintf("%s: analysis stopped at offset %d: %v", source, d.off, firstLine(aerr)))
+			rs.logf("analysis stopped at offset %d: %v", d.off, aerr)
+			return false
+		}
+		return a.Pending() >= c.o.BatchRecords
+	}
+
 	tick := time.NewTicker(c.o.BatchInterval)
 	defer tick.Stop()
 	last := time.Now()
-	failed := false
 	var streamErr error
 	for {
 		select {
 		case <-ctx.Done():
+			if rs == nil {
+				return nil, nil
+			}
 			rs.issue("interrupted: " + ctx.Err().Error())
 			// What was analysed still goes out, within a bound.
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), doneTimeout)
 			rs.publish(pctx, a, source, &failed)
 			cancel()
-			return ctx.Err()
+			return rs, ctx.Err()
 		case <-tick.C:
-			if a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval {
+			if a != nil && a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval {
 				if perr := rs.publish(ctx, a, source, &failed); perr != nil {
-					return perr
+					return rs, perr
 				}
 				last = time.Now()
 			}
 		case d, ok := <-frames:
 			if !ok {
-				return streamErr
+				return rs, streamErr
 			}
 			budget.release(d.size)
 			if d.err != nil || d.f == nil {
+				if rs == nil {
+					// No GPU work: not a rank, whatever became of the stream.
+					c.logf("%s: no kernel launched and no GPU memory allocated: not a rank (%d frames, stream end: %v)", source, len(pre), d.err)
+					return nil, nil
+				}
 				if d.err != nil {
 					var re *rawstream.Error
 					off := d.off
@@ -621,48 +675,50 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, r io.Reader, sour
 					rs.issue(streamErr.Error())
 				}
 				if perr := rs.publish(ctx, a, source, &failed); perr != nil {
-					return errors.Join(streamErr, perr)
+					return rs, errors.Join(streamErr, perr)
 				}
 				if n, first := a.Anomalies(); n > 0 {
 					rs.issue(fmt.Sprintf("%s: %d inconsistent frames skipped (first at %s)", source, n, first))
 				}
-				return streamErr
+				return rs, streamErr
+			}
+			if h, ok := d.f.(*rawstream.Hello); ok && hello == nil {
+				hello = h
+				if c.o.Replay == "" && c.o.PerfMap == "" && h.PID != 0 {
+					host.SetPerfMap(perfMapOf(h.PID))
+					if c.o.PythonFrames {
+						// gpuprof asked for the map: it goes with the stream.
+						defer os.Remove(perfMapOf(h.PID))
+					}
+				}
+				if rs != nil {
+					rs.mu.Lock()
+					if rs.hello == nil {
+						rs.hello = h
+					}
+					rs.mu.Unlock()
+				}
+			}
+			if rs == nil {
+				if !gpuWork(d.f) {
+					pre = append(pre, d)
+					continue
+				}
+				rs = claim()
+				begin()
+				for _, p := range pre {
+					if !failed {
+						add(p)
+					}
+				}
+				pre = nil
 			}
 			if failed {
 				continue
 			}
-			switch f := d.f.(type) {
-			case *rawstream.Hello:
-				rs.mu.Lock()
-				if rs.hello == nil {
-					rs.hello = f
-					if c.o.Replay == "" && c.o.PerfMap == "" && f.PID != 0 {
-						host.SetPerfMap(perfMapOf(f.PID))
-						if c.o.PythonFrames {
-							// gpuprof asked for the map: it goes with the stream.
-							defer os.Remove(perfMapOf(f.PID))
-						}
-					}
-				}
-				rs.mu.Unlock()
-			case *rawstream.End:
-				rs.mu.Lock()
-				rs.end = f.ExitCode
-				rs.mu.Unlock()
-			case *rawstream.Access:
-				c.records.Add(uint64(f.Count))
-				recs += uint64(f.Count)
-			}
-			if aerr := a.Add(d.f, d.off); aerr != nil {
-				// Keep what was flushed; drain the rest.
-				failed = true
-				rs.issue(fmt.Sprintf("%s: analysis stopped at offset %d: %v", source, d.off, firstLine(aerr)))
-				rs.logf("analysis stopped at offset %d: %v", d.off, aerr)
-				continue
-			}
-			if a.Pending() >= c.o.BatchRecords {
+			if add(d) {
 				if perr := rs.publish(ctx, a, source, &failed); perr != nil {
-					return perr
+					return rs, perr
 				}
 				last = time.Now()
 			}

@@ -309,6 +309,9 @@ func fakeApp() int {
 	if os.Getenv("GPUPROF_TEST_PERFMAP") != "" {
 		return pythonApp(conn, rank, o)
 	}
+	if os.Getenv("GPUPROF_TEST_IDLE") != "" {
+		return idleApp(conn, rank, o)
+	}
 	if _, err := synth.WriteRank(conn, rank, o); err != nil {
 		fmt.Fprintln(os.Stderr, "app:", err)
 		return 98

@@ -106,45 +106,60 @@ func (c *Collector) claim(r int32, pid int, how string) *rankState {
 	return rs
 }
 
-// assign gives the process pid (0: unknown) the rank it is measured as:
+// procRank is what a connecting process's environment says of its rank,
+// read when it connects (the process may be gone by its first launch).
+type procRank struct {
+	own    launcher.Rank
+	ok     bool // own is the process's own launcher rank
+	unread bool // the environment could not be read
+}
+
+// readRank reads the launcher rank of process pid (0: unknown): a
+// variable it inherited from the collector's own launcher (the same value
+// in getenv) is not its own.
+func (c *Collector) readRank(pid int, getenv func(string) string) procRank {
+	if pid <= 0 {
+		return procRank{unread: true}
+	}
+	env, err := launcher.ProcessEnv(pid)
+	var pr procRank
+	if err == nil {
+		pr.own, pr.ok, err = launcher.OwnRankOf(env, getenv)
+	}
+	if err != nil {
+		// A process that ended moments after connecting: numbered in
+		// order of use instead.
+		c.logf("pid %d: launcher rank not read (%v): numbered in order of first CUDA use", pid, err)
+		return procRank{unread: true}
+	}
+	return pr
+}
+
+// assign gives the process pid the rank it is measured as:
 //  1. its own launcher variable (RANK with WORLD_SIZE, OMPI_COMM_WORLD_RANK,
 //     PMIX_RANK, PMI_RANK, SLURM_PROCID; one it inherited from the
-//     collector's launcher is not its own);
-//  2. else, in order of first CUDA use: the job's only collector numbers
+//     collector's launcher is not its own), claimed when it connects;
+//  2. else, in order of first CUDA use (assign is then called at the
+//     stream's first launch or allocation, so a process that only
+//     initialised CUDA takes no rank): the job's only collector numbers
 //     ranks 0, 1, ... up to the expected count; one of several collectors
 //     takes its own rank;
 //  3. else (a rank already taken, or beyond the expected count) an extra
 //     id past the expected ranks, in this collector's slot.
-func (c *Collector) assign(pid int, getenv func(string) string) *rankState {
-	var own launcher.Rank
-	var ok, unread bool
-	if pid > 0 {
-		env, err := launcher.ProcessEnv(pid)
-		if err == nil {
-			own, ok, err = launcher.OwnRankOf(env, getenv)
-		}
-		if err != nil {
-			// A process that ended before its environment was read (within
-			// moments of connecting): numbered in order of use instead.
-			c.logf("pid %d: launcher rank not read (%v): numbered in order of first CUDA use", pid, err)
-			unread = true
-		}
-	} else {
-		unread = true
-	}
+func (c *Collector) assign(pid int, pr procRank) *rankState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var why string
-	if ok {
-		prev := c.ranks[own.Rank]
+	if pr.ok {
+		prev := c.ranks[pr.own.Rank]
 		if prev == nil {
-			return c.claim(own.Rank, pid, fmt.Sprintf("%s=%d", own.Var, own.Rank))
+			return c.claim(pr.own.Rank, pid, fmt.Sprintf("%s=%d", pr.own.Var, pr.own.Rank))
 		}
-		why = fmt.Sprintf("%s=%d of pid %d is already pid %d's rank", own.Var, own.Rank, pid, prev.pid)
+		why = fmt.Sprintf("%s=%d of pid %d is already pid %d's rank", pr.own.Var, pr.own.Rank, pid, prev.pid)
 	} else {
 		p := c.place
 		switch {
-		case p.torch && !(unread && p.sole()):
+		case p.torch && !(pr.unread && p.sole()):
 			// A torch launcher's workers carry RANK; a process without one
 			// is not a worker of its own. (The job's only collector numbers
 			// a worker whose environment it could not read in order, as
@@ -169,6 +184,24 @@ func (c *Collector) assign(pid int, getenv func(string) string) *rankState {
 			return c.claim(r, pid, fmt.Sprintf("extra rank beyond the %d expected: %s", c.place.world, why))
 		}
 	}
+}
+
+// free reports whether no process has claimed rank r yet.
+func (c *Collector) free(r int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ranks[r] == nil
+}
+
+// gpuWork reports whether a frame is the process using the GPU: a launch
+// or an allocation (what a module load alone, or a CUDA initialisation to
+// count devices, is not).
+func gpuWork(f rawstream.Frame) bool {
+	switch f.(type) {
+	case *rawstream.Launch, *rawstream.Alloc:
+		return true
+	}
+	return false
 }
 
 // exitCodeFor is the exit status a rank's done item carries: the one the

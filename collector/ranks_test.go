@@ -16,6 +16,7 @@ import (
 
 	"gpuprof/collector/launcher"
 	"gpuprof/collector/rawstream"
+	"gpuprof/collector/synth"
 	"gpuprof/profile"
 )
 
@@ -50,6 +51,29 @@ func spawnApp() int {
 		go func() { defer wg.Done(); cmd.Wait() }()
 	}
 	wg.Wait()
+	return 0
+}
+
+// idleApp is a process that initialises CUDA and ends without using the
+// GPU (a launcher counting devices): HELLO, its host modules, END.
+func idleApp(conn io.Writer, rank int, o synth.Options) int {
+	var buf bytes.Buffer
+	if _, err := synth.WriteRank(&buf, rank, o); err != nil {
+		return 98
+	}
+	d := rawstream.NewDecoder(&buf)
+	w := rawstream.NewWriter(conn)
+	for {
+		f, err := d.Next()
+		if err != nil {
+			return 91
+		}
+		if gpuWork(f) {
+			break
+		}
+		w.Write(f)
+	}
+	w.Write(&rawstream.End{ExitCode: 0})
 	return 0
 }
 
@@ -191,6 +215,24 @@ func TestOrderOfFirstUse(t *testing.T) {
 	}
 }
 
+// A process that only initialised CUDA (a parent counting devices before
+// it starts its workers) takes no rank: order of first use is order of
+// first GPU work.
+func TestIdleProcessIsNoRank(t *testing.T) {
+	pub, dir := &items{}, t.TempDir()
+	o := spawnOptions(t, pub, 3, []string{"GPUPROF_TEST_IDLE=1"}, dir)
+	o.Ranks = 2
+	c := runCollector(t, o)
+	if got := fmt.Sprint(c.Ranks()); got != "[0 1]" {
+		t.Fatalf("ranks %s, want [0 1]", got)
+	}
+	checkRank(t, pub, dir, 0, 1)
+	checkRank(t, pub, dir, 1, 2)
+	if left, _ := filepath.Glob(filepath.Join(dir, "*pid*")); len(left) != 0 {
+		t.Errorf("recordings left under a pid: %v", left)
+	}
+}
+
 // A rank that no process claims is published by the job's only collector
 // as a done item naming why, so the report names it at once rather than
 // after the rank timeout; a second process claiming a rank already taken
@@ -281,7 +323,8 @@ func TestAssignUnreadEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := c.assign(gone, os.Getenv), c.assign(0, os.Getenv); a.rank != 0 || b.rank != 1 || c.assign(gone, os.Getenv).rank != 2 {
+	as := func(pid int) *rankState { return c.assign(pid, c.readRank(pid, os.Getenv)) }
+	if a, b := as(gone), as(0); a.rank != 0 || b.rank != 1 || as(gone).rank != 2 {
 		t.Errorf("sole collector: ranks %d %d", a.rank, b.rank)
 	}
 	t.Setenv("SLURM_PROCID", "1")
@@ -290,7 +333,7 @@ func TestAssignUnreadEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := c.assign(gone, os.Getenv), c.assign(gone, os.Getenv); a.rank != 9 || b.rank != 11 {
+	if a, b := as(gone), as(gone); a.rank != 9 || b.rank != 11 {
 		t.Errorf("one of two collectors: ranks %d %d, want 9 and 11", a.rank, b.rank)
 	}
 }
