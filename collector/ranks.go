@@ -76,7 +76,7 @@ type rankState struct {
 	c    *Collector
 	rank int32
 	pid  int    // 0 when not known (a replay)
-	how  string // how the rank was found, for the log and the report
+	how  string // how the rank was found, for the log
 
 	mu     sync.Mutex // publishing: sequence numbers and the done item's inputs
 	seq    uint32
