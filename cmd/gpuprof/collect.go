@@ -22,7 +22,7 @@ import (
 )
 
 func init() {
-	register("collect", "measure one rank (wraps the application, or replays a recorded stream)", cmdCollect)
+	register("collect", "measure the ranks of one command (wraps the application, or replays a recorded stream)", cmdCollect)
 }
 
 // natsFlags adds the broker connection flags shared by collect, reduce and
@@ -47,20 +47,28 @@ func natsFlags(fs *flag.FlagSet) func(name string) broker.Options {
 
 func cmdCollect(args []string) error {
 	fs := newFlags("collect", "[flags] [-- APP ARGS...]", `
-Measures one rank. With an application, it starts it with the injection
-library (CUDA_INJECTION64_PATH) and reads the library's raw record stream
-over a Unix socket; with --replay it reads a recorded stream instead. It
-analyses the stream online (value redundancy, stalls, launches, allocations)
-and publishes profile batches to the job's NATS stream (--nats), or merges
-them into one local profile (--local FILE). The rank comes from --rank or
-OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID. The exit status is
-the application's.
+Measures the ranks of one command. With an application, it starts it with
+the injection library (CUDA_INJECTION64_PATH) and reads the raw record
+stream of every process that uses CUDA over a Unix socket; with --replay it
+reads a recorded stream instead. It analyses each stream online (value
+redundancy, stalls, launches, allocations) and publishes profile batches to
+the job's NATS stream (--nats), or merges them into one local profile
+(--local FILE). The collector's own rank comes from --rank or RANK (with
+WORLD_SIZE), OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID. Each
+CUDA process is measured as its own rank: the one its own launcher
+environment gives it (torchrun's RANK), else in order of first CUDA use
+(docs/launchers.md). The exit status is the application's.
 
-'gpuprof run' inserts this command after mpirun's own options; written by
-hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
+'gpuprof run' inserts this command after mpirun's own options, or before a
+torchrun; written by hand:
+  mpirun -np 64 gpuprof collect --job J --nats URL -- ./app
+  gpuprof collect --job J --nats URL -- torchrun --nproc-per-node 8 train.py`)
 	var o collector.Options
 	fs.StringVar(&o.Job, "job", os.Getenv("GPUPROF_JOB"), "job id (default $GPUPROF_JOB)")
-	fs.IntVar(&o.Rank, "rank", -1, "rank (default: from the launcher's environment)")
+	fs.IntVar(&o.Rank, "rank", -1, "the collector's rank (default: from the launcher's environment)")
+	fs.IntVar(&o.Ranks, "ranks", envInt("GPUPROF_RANKS"), "the job's rank count (default $GPUPROF_RANKS, which gpuprof run sets, else what the launcher says)")
+	fs.BoolVar(&o.PythonFrames, "python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks show Python functions")
+	fs.StringVar(&o.PerfMap, "perf-map", "", "CPython perf map (perf-PID.map) naming the Python frames of a replayed stream")
 	fs.StringVar(&o.Replay, "replay", "", "replay recorded raw streams, several (comma-separated) as passes of one rank ({rank} or {rank:N} in a path is replaced)")
 	fs.StringVar(&o.Record, "record", "", "also record the raw stream to this file ({rank} replaced)")
 	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid | all (one run per kind, merged)")
@@ -226,6 +234,7 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 			return err, -1, false
 		}
 		err = c.Run(ctx)
+		logRanks(c)
 		return err, c.Rank(), o.Replay == "" && c.ExitCode() >= 0
 	}
 	rank, _, err := collector.ResolveRank(o.Rank, os.Getenv)
@@ -249,8 +258,7 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 	}
 	pp := &passPublisher{next: o.Publisher}
 	for i, ps := range passes {
-		po := o
-		po.Rank = int(rank)
+		po := o // the rank is resolved again by each pass: the same
 		po.Publisher = pp
 		po.Replay = ps.replay
 		if ps.mode != "" {
@@ -266,6 +274,7 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 		}
 		slog.Debug("collection pass", "rank", rank, "pass", i+1, "of", len(passes), "mode", modes[i], "replay", ps.replay)
 		runErr = c.Run(ctx)
+		logRanks(c)
 		appRan = appRan || (ps.replay == "" && c.ExitCode() >= 0)
 		var ee *collector.ExitError
 		if runErr != nil && !errors.As(runErr, &ee) {
@@ -273,6 +282,14 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 		}
 	}
 	return runErr, rank, appRan
+}
+
+// logRanks says which ranks a collector published when they are more
+// than its own (a torch launcher's workers, several CUDA processes).
+func logRanks(c *collector.Collector) {
+	if rs := c.Ranks(); len(rs) > 1 || (len(rs) == 1 && rs[0] != c.Rank()) {
+		slog.Info("collector published ranks", "ranks", fmt.Sprint(rs))
+	}
 }
 
 // envInt is the integer in the environment variable name, 0 when unset or

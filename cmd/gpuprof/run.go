@@ -99,6 +99,7 @@ use.
 	p := fs.Int("block-sampling", 0, "block sampling period P (default 50)")
 	k := fs.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
 	reuse := fs.Int("reuse-sampling", 0, "measure reuse distances in one traced block in this many of each launch; 1: every block (default 4)")
+	pyFrames := fs.Bool("python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks name Python functions")
 	batchRecords := fs.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 262144)")
 	batchInterval := fs.Duration("batch-interval", 0, "collectors also publish a batch at least this often, however few records (default 5s)")
 	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
@@ -135,6 +136,9 @@ use.
 	}
 	if *reuse != 0 {
 		cfg.Collect = append(cfg.Collect, "--reuse-sampling", fmt.Sprint(*reuse))
+	}
+	if *pyFrames {
+		cfg.Collect = append(cfg.Collect, "--python-frames")
 	}
 	if *batchRecords != 0 {
 		cfg.Collect = append(cfg.Collect, "--batch-records", fmt.Sprint(*batchRecords))
@@ -268,6 +272,9 @@ func runJob(cfg jobConfig) error {
 		if cfg.Ranks == 0 {
 			return errors.New("the launcher does not say how many ranks: give --ranks N")
 		}
+		// The collectors learn the count too: the one collector of a
+		// torchrun or a plain command reports the ranks that never came.
+		os.Setenv("GPUPROF_RANKS", fmt.Sprint(cfg.Ranks))
 		procs = [][]string{cmd}
 	}
 
@@ -308,6 +315,13 @@ func runJob(cfg jobConfig) error {
 		return appStatusOr(exit, fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit))
 	}
 	p := res.p
+	// Ranks past the plan (more CUDA processes than the launcher said)
+	// were consumed by no leaf: merged here, and named.
+	if extra, err := reducer.MergeUnplanned(ctx, conn, cfg.Job, tree, p); err != nil {
+		slog.Warn("ranks beyond the plan not merged", "err", err)
+	} else if len(extra) > 0 {
+		slog.Warn("ranks beyond the expected count merged after the tree (more CUDA processes than the launcher said; --ranks sets the count)", "expected", cfg.Ranks, "extra", fmt.Sprint(extra))
+	}
 	if cfg.ExtReduce {
 		if err := profile.WriteFile(filepath.Join(cfg.Out, profile.FileName), p); err != nil {
 			return err
