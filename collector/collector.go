@@ -620,7 +620,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			cancel()
 			return ctx.Err()
 		case <-tick.C:
-			if a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval {
+			if a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval*time.Duration(holdFactor(a)) {
 				if perr := c.publish(ctx, a, source, &failed); perr != nil {
 					return perr
 				}
@@ -673,7 +673,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 				c.logf("analysis stopped at offset %d: %v", d.off, aerr)
 				continue
 			}
-			if a.Pending() >= c.o.BatchRecords {
+			if a.Pending() >= c.o.BatchRecords*holdFactor(a) {
 				if perr := c.publish(ctx, a, source, &failed); perr != nil {
 					return perr
 				}
@@ -681,6 +681,18 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			}
 		}
 	}
+}
+
+// holdFactor stretches the batch bounds while a launch of a kernel
+// reported before its module waits for the module (analyze's Holding): an
+// item published then would split the kernel's first launch from the rest
+// for good, so it may grow to twice its records or age first
+// (docs/collector.md, "Functions before their module").
+func holdFactor(a *analyze.Analyzer) uint64 {
+	if a.Holding() {
+		return 2
+	}
+	return 1
 }
 
 func firstLine(err error) string {

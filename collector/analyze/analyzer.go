@@ -104,16 +104,17 @@ type funcInfo struct {
 	ctx    uint32 // the last launch context of this function (for samples without a launch)
 	hasCtx bool
 	orphan bool // reported without a known module
+	// real is, for an orphan, the function of a loaded module it is
+	// (orphans.go); nil while its module has not come.
+	real *funcInfo
 }
 
 // fn returns the function with wire id id: a function reported without a
-// module is the same-named function of a module loaded since, if any.
+// module is the loaded module's function it turned out to be, if known.
 func (a *Analyzer) fn(id uint32) *funcInfo {
 	f := a.funcByID[id]
-	if f != nil && f.orphan {
-		if real := a.byName[f.name]; real != nil {
-			return real
-		}
+	if f != nil && f.real != nil {
+		return f.real
 	}
 	return f
 }
@@ -264,6 +265,8 @@ type Analyzer struct {
 
 	places map[uint64]*Placement
 
+	orph orphans // kernels reported before their module (orphans.go)
+
 	// time spent waiting for workers at barriers, resolving candidates,
 	// building items and blocked on a full worker queue (Busy reports them)
 	tWait, tResolve, tBuild, tBlocked, tMemBlocked time.Duration
@@ -307,7 +310,7 @@ func New(o Options) *Analyzer {
 		launches: map[uint64]*launchInfo{}, bySeq: map[uint32]*launchInfo{}, recent: map[uint64]uint32{},
 		objIdx: map[profile.ObjectID]uint32{}, osnap: &objSnap{},
 		kern: map[uint32]*kernAcc{}, insts: map[instKey]*instAcc{}, stalls: map[uint32]string{}, first: map[objPCKey]uint64{},
-		places: map[uint64]*Placement{},
+		places: map[uint64]*Placement{}, orph: newOrphans(),
 	}
 	for i := range a.shards {
 		a.shards[i] = newShard(i)
@@ -400,6 +403,7 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 			return nil
 		}
 		a.fseq++
+		a.touch(l.ctx)
 		a.dispatch(f, l)
 		a.pending += uint64(f.Count)
 		a.d.records += uint64(f.Count)
@@ -544,16 +548,6 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 	}
 }
 
-// unknownModule stands for the module of functions the library reported
-// before (or without) their module: with lazy loading, a kernel's launch
-// can come before its module is loaded. Its hash is 0 on every rank.
-func (a *Analyzer) unknownModule() *modInfo {
-	if a.unknownMod == nil {
-		a.unknownMod = &modInfo{id: ^uint64(0), resolved: true}
-	}
-	return a.unknownMod
-}
-
 func (a *Analyzer) function(f *rawstream.Function, off int64) {
 	m := a.modules[f.ModuleID]
 	orphan := m == nil
@@ -563,8 +557,11 @@ func (a *Analyzer) function(f *rawstream.Function, off int64) {
 	fi := &funcInfo{idx: uint32(len(a.funcs)), wireID: f.FunctionID, mod: m, name: f.Name, pc: f.PC, size: f.Size, orphan: orphan}
 	a.funcs = append(a.funcs, fi)
 	a.funcByID[f.FunctionID] = fi
-	if !orphan {
+	if orphan {
+		a.orphan(fi)
+	} else {
 		a.byName[f.Name] = fi
+		a.resolveOrphans(fi)
 	}
 	m.funcs = append(m.funcs, f.Name)
 	m.resolved = false // more functions: a better structure match may exist
@@ -633,6 +630,31 @@ func pathID(frames []profile.Frame) profile.NodeID {
 	return id
 }
 
+// kernelPath is a launch's calling context: its host frames, then its
+// kernel (module content hash and name).
+func kernelPath(host []profile.Frame, fn *funcInfo) []profile.Frame {
+	return append(append(make([]profile.Frame, 0, len(host)+1), host...), profile.Frame{Kind: profile.KindKernel, Module: fn.mod.hash.String(), Function: fn.name})
+}
+
+// context returns the context of a path, made on first use with its
+// shared and local pseudo objects.
+func (a *Analyzer) context(frames []profile.Frame, fn *funcInfo) uint32 {
+	id := pathID(frames)
+	if ci, ok := a.ctxByID[id]; ok {
+		return ci
+	}
+	ci := uint32(len(a.ctxs))
+	c := &ctxInfo{frames: frames, fn: fn}
+	c.shared = a.newObj(profile.SpaceObjectID(id, uint8(rawstream.SpaceShared)), frames, 0, uint8(rawstream.SpaceShared))
+	c.local = a.newObj(profile.SpaceObjectID(id, uint8(rawstream.SpaceLocal)), frames, 0, uint8(rawstream.SpaceLocal))
+	a.ctxs = append(a.ctxs, c)
+	a.ctxByID[id] = ci
+	if fn.orphan && fn.real == nil {
+		a.orph.prov[fn.name] = append(a.orph.prov[fn.name], ci)
+	}
+	return ci
+}
+
 func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	fn := a.fn(f.FunctionID)
 	if fn == nil {
@@ -641,19 +663,10 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	}
 	a.structure(fn.mod)
 	host := a.hostFrames(f.Host)
-	frames := append(append([]profile.Frame(nil), host...), profile.Frame{Kind: profile.KindKernel, Module: fn.mod.hash.String(), Function: fn.name})
-	id := pathID(frames)
-	ci, ok := a.ctxByID[id]
-	if !ok {
-		ci = uint32(len(a.ctxs))
-		c := &ctxInfo{frames: frames, fn: fn}
-		c.shared = a.newObj(profile.SpaceObjectID(id, uint8(rawstream.SpaceShared)), frames, 0, uint8(rawstream.SpaceShared))
-		c.local = a.newObj(profile.SpaceObjectID(id, uint8(rawstream.SpaceLocal)), frames, 0, uint8(rawstream.SpaceLocal))
-		a.ctxs = append(a.ctxs, c)
-		a.ctxByID[id] = ci
-	}
+	ci := a.context(kernelPath(host, fn), fn)
 	c := a.ctxs[ci]
 	fn.ctx, fn.hasCtx = ci, true
+	a.touch(ci)
 	if old := a.launches[f.LaunchID]; old != nil {
 		a.anomaly(off, f.Kind(), "launch id %d reused before its KERNEL_END", f.LaunchID)
 		a.endLaunch(old)
@@ -738,6 +751,7 @@ func (a *Analyzer) kernelEnd(f *rawstream.KernelEnd, off int64) {
 		return
 	}
 	ka := a.kernAcc(l.ctx)
+	a.touch(l.ctx)
 	a.x.ls.kernelEnd(l.ctx, f)
 	if f.EndNS > f.StartNS && f.StartNS != 0 {
 		ka.time += f.EndNS - f.StartNS
@@ -817,6 +831,7 @@ func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
 			a.anomaly(off, f.Kind(), "samples of %s with no launch of it", fn.name)
 			continue
 		}
+		a.touch(ctx)
 		ia := a.instAcc(ctx, fn, s.Offset)
 		for _, st := range s.Stalls {
 			name, ok := a.stalls[st.Reason]
@@ -849,6 +864,7 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 			a.anomaly(off, f.Kind(), "counts of %s with no launch of it", fn.name)
 			continue
 		}
+		a.touch(ctx)
 		ia := a.instAcc(ctx, fn, c.Offset)
 		ia.executed += c.Executed
 		ia.threads += c.ThreadExecuted
