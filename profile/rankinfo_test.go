@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"gpuprof/profile/chunk"
 )
 
 // A rank's provenance does not depend on the order its items arrive in,
@@ -48,7 +50,7 @@ func TestDecodeVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := decoder().DecodeAll(z, nil)
+	b, err := chunk.DecompressAll(z)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
