@@ -68,6 +68,8 @@ func (in *inner) resume(ctx context.Context, a *partialAsm) (*NodeResult, error)
 	return nil, nil
 }
 
+func (in *inner) open(context.Context) error { return nil }
+
 func (in *inner) arrived([]byte) {}
 
 // accept records a child's partial chunk; a complete version replaces the

@@ -45,8 +45,17 @@ func newLeaf(n *node) *leaf {
 	for _, r := range n.spec.Ranks {
 		l.mine[r] = true
 	}
-	l.purgeAt = l.purgeBytes()
 	return l
+}
+
+// open: a leaf's inputs are in the job's input stream.
+func (l *leaf) open(ctx context.Context) error {
+	var err error
+	if l.stream, err = l.cfg.Conn.Stream(ctx, l.cfg.Job); err != nil {
+		return err
+	}
+	l.purgeAt = l.purgeBytes()
+	return nil
 }
 
 func (l *leaf) inputs() ([]string, bool) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -12,110 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"gpuprof/broker"
-	"gpuprof/profile"
-	"gpuprof/profile/chunk"
 )
-
-// RunNode runs node cfg.Node of cfg.Tree until it finishes (every rank
-// below it sealed, or its deadline passed) and returns its stats; the root
-// returns the final profile too. When ctx ends first it stops at once
-// without acknowledging anything, as a killed process would: a later
-// RunNode of the same node resumes from the broker and gives the same
-// result.
-func RunNode(ctx context.Context, cfg Config) (*NodeResult, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.check(); err != nil {
-		return nil, err
-	}
-	spec, err := cfg.Tree.Node(cfg.Node)
-	if err != nil {
-		return nil, err
-	}
-	// A message larger than a fetch's byte bound is never delivered (the
-	// server ends the fetch with a 409 and the node would pull forever):
-	// every fetch must hold the largest message, with its subject and reply.
-	if mp := cfg.Conn.MaxPayload() + 4096; cfg.PullBytes < mp {
-		cfg.PullBytes = mp
-	}
-	n := &node{cfg: cfg, spec: spec, log: cfg.Logger.With("job", cfg.Job, "node", spec.Name.String())}
-	return n.run(ctx)
-}
-
-// A node runs one intake loop whatever its role: it pulls its inputs,
-// keeps the rank-timeout clock, publishes its state as versions of its
-// partial, acknowledges inputs once a version covering them is durable,
-// and resumes from the broker after a restart. Its role is what it
-// merges: a leaf its ranks' batches (leaf.go), an inner node its
-// children's partials (inner.go); the root is one or the other.
-type node struct {
-	cfg  Config
-	spec *Node
-	log  *slog.Logger
-	js   jetstream.JetStream
-	// stream holds the node's inputs: the input stream for a leaf, the
-	// tree stream for an inner node; tree holds its own partials.
-	stream, tree jetstream.Stream
-	stats        NodeStats
-	role         role
-	partials     bool // publishes partials while its inputs run (all but an inner root)
-
-	dirty       bool
-	deferred    []deferredAck
-	pver        uint64
-	hk          chan func(context.Context) // housekeeping: deletions off the merge path
-	clock       time.Time
-	lastDone    time.Time
-	lastPublish time.Time
-	publishCost time.Duration // of the last partial: merging (inner nodes), encoding and storing
-	pending     uint64        // inputs the consumer has not yet delivered
-}
-
-// role is what a leaf and an inner node do differently.
-type role interface {
-	// inputs are the subjects of the node's consumer; fromAckFloor: a
-	// restarted consumer resumes after its acknowledgement floor (else it
-	// replays its subjects from the start).
-	inputs() (subjects []string, fromAckFloor bool)
-	// resume restores the role from the node's own latest complete
-	// partial; a result says the node has nothing left to do.
-	resume(ctx context.Context, a *partialAsm) (*NodeResult, error)
-	// arrived counts an input's bytes, before anything is checked.
-	arrived(data []byte)
-	// accept takes an input other than the end signal.
-	accept(m jetstream.Msg, md *jetstream.MsgMetadata, subj broker.Subject, data []byte)
-	// complete: every rank below the node is finished.
-	complete() bool
-	// overdue: the node's deadline passed (the node checks first that no
-	// input waits).
-	overdue(now time.Time) bool
-	// expire seals what the deadline leaves unfinished.
-	expire()
-	// snapshot is the state to publish.
-	snapshot() *profile.Profile
-	// below: batch items merged and batch bytes consumed below the node.
-	below() (batches, bytesIn uint64)
-	// view fills the node's own progress.
-	view(pr *Progress)
-	// published: a new version of the node's partial is stored.
-	published()
-	// acked: an input of rank r (>= 0) at stream sequence seq was
-	// acknowledged.
-	acked(m jetstream.Msg, r int32, seq uint64)
-}
-
-type deferredAck struct {
-	m    jetstream.Msg
-	rank int32 // batch inputs: the rank (for purging), else -1
-	seq  uint64
-}
-
-// assembly is a body being put together from its chunks, and the messages
-// that brought them, unacknowledged until what the body carries is
-// durable.
-type assembly struct {
-	chunk.Assembler
-	msgs []jetstream.Msg
-}
 
 func (n *node) run(ctx context.Context) (*NodeResult, error) {
 	n.stats = NodeStats{Node: n.spec.Name, Start: time.Now()}
@@ -127,18 +23,9 @@ func (n *node) run(ctx context.Context) (*NodeResult, error) {
 		return nil, fmt.Errorf("reducer: node %v: %w", n.spec.Name, err)
 	}
 	n.stream = n.tree
-	if n.spec.Leaf() {
-		if n.stream, err = n.cfg.Conn.Stream(ctx, n.cfg.Job); err != nil {
-			return nil, fmt.Errorf("reducer: node %v: %w", n.spec.Name, err)
-		}
-		n.role = newLeaf(n)
-	} else {
-		n.role = newInner(n)
+	if err := n.role.open(ctx); err != nil {
+		return nil, fmt.Errorf("reducer: node %v: %w", n.spec.Name, err)
 	}
-	// The root publishes the final profile at the end; until then an inner
-	// root's state is its children's partials, but a leaf that is also
-	// the root still needs its own partials as its durable state.
-	n.partials = !n.spec.Root || n.spec.Leaf()
 	stopHK := n.startHousekeeping()
 	res, err := n.restore(ctx)
 	if err == nil && res == nil {
@@ -192,20 +79,6 @@ func (n *node) restore(ctx context.Context) (*NodeResult, error) {
 		return nil, nil
 	}
 	return n.role.resume(ctx, a)
-}
-
-func unixTime(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
-}
-
-func unixNano(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
 }
 
 // consumer (re)creates the node's durable consumer. A leaf resumes after
@@ -264,12 +137,6 @@ func (n *node) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		n.pending = 1
 	}
 	return cons, nil
-}
-
-func (n *node) count(f func(*counters)) {
-	if n.cfg.counters != nil {
-		f(n.cfg.counters)
-	}
 }
 
 // loop consumes inputs until the node finishes.
@@ -441,27 +308,6 @@ func (n *node) pull(cons jetstream.Consumer, msgs chan<- jetstream.Msg, errs cha
 // what a restart replays; a node's last one goes out at once.
 func (n *node) interval() time.Duration {
 	return max(n.cfg.PartialInterval, 9*n.publishCost)
-}
-
-// deferAck acknowledges m once the node's state is durable: at once if
-// nothing changed since the last publish, else after the next one.
-func (n *node) deferAck(m jetstream.Msg, rank int32, seq uint64) {
-	if !n.dirty {
-		n.ack(m, rank, seq)
-		return
-	}
-	n.deferred = append(n.deferred, deferredAck{m, rank, seq})
-}
-
-func (n *node) ack(m jetstream.Msg, rank int32, seq uint64) {
-	// A lost acknowledgement only means a redelivery, which merging
-	// ignores, so acks need not wait for the broker's confirmation.
-	if err := m.Ack(); err != nil {
-		n.log.Debug("reducer: ack failed (the input will be redelivered and ignored)", "stream_seq", seq, "err", err)
-	}
-	if rank >= 0 {
-		n.role.acked(m, rank, seq)
-	}
 }
 
 func (n *node) startClock(t time.Time, why string) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"gpuprof/profile"
 	"gpuprof/profile/chunk"
@@ -183,6 +184,14 @@ func encodePartial(h partialHeader, p *profile.Profile, maxPayload int) ([][]byt
 		return nil, h, fmt.Errorf("partial of node %d.%d: %w", h.Level, h.Node, err)
 	}
 	return out, h, nil
+}
+
+// assembly is a body being put together from its chunks, and the messages
+// that brought them, unacknowledged until what the body carries is
+// durable.
+type assembly struct {
+	chunk.Assembler
+	msgs []jetstream.Msg
 }
 
 // partialAsm collects the chunks of one version (pver, sum) of a node's
