@@ -56,7 +56,7 @@ func (a *Analyzer) Flush(seq uint32) (*profile.Profile, error) {
 		return nil, err
 	}
 	a.pending = 0
-	clear(a.orph.held)
+	a.itemBuilt()
 	return p, nil
 }
 

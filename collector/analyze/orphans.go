@@ -25,6 +25,9 @@ type orphans struct {
 	ctx     map[uint32]uint32      // provisional context -> the loaded kernel's
 	obj     map[uint32]uint32      // its pseudo objects -> the loaded kernel context's
 	held    map[uint32]bool        // provisional contexts with data since the last item
+	// published: provisional contexts an item published while they were
+	// held (the bound was reached): they hold no item again.
+	published map[uint32]bool
 	// structures: modules of resolved orphans whose structure is looked up
 	// before the next item (their own launches, which would, may not come).
 	structures []*modInfo
@@ -35,7 +38,7 @@ type orphans struct {
 
 func newOrphans() orphans {
 	return orphans{waiting: map[string][]*funcInfo{}, prov: map[string][]uint32{},
-		ctx: map[uint32]uint32{}, obj: map[uint32]uint32{}, held: map[uint32]bool{}}
+		ctx: map[uint32]uint32{}, obj: map[uint32]uint32{}, held: map[uint32]bool{}, published: map[uint32]bool{}}
 }
 
 // unknownModule stands for the module of functions the library reported
@@ -104,11 +107,21 @@ func (a *Analyzer) rekey(ci uint32, f *funcInfo) {
 	delete(a.orph.held, ci)
 }
 
-// touch notes that context ci got data: a provisional one holds the item.
+// touch notes that context ci got data: a provisional one holds the item,
+// unless an item already went out without waiting for it.
 func (a *Analyzer) touch(ci uint32) {
-	if f := a.ctxs[ci].fn; f.orphan && f.real == nil {
+	if f := a.ctxs[ci].fn; f.orphan && f.real == nil && !a.orph.published[ci] {
 		a.orph.held[ci] = true
 	}
+}
+
+// itemBuilt: an item went out; contexts it held for are given up on (a
+// module that did not come within the bound is not waited for again).
+func (a *Analyzer) itemBuilt() {
+	for ci := range a.orph.held {
+		a.orph.published[ci] = true
+	}
+	clear(a.orph.held)
 }
 
 // Holding reports whether a launch of a kernel reported before its module

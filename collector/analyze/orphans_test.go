@@ -217,6 +217,28 @@ func TestFirstLaunchPublishedBeforeItsModule(t *testing.T) {
 	if samples != 15 {
 		t.Errorf("%d samples, want 15", samples)
 	}
+
+	// Once an item went out without waiting for it, the context holds no
+	// item again (a module that never comes costs one stretched item).
+	a := New(Options{Job: "j", Rank: 0, Workers: 1})
+	defer a.Close()
+	for i, f := range frames[:3] {
+		if err := a.Add(f, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !a.Holding() {
+		t.Fatal("not holding after the first launch")
+	}
+	if p, err := a.Flush(0); err != nil || p == nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if err := a.Add(frames[3], 3); err != nil { // a sample of the first launch
+		t.Fatal(err)
+	}
+	if a.Holding() {
+		t.Error("holding again for a context an item was published without")
+	}
 }
 
 // Every capture (recorded with eager loading), rewritten as the library
