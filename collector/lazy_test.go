@@ -3,50 +3,26 @@ package collector
 import (
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"gpuprof/collector/analyze"
-	"gpuprof/collector/rawstream"
 	"gpuprof/collector/synth"
 	"gpuprof/profile"
 )
 
-// lazyStream writes a generated value-tracing stream as the library writes
-// it under lazy loading, each module reported only after its first
-// launch's records and end (synth.LazyLoading, late).
-func lazyStream(t *testing.T, dir string, rank int) (path string, eager []byte) {
-	var buf bytes.Buffer
-	if _, err := synth.WriteRank(&buf, rank, synth.Options{Seed: 21, BlockSampling: 2}); err != nil {
+// writeLazy writes stream to path as the library writes it under lazy
+// loading (synth.LazyLoading).
+func writeLazy(t *testing.T, path string, stream []byte, late bool) {
+	t.Helper()
+	b, err := synth.LazyLoading(stream, late)
+	if err != nil {
 		t.Fatal(err)
 	}
-	eager = buf.Bytes()
-	var frames []rawstream.Frame
-	d := rawstream.NewDecoder(bytes.NewReader(eager))
-	for {
-		f, err := d.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		frames = append(frames, f)
-	}
-	var out bytes.Buffer
-	w := rawstream.NewWriter(&out)
-	for _, f := range synth.LazyLoading(frames, true) {
-		if err := w.Write(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	path = filepath.Join(dir, synth.FileName(rank))
-	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path, eager
 }
 
 // unknownKernels counts an item's kernel nodes under the unknown module.
@@ -67,8 +43,14 @@ func unknownKernels(p *profile.Profile) int {
 // publishes anyway (the bound): then, and only then, the first launch
 // stays apart under the unknown module.
 func TestFirstLaunchWaitsForItsModule(t *testing.T) {
-	dir := t.TempDir()
-	path, eager := lazyStream(t, dir, 0)
+	// Each module reported only after its first launch's records and end.
+	var buf bytes.Buffer
+	if _, err := synth.WriteRank(&buf, 0, synth.Options{Seed: 21, BlockSampling: 2}); err != nil {
+		t.Fatal(err)
+	}
+	eager := buf.Bytes()
+	path := filepath.Join(t.TempDir(), synth.FileName(0))
+	writeLazy(t, path, eager, true)
 	for _, tc := range []struct {
 		batch   uint64
 		unknown bool // the bound is reached before the module comes
@@ -108,35 +90,13 @@ func TestFirstLaunchWaitsForItsModule(t *testing.T) {
 // the lazy pass's kernel contexts are the value-tracing pass's, as the
 // eager PC-sampling pass's are.
 func TestLazyPassMergesWithEagerPass(t *testing.T) {
-	dir := t.TempDir()
 	caps := "../testdata/captures/mpi_imbalance."
 	pcs, err := os.ReadFile(caps + "pcsampling.rank1.gpr")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var frames []rawstream.Frame
-	d := rawstream.NewDecoder(bytes.NewReader(pcs))
-	for {
-		f, err := d.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		frames = append(frames, f)
-	}
-	var out bytes.Buffer
-	w := rawstream.NewWriter(&out)
-	for _, f := range synth.LazyLoading(frames, false) {
-		if err := w.Write(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lazy := filepath.Join(dir, "lazy.gpr")
-	if err := os.WriteFile(lazy, out.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	lazy := filepath.Join(t.TempDir(), "lazy.gpr")
+	writeLazy(t, lazy, pcs, false)
 	kernelIDs := func(path string) map[profile.NodeID]string {
 		pub := &items{}
 		c, err := New(Options{Job: "job", Rank: 1, Replay: path, Publisher: pub, Workers: 2,

@@ -131,15 +131,18 @@ func (a *Analyzer) itemBuilt() {
 // bound (docs/collector.md); Flush always publishes everything.
 func (a *Analyzer) Holding() bool { return len(a.orph.held) > 0 }
 
-// canonCtx is the context an item shows for ci.
-func (a *Analyzer) canonCtx(ci uint32) uint32 {
-	if a.orph.rekeyed {
-		if t, ok := a.orph.ctx[ci]; ok {
+// alias is what m makes of k, once some orphan was resolved.
+func (o *orphans) alias(m map[uint32]uint32, k uint32) uint32 {
+	if o.rekeyed {
+		if t, ok := m[k]; ok {
 			return t
 		}
 	}
-	return ci
+	return k
 }
+
+// canonCtx is the context an item shows for ci.
+func (a *Analyzer) canonCtx(ci uint32) uint32 { return a.orph.alias(a.orph.ctx, ci) }
 
 // canonPC is the packed PC an item shows: an orphan's PCs are its real
 // function's (offsets are function-relative).
@@ -153,14 +156,7 @@ func (a *Analyzer) canonPC(packed uint64) uint64 {
 }
 
 // canonObj is the data object an item shows for oi.
-func (a *Analyzer) canonObj(oi uint32) uint32 {
-	if a.orph.rekeyed {
-		if t, ok := a.orph.obj[oi]; ok {
-			return t
-		}
-	}
-	return oi
-}
+func (a *Analyzer) canonObj(oi uint32) uint32 { return a.orph.alias(a.orph.obj, oi) }
 
 func (a *Analyzer) canonPCKey(k pcKey) pcKey {
 	return pcKey{a.canonCtx(k.ctx), k.kind, a.canonPC(k.pc)}

@@ -12,56 +12,19 @@ import (
 	"gpuprof/profile"
 )
 
-// analyseFrames analyses frames as the collector batches them: an item
-// after every flushEvery frames (0: one item), put off while the analyzer
-// holds a kernel reported before its module (Holding); at frame forceAt
-// (if > 0) an item goes out even so, as when the collector's bound is
-// reached. It returns the merged profile and the data items.
+// analyseFrames analyses frames with two workers and exact reuse
+// histograms, as analyseItems does.
 func analyseFrames(t *testing.T, frames []rawstream.Frame, st StructureSource, flushEvery, forceAt int) (*profile.Profile, []*profile.Profile) {
 	t.Helper()
-	a := New(Options{Job: "j", Rank: 3, Workers: 2, Structures: st, ReuseSampling: 1})
-	defer a.Close()
-	merged := profile.New("j")
-	var items []*profile.Profile
-	flush := func() {
-		p, err := a.Flush(uint32(len(items)))
-		if err != nil {
+	var buf bytes.Buffer
+	w := rawstream.NewWriter(&buf)
+	for _, f := range frames {
+		if err := w.Write(f); err != nil {
 			t.Fatal(err)
 		}
-		if p == nil {
-			return
-		}
-		if err := p.Validate(); err != nil {
-			t.Fatalf("item %d: %v", len(items), err)
-		}
-		if err := merged.Merge(p); err != nil {
-			t.Fatal(err)
-		}
-		items = append(items, p)
 	}
-	for i, f := range frames {
-		if err := a.Add(f, int64(i)); err != nil {
-			t.Fatal(err)
-		}
-		if i+1 == forceAt || flushEvery > 0 && (i+1)%flushEvery == 0 && !a.Holding() {
-			flush()
-		}
-	}
-	flush()
-	if n, first := a.Anomalies(); n != 0 {
-		t.Fatalf("%d anomalies, first: %s", n, first)
-	}
-	done, err := a.Done(uint32(len(items)), a.ExitCode(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := merged.Merge(done); err != nil {
-		t.Fatal(err)
-	}
-	if err := merged.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return merged, items
+	p, items, _ := analyseItems(t, buf.Bytes(), Options{Workers: 2, Structures: st, ReuseSampling: 1}, flushEvery, forceAt)
+	return p, items
 }
 
 // kernels lists a profile's kernel nodes.
@@ -98,7 +61,7 @@ func firstLaunchStream(cubin []byte) []rawstream.Frame {
 		return &rawstream.PCSamples{LaunchID: launch, PCs: []rawstream.PCSample{{FunctionID: fn, Offset: 0x10, Stalls: []rawstream.StallCount{{Reason: 0, Samples: n}}}}}
 	}
 	return []rawstream.Frame{
-		&rawstream.Hello{Mode: rawstream.ModePCSampling},
+		&rawstream.Hello{Version: 1, Mode: rawstream.ModePCSampling},
 		&rawstream.Function{FunctionID: 1, ModuleID: 0, Name: spillKernel},
 		&rawstream.Launch{LaunchID: 1, FunctionID: 1, Grid: [3]uint32{4, 1, 1}, Block: [3]uint32{128, 1, 1}, Host: host},
 		sample(1, 1, 3),
@@ -254,13 +217,17 @@ func TestFirstLaunchPublishedBeforeItsModule(t *testing.T) {
 func TestLazyLoadingCaptures(t *testing.T) {
 	for _, c := range loadCaptures(t, captureGlob("*.gpr")) {
 		t.Run(c.name, func(t *testing.T) {
-			frames, _, _ := decodeAll(t, c.data)
 			st := knownModulesOnly{c.st}
-			want, _ := analyseFrames(t, frames, st, 0, 0)
+			o := Options{Workers: 2, Structures: st, ReuseSampling: 1}
+			want, _, _ := analyseItems(t, c.data, o, 0, 0)
 			for _, late := range []bool{false, true} {
-				lazy := synth.LazyLoading(frames, late)
+				lazy, err := synth.LazyLoading(c.data, late)
+				if err != nil {
+					t.Fatal(err)
+				}
 				orphans := 0
-				for _, f := range lazy {
+				frames, _, _ := decodeAll(t, lazy)
+				for _, f := range frames {
 					if fn, ok := f.(*rawstream.Function); ok && fn.ModuleID == 0 {
 						orphans++
 					}
@@ -268,14 +235,14 @@ func TestLazyLoadingCaptures(t *testing.T) {
 				if orphans == 0 {
 					t.Fatal("the rewritten stream reports no kernel before its module")
 				}
-				got, _ := analyseFrames(t, lazy, st, 0, 0)
+				got, _, _ := analyseItems(t, lazy, o, 0, 0)
 				if !bytes.Equal(got.Encode(), want.Encode()) {
 					t.Errorf("late=%v (%d kernels reported before their module): the profile differs from the eager stream's:\n%s", late, orphans, firstDiff(got.String(), want.String()))
 				}
 				if strings.Contains(c.name, ".redundancy.") {
 					continue
 				}
-				cut, items := analyseFrames(t, lazy, st, 3, 0)
+				cut, items, _ := analyseItems(t, lazy, o, 3, 0)
 				if len(items) < 2 {
 					t.Errorf("late=%v: %d items", late, len(items))
 				}

@@ -1,19 +1,47 @@
 package synth
 
-import "gpuprof/collector/rawstream"
+import (
+	"bytes"
+	"io"
+
+	"gpuprof/collector/rawstream"
+)
 
 // LazyLoading rewrites a stream as the injection library writes it under
-// lazy module loading (CUDA 13's default): a module and its
-// functions are reported only when one of its functions is first
-// launched, and that kernel goes out just before, as a FUNCTION with
-// module id 0 (a new function id) that its first LAUNCH names. Modules
-// never launched are reported before END.
+// lazy module loading (CUDA 13's default): a module and its functions are
+// reported only when one of its functions is first launched, and that
+// kernel goes out just before, as a FUNCTION with module id 0 (a new
+// function id) that its first LAUNCH names. Modules never launched are
+// reported before END.
 //
 // The module comes right after that LAUNCH, as in the captures of the
 // GPU machine; with late, only after the launch's last frame (its
 // records, KERNEL_END, PC samples and counts, which then name the
 // orphan), or before a frame that needs one of its functions.
-func LazyLoading(frames []rawstream.Frame, late bool) []rawstream.Frame {
+func LazyLoading(stream []byte, late bool) ([]byte, error) {
+	var frames []rawstream.Frame
+	d := rawstream.NewDecoder(bytes.NewReader(stream))
+	for {
+		f, err := d.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		frames = append(frames, f)
+	}
+	var out bytes.Buffer
+	w := rawstream.NewWriter(&out)
+	for _, f := range lazyFrames(frames, late) {
+		if err := w.Write(f); err != nil {
+			return nil, err
+		}
+	}
+	return out.Bytes(), nil
+}
+
+func lazyFrames(frames []rawstream.Frame, late bool) []rawstream.Frame {
 	maxID := uint32(0)
 	for _, f := range frames {
 		if fn, ok := f.(*rawstream.Function); ok {

@@ -1,8 +1,6 @@
 package synth
 
 import (
-	"bytes"
-	"io"
 	"testing"
 
 	"gpuprof/collector/rawstream"
@@ -13,20 +11,14 @@ import (
 // the module and its functions come after that launch (late: after the
 // launch's own frames), and never before.
 func TestLazyLoading(t *testing.T) {
-	var frames []rawstream.Frame
-	d := rawstream.NewDecoder(bytes.NewReader(write(t, 0, Options{Seed: 4})))
-	for {
-		f, err := d.Next()
-		if err == io.EOF {
-			break
-		}
+	stream := write(t, 0, Options{Seed: 4})
+	in := frames(t, stream)
+	for _, late := range []bool{false, true} {
+		b, err := LazyLoading(stream, late)
 		if err != nil {
 			t.Fatal(err)
 		}
-		frames = append(frames, f)
-	}
-	for _, late := range []bool{false, true} {
-		out := LazyLoading(frames, late)
+		out := frames(t, b)
 		modules, orphans := 0, map[uint32]int{}
 		firstLaunch := -1
 		for i, f := range out {
@@ -49,8 +41,8 @@ func TestLazyLoading(t *testing.T) {
 				}
 			}
 		}
-		if modules != 1 || len(orphans) != 1 || len(out) != len(frames)+1 {
-			t.Errorf("late=%v: %d modules, %d early functions, %d frames of %d", late, modules, len(orphans), len(out), len(frames))
+		if modules != 1 || len(orphans) != 1 || len(out) != len(in)+1 {
+			t.Errorf("late=%v: %d modules, %d early functions, %d frames of %d", late, modules, len(orphans), len(out), len(in))
 		}
 		if late && out[firstLaunch+1].Kind() == rawstream.KindModule {
 			t.Errorf("late: the module comes right after the launch")
