@@ -54,37 +54,3 @@ func TestPartialFrames(t *testing.T) {
 	}
 }
 
-// A partial chunk is bytes from another process: whatever they are, a
-// parent refuses them with an error or decodes a valid profile, and never
-// panics.
-func FuzzDecodePartial(f *testing.F) {
-	p := profile.New("job")
-	for _, it := range proftest.Rank("job", 2, proftest.Small, 1, 1) {
-		if err := p.Merge(it); err != nil {
-			f.Fatal(err)
-		}
-	}
-	one, _, _ := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "job"}, Level: 1, Node: 2}, p, 1<<20)
-	f.Add(one[0])
-	many, _, _ := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "job"}, Level: 1, Node: 2}, p, 600)
-	f.Add(many[0])
-	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := parsePartialHeader(b)
-		if err != nil {
-			return
-		}
-		a := newPartialAsm(h)
-		if done, err := a.add(h, b, 1); err != nil || !done {
-			return
-		}
-		body, err := a.body()
-		if err != nil {
-			return
-		}
-		if q, err := decodePartial(h, body); err == nil {
-			if err := q.Validate(); err != nil {
-				t.Fatalf("decoded partial fails validation: %v", err)
-			}
-		}
-	})
-}

@@ -190,6 +190,8 @@ func FuzzPartial(f *testing.F) {
 	chunks, _, _ := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "job"}, Level: 1, Node: 1, PVer: 3}, p, 1<<20)
 	f.Add(chunks[0])
 	f.Add([]byte("GPR1"))
+	several, _, _ := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "job"}, Level: 1, Node: 1, PVer: 3}, p, 600)
+	f.Add(several[0])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := parsePartialHeader(b)
 		if err != nil {
@@ -204,6 +206,10 @@ func FuzzPartial(f *testing.F) {
 		if err != nil {
 			return
 		}
-		decodePartial(h, body)
+		if q, err := decodePartial(h, body); err == nil {
+			if err := q.Validate(); err != nil {
+				t.Fatalf("decoded partial fails validation: %v", err)
+			}
+		}
 	})
 }
