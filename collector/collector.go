@@ -641,7 +641,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 			rs.logf("analysis stopped at offset %d: %v", d.off, aerr)
 			return false
 		}
-		return a.Pending() >= c.o.BatchRecords
+		return a.Pending() >= c.o.BatchRecords*holdFactor(a)
 	}
 
 	tick := time.NewTicker(c.o.BatchInterval)
@@ -661,7 +661,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 			cancel()
 			return rs, ctx.Err()
 		case <-tick.C:
-			if a != nil && a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval {
+			if a != nil && a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval*time.Duration(holdFactor(a)) {
 				if perr := rs.publish(ctx, a, source, &failed); perr != nil {
 					return rs, perr
 				}
@@ -737,6 +737,18 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 			}
 		}
 	}
+}
+
+// holdFactor stretches the batch bounds while a launch of a kernel
+// reported before its module waits for the module (analyze's Holding): an
+// item published then would split the kernel's first launch from the rest
+// for good, so it may grow to twice its records or age first
+// (docs/collector.md, "Functions before their module").
+func holdFactor(a *analyze.Analyzer) uint64 {
+	if a.Holding() {
+		return 2
+	}
+	return 1
 }
 
 func firstLine(err error) string {

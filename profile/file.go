@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/klauspost/compress/zstd"
+
+	"gpuprof/profile/chunk"
 )
 
 // FileName is the merged profile's name in an output directory.
@@ -41,7 +43,7 @@ func ReadFile(path string) (*Profile, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := decoder().DecodeAll(b, nil)
+	raw, err := chunk.DecompressAll(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, fileError(b, err))
 	}
