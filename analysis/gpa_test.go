@@ -660,3 +660,32 @@ func TestRegisterIncreaseCountFloor(t *testing.T) {
 		}
 	}
 }
+
+// GPUscout's register spilling finding names the fix register increase
+// names (keep the spilled values in registers), so with a profile it gets
+// the same model: in TestRegisterIncreaseCountFloor's kernel, eq. 3 alone
+// on the LDL's and STL's cost (the LDL's 10 samples, the FADD's 40 blamed
+// on it, the STL's 2) would give 60/(60-52) = 7.5; the issue floor of the
+// instructions left gives 11 × 1.98 / 8 = 2.72, as for register increase.
+func TestStaticSpillIsRegisterIncrease(t *testing.T) {
+	m, s := spilledKernel(t)
+	k := s.k.ID
+	s.p.Nodes[k].Metrics = nil
+	s.p.Add(k, profile.GPUTime, 11)
+	s.p.Add(k, profile.Metric(timeHistPrefix+"14"), 1)
+	s.launches(1, 128, 528, 128)
+	for off := uint64(0); off <= 0x30; off += 0x10 {
+		s.p.Add(s.node[off], profile.InstExecuted, 2112)
+	}
+	as, err := Advise(s.p, Modules{mod1: m}, Options{Static: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ri := findKind(t, as, StaticSpill), findKind(t, as, OptRegisterIncrease)
+	if want := 11 * 1.98 / 8; !approx(a.Speedup, want) || !approx(ri.Speedup, want) {
+		t.Fatalf("register spilling %v, register increase %v, want both %v; %s", a.Speedup, ri.Speedup, want, a.Evidence)
+	}
+	if !strings.Contains(a.Evidence, "52 of the kernel's 60 samples") {
+		t.Fatalf("evidence %q", a.Evidence)
+	}
+}
