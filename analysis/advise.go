@@ -181,7 +181,9 @@ func (kv *kernelView) advice(m match) Advice {
 	if kv.noCode > 0 {
 		a.Evidence += fmt.Sprintf("; %.0f samples at instructions without SASS", kv.noCode)
 	}
-	if why := kv.unjustified(m, s); why != "" {
+	if why := m.na; why != "" {
+		a.Speedup, a.SpeedupNA = 0, why
+	} else if why := kv.unjustified(m, s); why != "" {
 		a.Speedup, a.SpeedupNA = 0, why
 	}
 	return a

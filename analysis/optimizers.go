@@ -73,7 +73,9 @@ type match struct {
 	// between the same two barriers (barriers.go).
 	scopes []scope
 	S      float64 // the speedup, for estGiven
-	note   string  // what the estimate adds to the evidence
+	// na says why the estimate cannot be given (Advice.SpeedupNA).
+	na     string
+	note   string // what the estimate adds to the evidence
 	hots   []hot
 	hint   string
 	detail string
