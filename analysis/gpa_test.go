@@ -663,10 +663,11 @@ func TestRegisterIncreaseCountFloor(t *testing.T) {
 
 // GPUscout's register spilling finding names the fix register increase
 // names (keep the spilled values in registers), so with a profile it gets
-// the same model: in TestRegisterIncreaseCountFloor's kernel, eq. 3 alone
-// on the LDL's and STL's cost (the LDL's 10 samples, the FADD's 40 blamed
-// on it, the STL's 2) would give 60/(60-52) = 7.5; the issue floor of the
-// instructions left gives 11 × 1.98 / 8 = 2.72, as for register increase.
+// the same estimate (item 17): in TestRegisterIncreaseCountFloor's kernel,
+// eq. 3 alone on the LDL's and STL's cost (the LDL's 10 samples, the
+// FADD's 40 blamed on it, the STL's 2) gave 60/(60-52) = 7.5; register
+// increase's issue floor of the instructions left gives 11 × 1.98 / 8 =
+// 2.72.
 func TestStaticSpillIsRegisterIncrease(t *testing.T) {
 	m, s := spilledKernel(t)
 	k := s.k.ID

@@ -429,11 +429,12 @@ func joinStatic(x *Index, views map[profile.NodeID]*kernelView, m *sass.Module, 
 			switch a.Kind {
 			case StaticSpill:
 				// The fix is register increase's (keep the spilled values in
-				// registers), so is the estimate: eq. 3 with the registers
+				// registers), so is the estimate: its matched samples (the
+				// spills' cost and the throttle they cause), the registers
 				// the values need and the issue floor of what is left.
-				s, note := kv.registerIncreaseSpeedup(mm)
-				cp.Speedup = s
-				cp.Evidence += fmt.Sprintf("; estimated as register increase, eq. 3%s = %.3f", note, s)
+				ri := kv.registerIncrease()
+				cp.Speedup = ri.S
+				cp.Evidence += fmt.Sprintf("; estimated as register increase (the same fix): M = %.0f of T = %.0f samples, eq. 3%s = %.3f", ri.M, kv.T, ri.note, ri.S)
 			case StaticConversion:
 				cp.Speedup = StallElimination(kv.T, mm)
 				hot := map[instRef]bool{}
