@@ -5,7 +5,7 @@ import (
 	"gpuprof/sass"
 )
 
-// Block-wide barriers and latency hiding (docs/validation.md, item 17).
+// Block-wide barriers and latency hiding (docs/validation.md, item 18).
 //
 // Code reordering and loop unrolling hide a wait behind independent work
 // the same warp could issue meanwhile. A barrier (__syncthreads, BAR.SYNC)

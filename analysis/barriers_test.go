@@ -45,7 +45,7 @@ func barrierLoop(t *testing.T, sync string) (Modules, *sampled) {
 	return Modules{mod1: m}, s
 }
 
-// With the barriers (item 17), T = 150 samples, of which 90 not issued.
+// With the barriers (item 18), T = 150 samples, of which 90 not issued.
 // The intervals are X = the LDG, IADD3 and STS with the loop control and
 // the code outside the loop, and Y = the LDS and FADD between the two
 // barriers. The STS's 60 waits hide behind X's 30 active samples (5 + 5 +

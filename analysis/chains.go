@@ -5,7 +5,7 @@ import (
 	"gpuprof/sass"
 )
 
-// Loads on a dependent chain (docs/validation.md, item 19). A load whose
+// Loads on a dependent chain (docs/validation.md, item 20). A load whose
 // address depends on its own earlier result (a pointer chase, a tree walk:
 // j = next[j]) waits a full round trip in every iteration, however few
 // bytes it moves. The estimates that shrink an access's cost with its

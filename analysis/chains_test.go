@@ -14,7 +14,7 @@ import (
 // would do), the stream 16. The kernel is memory bound (80 of its 100
 // samples wait on memory), so coalescing saves the excess traffic's share
 // of them (item 1): the stream's 32 × (160 - 40) = 3840 of the 15360
-// bytes, 20 samples, 100/80. The chase's excess is left out (item 19):
+// bytes, 20 samples, 100/80. The chase's excess is left out (item 20):
 // with it the estimate was 80 × (3840 + 32 × 280) / 15360 = 66.7 samples,
 // 3.0x. When the stream is coalesced, only the chase is divergent: n/a.
 func TestChainedLoadsLeaveTheTrafficModel(t *testing.T) {
@@ -68,7 +68,7 @@ func TestChainedLoadsLeaveTheTrafficModel(t *testing.T) {
 }
 
 // A narrower type for the chased array keeps every load on the chain: its
-// round trips stay whatever the width, so the estimate is n/a (item 19).
+// round trips stay whatever the width, so the estimate is n/a (item 20).
 func TestNarrowerChainIsNA(t *testing.T) {
 	m := parseSASS(t, "k", `
 		.L_x_1:

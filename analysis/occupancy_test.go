@@ -118,7 +118,7 @@ func occupancyKernel(t *testing.T, wide bool) (*sass.Module, *sampled) {
 	return m, s
 }
 
-// Occupancy increase (item 18). With R_I = 10/100 the scheduler model
+// Occupancy increase (item 19). With R_I = 10/100 the scheduler model
 // gives I(16)/I(12) = (1-0.9^16)/(1-0.9^12) = 1.1353. That stands when 80
 // of the samples are latency no warp hid (bound 100/20 = 5). When 85 of
 // the 90 idle samples wait on a full LSU queue, more warps can fill 5 at

@@ -349,7 +349,7 @@ func (kv *kernelView) registerIncreaseSpeedup(M float64) (float64, string) {
 }
 
 // moreWarpsBound is the largest speedup more resident warps on the same
-// SMs can give (docs/validation.md, item 18). The instructions still
+// SMs can give (docs/validation.md, item 19). The instructions still
 // issue, and a cycle in which no warp issued because a queue or a pipe was
 // full (throttle and pipe-busy stalls) stays: more warps bring more work
 // to the same queue. Only the cycles in which no warp issued while warps

@@ -334,7 +334,7 @@ type validationRow struct {
 // sampling period and timings differ from run to run.
 const (
 	pairErrorBound  = 0.20
-	meanErrorBound  = 0.06
+	meanErrorBound  = 0.065
 	gmeanErrorBound = 0.04
 )
 
