@@ -546,10 +546,12 @@ func (m *match) setScopes(scopes map[scopeKey]*scope) {
 	m.scopes = []scope{} // non-nil: the kernel has barriers
 	A := 0.0
 	for _, sc := range scopes {
-		m.scopes = append(m.scopes, *sc)
-		A += sc.A
+		if sc.M > 0 || sc.A > 0 {
+			m.scopes = append(m.scopes, *sc)
+			A += sc.A
+		}
 	}
-	m.note += fmt.Sprintf("; the kernel has block-wide barriers: each wait hides only behind the work between the same two barriers (%d intervals with waits or work, %.0f active samples other than barrier waits), summed over the intervals", len(scopes), A)
+	m.note += fmt.Sprintf(" (the kernel has block-wide barriers: each wait hides only behind the work between the same two barriers; %d intervals with waits or work, %.0f active samples other than barrier waits)", len(m.scopes), A)
 }
 
 // functionInlining matches the latency samples in non-inlined device
