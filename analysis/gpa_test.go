@@ -633,6 +633,11 @@ func TestFusedActiveSamplesLeaveTheBound(t *testing.T) {
 // H100's top clock, which at the kernel's 60 samples in 11 ns is 22.0
 // samples: S = 60 / (8/1.98 × 60/11) = 11 × 1.98 / 8. Read off the 8
 // selected samples left at 4 warps per scheduler, the floor is 32 samples.
+//
+// GPUscout's register spilling names the same fix (keep the spilled values
+// in registers), so it gets the same estimate (item 17), where eq. 3 alone
+// on the LDL's and STL's cost (the LDL's 10 samples, the FADD's 40 blamed
+// on it, the STL's 2) gave it 60/(60-52) = 7.5.
 func TestRegisterIncreaseCountFloor(t *testing.T) {
 	for _, counted := range []bool{false, true} {
 		m, s := spilledKernel(t)
@@ -646,47 +651,20 @@ func TestRegisterIncreaseCountFloor(t *testing.T) {
 				s.p.Add(s.node[off], profile.InstExecuted, 2112)
 			}
 		}
-		as, err := Advise(s.p, Modules{mod1: m}, Options{})
+		as, err := Advise(s.p, Modules{mod1: m}, Options{Static: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := findKind(t, as, OptRegisterIncrease)
+		a, st := findKind(t, as, OptRegisterIncrease), findKind(t, as, StaticSpill)
 		want := 60.0 / 32
 		if counted {
 			want = 11 * 1.98 / 8
 		}
-		if !approx(a.Speedup, want) {
-			t.Fatalf("counted %v: speedup %v, want %v; %s", counted, a.Speedup, want, a.Evidence)
+		if !approx(a.Speedup, want) || !approx(st.Speedup, want) {
+			t.Fatalf("counted %v: register increase %v, register spilling %v, want both %v; %s; %s", counted, a.Speedup, st.Speedup, want, a.Evidence, st.Evidence)
 		}
-	}
-}
-
-// GPUscout's register spilling finding names the fix register increase
-// names (keep the spilled values in registers), so with a profile it gets
-// the same estimate (item 17): in TestRegisterIncreaseCountFloor's kernel,
-// eq. 3 alone on the LDL's and STL's cost (the LDL's 10 samples, the
-// FADD's 40 blamed on it, the STL's 2) gave 60/(60-52) = 7.5; register
-// increase's issue floor of the instructions left gives 11 × 1.98 / 8 =
-// 2.72.
-func TestStaticSpillIsRegisterIncrease(t *testing.T) {
-	m, s := spilledKernel(t)
-	k := s.k.ID
-	s.p.Nodes[k].Metrics = nil
-	s.p.Add(k, profile.GPUTime, 11)
-	s.p.Add(k, profile.Metric(timeHistPrefix+"14"), 1)
-	s.launches(1, 128, 528, 128)
-	for off := uint64(0); off <= 0x30; off += 0x10 {
-		s.p.Add(s.node[off], profile.InstExecuted, 2112)
-	}
-	as, err := Advise(s.p, Modules{mod1: m}, Options{Static: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, ri := findKind(t, as, StaticSpill), findKind(t, as, OptRegisterIncrease)
-	if want := 11 * 1.98 / 8; !approx(a.Speedup, want) || !approx(ri.Speedup, want) {
-		t.Fatalf("register spilling %v, register increase %v, want both %v; %s", a.Speedup, ri.Speedup, want, a.Evidence)
-	}
-	if !strings.Contains(a.Evidence, "52 of the kernel's 60 samples") {
-		t.Fatalf("evidence %q", a.Evidence)
+		if !strings.Contains(st.Evidence, "52 of the kernel's 60 samples") {
+			t.Fatalf("evidence %q", st.Evidence)
+		}
 	}
 }
