@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"gpuprof/profile"
 	"gpuprof/sass"
 )
 
@@ -152,6 +153,39 @@ func TestOccupancyIncreaseBounds(t *testing.T) {
 			t.Errorf("%+v: speedup %v (n/a %q), want %v", c, a.Speedup, a.SpeedupNA, model)
 		case c.na != "" && (a.Speedup != 0 || !strings.Contains(a.SpeedupNA, c.na)):
 			t.Errorf("%+v: speedup %v, n/a %q, want n/a with %q", c, a.Speedup, a.SpeedupNA, c.na)
+		}
+	}
+}
+
+// Thread increase (item 19): blocks of 32 threads stop at 32 blocks per
+// SM, 8 warps per scheduler; 64-thread blocks at 39 registers fit 25 (50
+// warps, 12.5 per scheduler): I(12.5)/I(8) at R_I = 0.1. With 80 of the
+// 90 idle samples latency the bound is 5 and the model stands. When they
+// are barrier waits, the new warps join the same blocks and wait at the
+// same barriers: nothing to fill, n/a. (An occupancy increase adds other
+// blocks, whose warps do not wait there.)
+func TestThreadIncreaseBarrierWaits(t *testing.T) {
+	model := IssueRate(0.1, 12.5) / IssueRate(0.1, 8)
+	for _, reason := range []string{"long_scoreboard", "barrier"} {
+		m, s := occupancyKernel(t, false)
+		s.p.Nodes[s.k.ID].Metrics = nil
+		s.p.Add(s.k.ID, profile.GPUTime, 1000)
+		s.launches(1, 32, 42240, 39)
+		s.stall(0x00, "selected", 10)
+		s.stall(0x10, reason, 80)
+		s.stall(0x10, reason+"_not_issued", 80)
+		s.stall(0x00, "lg_throttle", 10)
+		s.stall(0x00, "lg_throttle_not_issued", 10)
+		as, err := Advise(s.p, Modules{mod1: m}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := findKind(t, as, OptThreadIncrease)
+		if reason == "long_scoreboard" && (!approx(a.Speedup, model) || a.SpeedupNA != "") {
+			t.Errorf("latency: speedup %v (n/a %q), want %v", a.Speedup, a.SpeedupNA, model)
+		}
+		if reason == "barrier" && (a.Speedup != 0 || !strings.Contains(a.SpeedupNA, "in 0 of the kernel's 100 samples")) {
+			t.Errorf("barrier waits: speedup %v, n/a %q", a.Speedup, a.SpeedupNA)
 		}
 	}
 }

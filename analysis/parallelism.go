@@ -249,11 +249,11 @@ func (kv *kernelView) parallelismOptimizers() []match {
 	}
 	// More resident warps on the same SMs (thread and occupancy increase)
 	// can only fill what the schedulers left idle (moreWarpsBound).
-	bounded := func(mt *match) {
+	bounded := func(mt *match, otherBlocks bool) {
 		if mt == nil || kv.gpaOnly || mt.na != "" {
 			return
 		}
-		if b, why := kv.moreWarpsBound(); mt.S > b*(1+1e-9) {
+		if b, why := kv.moreWarpsBound(otherBlocks); mt.S > b*(1+1e-9) {
 			mt.na = fmt.Sprintf("the scheduler model gives %.2fx, above the %.2fx more resident warps can give: %s", mt.S, b, why)
 		}
 	}
@@ -289,7 +289,7 @@ func (kv *kernelView) parallelismOptimizers() []match {
 		if best > 0 {
 			grid := p.cfg.GridBlocks * th / best // the same threads in bigger blocks
 			bounded(mk(OptThreadIncrease, fmt.Sprintf("blocks of %.0f threads reach the %d-blocks-per-SM limit with %d warps resident: use %.0f threads per block (%d warps per SM).", th, p.g.BlocksPerSM, occ.WarpsPerSM, best, bestOcc.WarpsPerSM),
-				cfgText, m.rate(grid, math.Ceil(best/32), float64(bestOcc.BlocksPerSM))))
+				cfgText, m.rate(grid, math.Ceil(best/32), float64(bestOcc.BlocksPerSM))), false)
 		}
 	}
 	// Occupancy increase: registers or shared memory limit the blocks.
@@ -309,7 +309,7 @@ func (kv *kernelView) parallelismOptimizers() []match {
 		if next > occ.BlocksPerSM {
 			if mt := mk(OptOccupancyIncrease, hint, cfgText, m.rate(p.cfg.GridBlocks, wb, float64(next))); mt != nil {
 				mt.na = cost
-				bounded(mt)
+				bounded(mt, true)
 			}
 		}
 	}
@@ -353,18 +353,23 @@ func (kv *kernelView) registerIncreaseSpeedup(M float64) (float64, string) {
 // issue, and a cycle in which no warp issued because a queue or a pipe was
 // full (throttle and pipe-busy stalls) stays: more warps bring more work
 // to the same queue. Only the cycles in which no warp issued while warps
-// waited on their own results, barriers, fetch or the like can go, and
-// only those not already hidden (a stall sampled while another warp issued
-// cost nothing): T / (T - H), H those not-issued samples (all samples of
-// those reasons without not-issued data). With instruction counts, the
-// schedulers cannot issue more than once a cycle either: 1 / utilization.
-func (kv *kernelView) moreWarpsBound() (float64, string) {
+// waited on their own results, fetch or the like can go, and only those
+// not already hidden (a stall sampled while another warp issued cost
+// nothing): T / (T - H), H those not-issued samples (all samples of those
+// reasons without not-issued data). Waits at a block's barrier count when
+// the new warps come in other blocks (otherBlocks: occupancy increase),
+// which do not wait there; not when they join the same blocks (thread
+// increase), whose barriers they then wait at too. With instruction
+// counts, the schedulers cannot issue more than once a cycle either:
+// 1 / utilization.
+func (kv *kernelView) moreWarpsBound(otherBlocks bool) (float64, string) {
 	H := 0.0
 	for _, fv := range kv.fns {
 		for i := range fv.s {
 			for r, v := range fv.s[i].ByReason {
-				switch rs, _ := blame.LookupReason(r); rs.Group {
-				case blame.GActive, blame.GThrottle, blame.GPipe:
+				switch rs, _ := blame.LookupReason(r); {
+				case rs.Group == blame.GActive || rs.Group == blame.GThrottle || rs.Group == blame.GPipe:
+				case !otherBlocks && (r == "barrier" || r == "warpgroup_arrive"):
 				default:
 					H += v * fv.latencyShare(i, r)
 				}
