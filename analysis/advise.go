@@ -172,6 +172,8 @@ func (kv *kernelView) advice(m match) Advice {
 		eq = "eq. 3, T/(T-M)" + m.note
 	case m.est == estGiven:
 		eq = "the scheduler model of eq. 7-11"
+	case m.est == estHiding && m.scopes != nil:
+		eq = "eq. 5/6 per barrier interval, T/(T-Σ min(A_I, M_I))" + m.note
 	case m.est == estHiding && m.starved:
 		eq = fmt.Sprintf("one eligible warp per scheduler: the %.0f samples waiting on arithmetic hide by instruction-level parallelism (eq. 4), the rest behind A = %.0f active samples (eq. 6)", m.Mexec, m.A) + m.note
 	case m.est == estHiding:
@@ -181,7 +183,9 @@ func (kv *kernelView) advice(m match) Advice {
 	if kv.noCode > 0 {
 		a.Evidence += fmt.Sprintf("; %.0f samples at instructions without SASS", kv.noCode)
 	}
-	if why := kv.unjustified(m, s); why != "" {
+	if why := m.na; why != "" {
+		a.Speedup, a.SpeedupNA = 0, why
+	} else if why := kv.unjustified(m, s); why != "" {
 		a.Speedup, a.SpeedupNA = 0, why
 	}
 	return a

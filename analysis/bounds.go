@@ -11,7 +11,21 @@ import "fmt"
 // unjustified returns why speedup s of match m exceeds what its model
 // justifies, or "".
 func (kv *kernelView) unjustified(m match, s float64) string {
-	if m.est == estGiven || s <= 1 {
+	if m.est == estGiven {
+		return ""
+	}
+	hot := map[instRef]bool{}
+	for _, h := range m.hots {
+		hot[instRef{h.fv, h.i}] = true
+	}
+	return kv.eq3Unjustified(s, hot, m.Mfused > 0)
+}
+
+// eq3Unjustified checks an estimate of eq. 3 (or eq. 5/6) whose fix
+// changes the instructions in hot; fused says the fix also removes issued
+// loop control (loop fusion), which the issue bound does not see.
+func (kv *kernelView) eq3Unjustified(s float64, hot map[instRef]bool, fused bool) string {
+	if s <= 1 {
 		return ""
 	}
 	// Eq. 3 assumes the rest of the kernel runs as before; removing
@@ -20,16 +34,12 @@ func (kv *kernelView) unjustified(m match, s float64) string {
 	if gone := kv.T - kv.T/s; gone >= 0.99*kv.T-1e-9 {
 		return fmt.Sprintf("the matched samples are %.0f%% of the kernel's: eq. 3 cannot bound the time the changed kernel takes", 100*gone/kv.T)
 	}
-	if m.Mfused > 0 {
+	if fused {
 		return "" // loop fusion removes issued loop control too
 	}
 	// The instructions the fix keeps still issue: a selected sample is a
 	// cycle in which the sampled warp issued, so they need at least their
 	// selected samples whatever stalls go.
-	hot := map[instRef]bool{}
-	for _, h := range m.hots {
-		hot[instRef{h.fv, h.i}] = true
-	}
 	kept := kv.selectedAt(func(fv *fnView, i int) bool { return !hot[instRef{fv, i}] })
 	if kept <= 0 {
 		return ""

@@ -36,6 +36,10 @@ type code struct {
 
 	libmOnce sync.Once
 	libm     []bool // libmConversions
+
+	barOnce   sync.Once
+	interval  []int // barrierIntervals
+	nInterval int
 }
 
 // libmConversion says whether instruction i is a conversion of the math

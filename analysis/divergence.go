@@ -163,14 +163,20 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 	})
 	a := &Advice{Kind: OptGlobalAdjust, Category: CatDivergence, Importance: share, KernelShare: x.KernelShare(k), Ranks: x.KernelRanks(k)}
 	m, excess := 0.0, 0.0
+	chained, priced := 0, 0
 	for i, d := range bad {
 		w := x.Where(d.Node)
 		w.Amount = float64(d.Sectors)
-		excess += 32 * (float64(d.Sectors) - d.Ideal*float64(d.WarpAccesses))
 		if kv != nil {
 			if r, ok := kv.byNode[d.Node]; ok {
 				w.SASS = kv.where(r.fv, r.i).SASS
-				m += r.fv.cost(r.i) * (1 - d.Efficiency())
+				if c, _ := kv.chainedLoads([]instRef{r}); len(c) > 0 {
+					chained++ // its waits are round trips, not bandwidth (chains.go)
+				} else {
+					priced++
+					m += r.fv.cost(r.i) * (1 - d.Efficiency())
+					excess += 32 * (float64(d.Sectors) - d.Ideal*float64(d.WarpAccesses))
+				}
 			}
 		}
 		if i < 5 {
@@ -188,6 +194,14 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 		at(h.File, h.Line), bad[0].Degree, bad[0].Ideal)
 	a.Evidence = fmt.Sprintf("memory divergence: kernel %.2f sectors per warp access (ideal %.2f); %d divergent instructions, %.1f%% of the warp accesses; worst %.1f sectors/access at efficiency %.2f",
 		tot.Degree, tot.Ideal, len(bad), 100*share, bad[0].Degree, bad[0].Efficiency())
+	if kv != nil && chained > 0 {
+		a.Evidence += fmt.Sprintf("; %d of the divergent loads depend on their own earlier results (a dependent chain): each waits a full round trip whatever its sectors, and what fewer sectors save of it is not in the profile", chained)
+		if priced == 0 {
+			a.SpeedupNA = "the divergent loads form a dependent chain (each load's address comes from its previous result): coalescing them shortens their round trips only by the queueing, which the profile does not measure"
+			return a
+		}
+		a.Evidence += "; the estimate counts the other divergent accesses"
+	}
 	if kv != nil && m > 0 {
 		a.Speedup = StallElimination(kv.T, m)
 		a.Evidence += fmt.Sprintf("; M = %.0f of T = %.0f samples (%s), eq. 3 = %.3f", m, kv.T, how, a.Speedup)

@@ -425,10 +425,26 @@ func joinStatic(x *Index, views map[profile.NodeID]*kernelView, m *sass.Module, 
 			cp.Importance = mm / kv.T
 			cp.KernelShare = x.KernelShare(k)
 			cp.Ranks = x.KernelRanks(k)
-			if a.Kind == StaticSpill || a.Kind == StaticConversion {
-				cp.Speedup = StallElimination(kv.T, mm)
-			}
 			cp.Evidence += fmt.Sprintf("; %.0f of the kernel's %.0f samples at or blamed on these instructions", mm, kv.T)
+			switch a.Kind {
+			case StaticSpill:
+				// The fix is register increase's (keep the spilled values in
+				// registers), so is the estimate: its matched samples (the
+				// spills' cost and the throttle they cause), the registers
+				// the values need and the issue floor of what is left.
+				ri := kv.registerIncrease()
+				cp.Speedup = ri.S
+				cp.Evidence += fmt.Sprintf("; estimated as register increase (the same fix): M = %.0f of T = %.0f samples, eq. 3%s = %.3f", ri.M, kv.T, ri.note, ri.S)
+			case StaticConversion:
+				cp.Speedup = StallElimination(kv.T, mm)
+				hot := map[instRef]bool{}
+				for _, r := range a.static {
+					hot[instRef{fv, r.i}] = true
+				}
+				if why := kv.eq3Unjustified(cp.Speedup, hot, false); why != "" {
+					cp.Speedup, cp.SpeedupNA = 0, why
+				}
+			}
 			// The program's own kernels first: a finding on code that a
 			// framework's autotuner also ran belongs to the repeated work.
 			if !joined || x.Phase(k) == "" && best.Phase != "" || (x.Phase(k) == "") == (best.Phase == "") && mm > bestM {
