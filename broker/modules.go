@@ -20,6 +20,14 @@ const (
 	ModuleSASS  = "sass"
 )
 
+// FunctionKind is the object kind of the listing of one function of a
+// module (docs/sass.md, "Sharing listings"): listings are made and shared
+// function by function, so a module's objects are its cubin (when small
+// enough), and one listing per function that ran.
+func FunctionKind(fn string) string {
+	return fmt.Sprintf("fn%016x", xxhash.Sum64String(fn))
+}
+
 // ErrModuleNotFound is returned by GetModule for a module nobody uploaded.
 var ErrModuleNotFound = errors.New("broker: module not in the store")
 

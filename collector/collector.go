@@ -79,13 +79,17 @@ type Options struct {
 	CandidateLimit int64
 	// QueueDepth: frames each analysis worker's queue holds (0: default).
 	QueueDepth int
-	// Structures gives GPU module structure; default: nvdisasm when on
-	// PATH, else the nvdisasm outputs in SASSFiles.
+	// Structures gives GPU function structure; default: an analyze.SASS
+	// with the disk cache (analyze.DefaultDiskCache), nvdisasm when on PATH
+	// and the nvdisasm outputs in SASSFiles.
 	Structures analyze.StructureSource
 	SASSFiles  []string
+	// StructureWait bounds the waits for structure (0: the analysis'
+	// default; analyze.Options.StructureWait).
+	StructureWait time.Duration
 	// Share, when set, shares nvdisasm listings with the job's other ranks
 	// through the broker's module bucket (one rank disassembles each
-	// module; docs/sass.md). Used by the default Structures only.
+	// function; docs/sass.md). Used by the default Structures only.
 	Share *broker.Conn
 	// OnModule is called once per module content hash with its cubin.
 	OnModule func(hash profile.ModuleHash, cubin []byte)
@@ -181,6 +185,8 @@ type Collector struct {
 	issues []string
 	exit   int
 	recErr error
+	// ownSASS: Structures was made here, and is closed after the run.
+	ownSASS bool
 }
 
 // New checks the options and finds the rank.
@@ -224,8 +230,9 @@ func New(o Options) (*Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collector: %w", err)
 	}
-	if o.Structures == nil {
-		st := &analyze.SASS{Files: o.SASSFiles, Logf: o.Logf}
+	own := o.Structures == nil
+	if own {
+		st := &analyze.SASS{Files: o.SASSFiles, Logf: o.Logf, Cache: analyze.DefaultDiskCache()}
 		if o.Share != nil {
 			st.Share = BrokerListings(o.Share, o.Job, r)
 		}
@@ -233,7 +240,7 @@ func New(o Options) (*Collector, error) {
 	}
 	o.Replay = ExpandRank(o.Replay, r)
 	o.Record = ExpandRank(o.Record, r)
-	return &Collector{o: o, rank: r, end: -1, exit: -1}, nil
+	return &Collector{o: o, rank: r, end: -1, exit: -1, ownSASS: own}, nil
 }
 
 var rankPattern = regexp.MustCompile(`\{rank(?::([0-9]))?\}`)
@@ -292,6 +299,9 @@ func (c *Collector) issue(s string) {
 // with the application's non-zero status, or what went wrong (joined with
 // the exit status).
 func (c *Collector) Run(ctx context.Context) error {
+	if s, ok := c.o.Structures.(*analyze.SASS); ok && c.ownSASS {
+		defer s.Close()
+	}
 	var err error
 	if c.o.Replay != "" {
 		err = c.replay(ctx)
@@ -525,7 +535,11 @@ func (c *Collector) logAnalysis(a *analyze.Analyzer, source string, wall, reader
 	}
 	if s, ok := c.o.Structures.(*analyze.SASS); ok {
 		st := s.Stats()
-		msg += fmt.Sprintf("; modules: %d disassembled, %d shared by other ranks, %d fallbacks", st.Disassembled, st.Shared, st.Fallbacks)
+		msg += fmt.Sprintf("; structure: %d functions disassembled in %d nvdisasm runs (%d modules whole), %d from the disk cache, %d shared by other ranks, %d fallbacks",
+			st.Functions, st.Disassembled, st.Whole, st.CacheHits, st.Shared, st.Fallbacks)
+	}
+	if miss := a.Missing(); len(miss) > 0 {
+		msg += fmt.Sprintf("; %d functions without structure (%s)", len(miss), strings.Join(miss[:min(len(miss), 5)], "; "))
 	}
 	c.logf("%s", msg)
 }
@@ -548,7 +562,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			in = io.TeeReader(raw, t)
 		}
 	}
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule})
+	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, StructureWait: c.o.StructureWait, OnModule: c.o.OnModule})
 	defer a.Close()
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of
@@ -614,6 +628,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 		select {
 		case <-ctx.Done():
 			c.issue("interrupted: " + ctx.Err().Error())
+			a.FinalWithin(0) // what waits for structure goes out flat
 			// What was analysed still goes out, within a bound.
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			c.publish(pctx, a, source, &failed)
@@ -641,6 +656,13 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 					streamErr = &StreamError{Rank: c.rank, Source: source, Offset: off, Err: d.err}
 					c.issue(streamErr.Error())
 				}
+				// The stream is over: what is measured goes out now; the
+				// instructions whose function's structure is still on its
+				// way follow within the bound (analyze's placement.go).
+				if perr := c.publish(ctx, a, source, &failed); perr != nil {
+					return errors.Join(streamErr, perr)
+				}
+				a.Final()
 				if perr := c.publish(ctx, a, source, &failed); perr != nil {
 					return errors.Join(streamErr, perr)
 				}
@@ -727,22 +749,23 @@ func BrokerListings(conn *broker.Conn, job string, rank int32) analyze.ListingSh
 	return &brokerListings{conn: conn, job: job, owner: owner}
 }
 
-func (b *brokerListings) Claim(ctx context.Context, h profile.ModuleHash) (bool, error) {
-	return b.conn.ClaimModule(ctx, b.job, h, broker.ModuleSASS, b.owner)
+func (b *brokerListings) Claim(ctx context.Context, h profile.ModuleHash, fn string) (bool, error) {
+	return b.conn.ClaimModule(ctx, b.job, h, broker.FunctionKind(fn), b.owner)
 }
 
-func (b *brokerListings) Store(ctx context.Context, h profile.ModuleHash, listing []byte, failure string) error {
+func (b *brokerListings) Store(ctx context.Context, h profile.ModuleHash, fn string, listing []byte, failure string) error {
 	var perr error
+	kind := broker.FunctionKind(fn)
 	if failure == "" {
-		if _, perr = b.conn.PutModule(ctx, b.job, h, broker.ModuleSASS, listing); perr != nil {
+		if _, perr = b.conn.PutModule(ctx, b.job, h, kind, listing); perr != nil {
 			failure = "storing the listing: " + perr.Error()
 		}
 	}
-	return errors.Join(perr, b.conn.SettleModule(ctx, b.job, h, broker.ModuleSASS, failure))
+	return errors.Join(perr, b.conn.SettleModule(ctx, b.job, h, kind, failure))
 }
 
-func (b *brokerListings) Await(ctx context.Context, h profile.ModuleHash) ([]byte, bool, error) {
-	data, err := b.conn.AwaitModule(ctx, b.job, h, broker.ModuleSASS)
+func (b *brokerListings) Await(ctx context.Context, h profile.ModuleHash, fn string) ([]byte, bool, error) {
+	data, err := b.conn.AwaitModule(ctx, b.job, h, broker.FunctionKind(fn))
 	if errors.Is(err, broker.ErrModuleNotClaimed) {
 		return nil, false, nil
 	}

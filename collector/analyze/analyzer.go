@@ -67,9 +67,14 @@ type Options struct {
 	QueueDepth int
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver
-	// Structures gives GPU module structure (nil: instructions are placed
+	// Structures gives GPU function structure (nil: instructions are placed
 	// directly under their function and values read at the record's width).
 	Structures StructureSource
+	// StructureWait bounds the waits for structure: in all, at the first
+	// access records of launches (whose values are read by it), and, from
+	// the end of the stream, for the structure that instructions sampled
+	// meanwhile still wait for (default DefaultStructureWait; placement.go).
+	StructureWait time.Duration
 	// OnModule is called once per new module content hash with the cubin
 	// bytes (for sharing through the broker's object store).
 	OnModule func(hash profile.ModuleHash, cubin []byte)
@@ -85,13 +90,11 @@ var (
 )
 
 type modInfo struct {
-	id        uint64
-	hash      profile.ModuleHash
-	size      uint64
-	cubin     []byte
-	funcs     []string
-	resolved  bool
-	structure Structure
+	id    uint64
+	hash  profile.ModuleHash
+	size  uint64
+	cubin []byte
+	funcs []string
 }
 
 type funcInfo struct {
@@ -104,6 +107,7 @@ type funcInfo struct {
 	ctx    uint32 // the last launch context of this function (for samples without a launch)
 	hasCtx bool
 	orphan bool // reported without a known module
+	fs     funcStructure
 }
 
 // fn returns the function with wire id id: a function reported without a
@@ -181,6 +185,7 @@ type launchInfo struct {
 	local        uint32
 	instrumented bool
 	ended        bool
+	structured   bool // its function's structure was awaited (first ACCESS)
 	warps        int // warps per block (extra.go)
 	// the lane groups of its warps (laneGroupsOf), and the work units of
 	// the warps and blocks seen (dispatcher only; units)
@@ -263,6 +268,7 @@ type Analyzer struct {
 	sinceResolve uint64
 
 	places map[uint64]*Placement
+	ss     structState // waiting for structure (placement.go)
 
 	// time spent waiting for workers at barriers, resolving candidates,
 	// building items and blocked on a full worker queue (Busy reports them)
@@ -399,6 +405,11 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 			a.anomaly(offset, f.Kind(), "launch %d unknown or already ended; %d records skipped", f.LaunchID, f.Count)
 			return nil
 		}
+		if !l.structured {
+			// Values are read by the access kinds of the function's code.
+			l.structured = true
+			a.awaitStructure(l.fn)
+		}
 		a.fseq++
 		a.dispatch(f, l)
 		a.pending += uint64(f.Count)
@@ -531,11 +542,6 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 		m.hash = profile.ModuleHash(f.ContentKey)
 	}
 	a.modules[f.ModuleID] = m
-	if pf, ok := a.o.Structures.(interface {
-		Prefetch(profile.ModuleHash, []byte)
-	}); ok && m.cubin != nil {
-		pf.Prefetch(m.hash, m.cubin)
-	}
 	if !a.hashes[m.hash] {
 		a.hashes[m.hash] = true
 		if a.o.OnModule != nil && m.cubin != nil {
@@ -549,7 +555,7 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 // can come before its module is loaded. Its hash is 0 on every rank.
 func (a *Analyzer) unknownModule() *modInfo {
 	if a.unknownMod == nil {
-		a.unknownMod = &modInfo{id: ^uint64(0), resolved: true}
+		a.unknownMod = &modInfo{id: ^uint64(0)}
 	}
 	return a.unknownMod
 }
@@ -567,7 +573,6 @@ func (a *Analyzer) function(f *rawstream.Function, off int64) {
 		a.byName[f.Name] = fi
 	}
 	m.funcs = append(m.funcs, f.Name)
-	m.resolved = false // more functions: a better structure match may exist
 	if f.PC != 0 && f.Size != 0 {
 		n := &funcSnap{byPC: make([]*funcInfo, 0, len(a.fsnap.byPC)+1)}
 		for _, g := range a.fsnap.byPC {
@@ -578,23 +583,6 @@ func (a *Analyzer) function(f *rawstream.Function, off int64) {
 		n.byPC = append(n.byPC, fi)
 		sort.Slice(n.byPC, func(i, j int) bool { return n.byPC[i].pc < n.byPC[j].pc })
 		a.fsnap = n
-	}
-}
-
-// structure resolves a module's structure once its functions are known
-// (at its first launch).
-func (a *Analyzer) structure(m *modInfo) {
-	if m.resolved || a.o.Structures == nil {
-		return
-	}
-	m.resolved = true
-	var sm uint16
-	if a.hello != nil {
-		sm = a.hello.SM
-	}
-	st, err := a.o.Structures.Structure(m.hash, m.cubin, m.funcs, sm)
-	if err == nil && st != nil {
-		m.structure = st
 	}
 }
 
@@ -639,7 +627,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 		a.anomaly(off, f.Kind(), "launch %d: function %d unknown", f.LaunchID, f.FunctionID)
 		return
 	}
-	a.structure(fn.mod)
+	a.requestStructure(fn)
 	host := a.hostFrames(f.Host)
 	frames := append(append([]profile.Frame(nil), host...), profile.Frame{Kind: profile.KindKernel, Module: fn.mod.hash.String(), Function: fn.name})
 	id := pathID(frames)
@@ -817,6 +805,7 @@ func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
 			a.anomaly(off, f.Kind(), "samples of %s with no launch of it", fn.name)
 			continue
 		}
+		a.requestStructure(fn)
 		ia := a.instAcc(ctx, fn, s.Offset)
 		for _, st := range s.Stalls {
 			name, ok := a.stalls[st.Reason]
@@ -849,6 +838,7 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 			a.anomaly(off, f.Kind(), "counts of %s with no launch of it", fn.name)
 			continue
 		}
+		a.requestStructure(fn)
 		ia := a.instAcc(ctx, fn, c.Offset)
 		ia.executed += c.Executed
 		ia.threads += c.ThreadExecuted
