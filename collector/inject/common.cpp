@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -197,7 +198,15 @@ namespace {
 struct Item {
     uint8_t *data;
     size_t len;
+    uint32_t frames; // whole frames in data (a chunked module is several)
 };
+
+// count_frames walks the frame headers of a buffer of whole frames.
+uint32_t count_frames(const uint8_t *p, size_t n) {
+    uint32_t c = 0;
+    for (size_t off = 0; off + GPW_FRAME_HEADER_SIZE <= n; c++) off += GPW_FRAME_HEADER_SIZE + gpw_load_u32(p + off + 4);
+    return c;
+}
 
 struct Output {
     std::mutex mu;
@@ -307,6 +316,7 @@ void writer_main() {
                 // Never learned the GPU: write a HELLO without device fields.
                 gpw_hello_t h = {};
                 h.rank = g_cfg.rank;
+                h.device = -1;
                 h.pid = (uint32_t)getpid();
                 h.mode = (uint8_t)g_cfg.mode;
                 h.block_sampling = g_cfg.mode == GPW_MODE_REDUNDANCY ? g_cfg.block_sampling : 1;
@@ -341,7 +351,7 @@ void writer_main() {
         for (Item &it : items) {
             if (!o.dead.load()) {
                 gpw_put_bytes(&batch, it.data, it.len);
-                o.frames++;
+                o.frames += it.frames;
                 if (batch.len >= (4u << 20)) {
                     if (!write_all(o.fd, o.is_socket, batch.data, batch.len)) {
                         log("output write failed (%s); profiling data is no longer written", strerror(errno));
@@ -503,14 +513,14 @@ void out_push(gpw_buf *frame, bool droppable, uint64_t records) {
         gpw_buf_init(&d);
         gpw_dropped(&d, o.drop_records, o.drop_bytes, o.drop_pc_samples);
         if (!d.oom) {
-            o.q.push_back(Item{d.data, d.len});
+            o.q.push_back(Item{d.data, d.len, 1});
             o.qbytes += d.len;
             o.drop_records = o.drop_bytes = o.drop_pc_samples = 0;
         } else {
             gpw_buf_free(&d);
         }
     }
-    o.q.push_back(Item{frame->data, frame->len});
+    o.q.push_back(Item{frame->data, frame->len, count_frames(frame->data, frame->len)});
     o.qbytes += frame->len;
     gpw_buf_init(frame); // ownership moved
     lk.unlock();
@@ -623,6 +633,51 @@ static std::string driver_version() {
     return v;
 }
 
+bool stream_capturing(CUstream s) {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return cuStreamIsCapturing(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+std::string device_uuid(CUdevice dev) {
+    CUuuid u;
+    if (cuDeviceGetUuid_v2(&u, dev) != CUDA_SUCCESS) return "";
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    char s[64];
+    snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return s;
+}
+
+// CUPTI's PC sampling serves one process per GPU. Under a job with more
+// ranks than GPUs the first process to claim a GPU samples it and the
+// others give kernel times only: the claim is an exclusive lock on a file
+// named by the user, the job and the GPU, held until the process exits
+// (the kernel releases it even on a crash). GPUPROF_PCS_POLICY=all makes
+// every process try, as before.
+bool pcs_claim(CUdevice dev) {
+    static std::mutex mu;
+    static std::unordered_map<std::string, bool> claims;
+    const char *pol = getenv("GPUPROF_PCS_POLICY");
+    if (pol && strcmp(pol, "all") == 0) return true;
+    std::string uuid = device_uuid(dev);
+    if (uuid.empty()) return true;
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = claims.find(uuid);
+    if (it != claims.end()) return it->second;
+    const char *tmp = getenv("TMPDIR");
+    const char *job = getenv("GPUPROF_JOB");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/gpuprof-%u-%s-%s.pcs", tmp && *tmp ? tmp : "/tmp", (unsigned)getuid(),
+             job && *job ? job : "local", uuid.c_str());
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    bool mine = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0; // the fd stays open: the lock lives with the process
+    if (fd >= 0 && !mine) close(fd);
+    if (fd < 0) mine = true; // no lock file: nothing to coordinate with
+    if (!mine) log("PC sampling of %s is left to the process that claimed it first; this one gives kernel times", uuid.c_str());
+    claims[uuid] = mine;
+    return mine;
+}
+
 void hello_from_device(CUdevice dev) {
     if (out_hello_set()) return;
     static std::mutex mu;
@@ -630,15 +685,7 @@ void hello_from_device(CUdevice dev) {
     if (out_hello_set()) return;
     char name[256] = {0};
     cuDeviceGetName(name, sizeof name - 1, dev);
-    std::string uuid;
-    CUuuid u;
-    if (cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
-        const unsigned char *b = (const unsigned char *)u.bytes;
-        char s[64];
-        snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-        uuid = s;
-    }
+    std::string uuid = device_uuid(dev);
     int major = 0, minor = 0;
     cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
@@ -659,7 +706,8 @@ void hello_from_device(CUdevice dev) {
     gethostname(host, sizeof host - 1);
     static uint64_t start = now_ns();
     gpw_hello_t h = {};
-    h.flags = 0;
+    h.flags = g_cfg.mode == GPW_MODE_PCSAMPLING && !pcs_claim(dev) ? GPW_HELLO_PCS_ELSEWHERE : 0;
+    h.device = (int32_t)dev;
     h.rank = g_cfg.rank;
     h.pid = (uint32_t)getpid();
     h.mode = (uint8_t)g_cfg.mode;
@@ -882,8 +930,10 @@ uint64_t emit_module(const void *cubin, size_t size) {
         id = g_next_module++;
         send_bytes = g_sent_keys.insert(key).second;
     }
-    if (size > GPW_MAX_PAYLOAD - 64) {
-        log("cubin of %zu bytes is over the frame limit; sent without bytes", size);
+    // Cubins over a frame go in MODULE_DATA chunks (framework libraries
+    // load cubins of over 100 MB); the wire's size field stops at 4 GiB.
+    if (size > UINT32_MAX) {
+        log("cubin of %zu bytes is over the stream's 4 GiB module limit; sent without bytes", size);
         send_bytes = false;
     }
     gpw_buf b;

@@ -96,6 +96,13 @@ void stat_time(StatKind k, uint64_t ns);
 /* ---- HELLO ---- */
 // Fills and sets the HELLO from a device (called at context creation).
 void hello_from_device(CUdevice dev);
+// pcs_claim says whether this process may PC-sample the device (one
+// process per GPU can; the first to claim it does).
+bool pcs_claim(CUdevice dev);
+// stream_capturing says whether s is being captured into a CUDA graph: a
+// launch there does not run now (its kernel runs at the graph's launches),
+// and copies or waits on the stream would break the capture.
+bool stream_capturing(CUstream s);
 
 /* ---- host side ---- */
 void host_modules_scan();                             // emits HOST_MODULE for new mappings
