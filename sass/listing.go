@@ -29,9 +29,9 @@ const sectionBanner = "//-----"
 // first section: .headerflags, .elftype, .target) and its sections, in
 // order. The pieces share text's memory.
 func SplitListing(text []byte) (header []byte, secs []ListingSection) {
-	start := -1    // start of the current section's text
-	name := ""     // its name
-	banner := -1   // start of a banner line not yet followed by .section
+	start := -1  // start of the current section's text
+	name := ""   // its name
+	banner := -1 // start of a banner line not yet followed by .section
 	for pos := 0; pos < len(text); {
 		end := bytes.IndexByte(text[pos:], '\n')
 		if end < 0 {

@@ -186,7 +186,7 @@ type launchInfo struct {
 	instrumented bool
 	ended        bool
 	structured   bool // its function's structure was awaited (first ACCESS)
-	warps        int // warps per block (extra.go)
+	warps        int  // warps per block (extra.go)
 	// the lane groups of its warps (laneGroupsOf), and the work units of
 	// the warps and blocks seen (dispatcher only; units)
 	groups int
