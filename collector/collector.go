@@ -581,7 +581,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 		defer close(frames)
 		d := rawstream.NewDecoder(in)
 		for {
-			prev := d.Offset()
+			prev := d.Bytes()
 			f, err := d.Next()
 			if err != nil {
 				if err == io.EOF {
@@ -600,7 +600,9 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			if _, ok := f.(*rawstream.End); ok {
 				endAt = time.Since(t0)
 			}
-			size := d.Offset() - prev
+			// The bytes this frame took (a chunked module's chunks
+			// included): Offset would give the previous frame's size.
+			size := d.Bytes() - prev
 			if w := budget.acquire(size); w > 0 {
 				readerWait += w // read by the deferred log after the goroutine ended
 			}
