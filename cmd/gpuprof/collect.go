@@ -125,9 +125,14 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 			return err
 		}
 		o.Publisher = pub
-		o.Share = conn // one rank disassembles each module
+		o.Share = conn // one rank disassembles each function
 		o.OnModule = func(h profile.ModuleHash, cubin []byte) {
-			// The first rank that sees a module uploads it; the others skip.
+			// The first rank that sees a module uploads it; the others
+			// skip. A framework's big modules stay here: the listings of
+			// their functions that ran go through the bucket instead.
+			if len(cubin) > CubinKeepMax {
+				return
+			}
 			if _, err := conn.PutModule(ctx, o.Job, h, broker.ModuleCubin, cubin); err != nil {
 				slog.Warn("module upload", "module", h, "err", err)
 			}

@@ -219,10 +219,11 @@ type SASS struct {
 	// runs one.
 	NVDisasm string
 	// Files are nvdisasm outputs (files, or directories searched for
-	// *.sass.txt and *.hex.txt). HASH.sass.txt or HASH.hex.txt (HASH: the
-	// module's 16 hex digits) serve that module; other *.sass.txt files
-	// serve functions they hold, preferring one that holds every function
-	// of the module and one for the module's architecture.
+	// *.sass.txt, *.hex.txt and *.sass.zst). HASH.sass.txt, HASH.hex.txt
+	// or HASH.sass.zst (HASH: the module's 16 hex digits; several files
+	// join) serve that module; other files serve the functions they hold,
+	// preferring one that holds every function of the module, one with
+	// encodings, one for the module's architecture.
 	Files []string
 	// Timeout bounds one nvdisasm run (default 2 minutes).
 	Timeout time.Duration
@@ -301,10 +302,42 @@ func (s *SASS) Request(mod ModuleRef, fn string) *Pending {
 				p.Finish(nil, fmt.Sprintf("%s: %v", WhyBadListing, r))
 			}
 		}()
-		st, why := s.find(mod, fn)
-		p.Finish(st, why)
+		f, why := s.find(mod, fn)
+		if f.m == nil {
+			p.Finish(nil, why)
+			return
+		}
+		p.Finish(s.structureOf(mod.Hash, f.m), "")
 	}()
 	return p
+}
+
+// Listing returns the listing of function fn of module mod (its sections
+// and those of its callees), found as for Request, or why there is none.
+// The root joins those of a profile's functions into its modules.
+func (s *SASS) Listing(mod ModuleRef, fn string) ([]byte, string) {
+	f, why := s.find(mod, fn)
+	if f.m == nil {
+		return nil, why
+	}
+	return f.text, ""
+}
+
+// found is a function's listing: its text and the parsed module that
+// holds the function (the text's, or a committed file's).
+type found struct {
+	text []byte
+	m    *sass.Module
+}
+
+// inFile cuts function fn's listing from a parsed listing file.
+func inFile(pf *parsedFile, fn string) (found, bool) {
+	m := pf.get()
+	if m == nil || m.Func(fn) == nil {
+		return found{}, false
+	}
+	text, _ := sass.FunctionListing(pf.text, m, fn)
+	return found{text, m}, true
 }
 
 // Close removes the cubins written for nvdisasm. Requests after Close
@@ -323,26 +356,28 @@ func (s *SASS) Close() {
 }
 
 // find looks for the listing of one function where SASS's comment says.
-func (s *SASS) find(mod ModuleRef, fn string) (Structure, string) {
+func (s *SASS) find(mod ModuleRef, fn string) (found, string) {
 	if mod.Hash == 0 {
-		return nil, WhyUnknownModule + ": the function came without a known module"
+		return found{}, WhyUnknownModule + ": the function came without a known module"
 	}
 	toolPath, toolID, toolErr := s.tool()
 	if text, ok := s.Cache.Get(mod.Hash, fn, toolID); ok {
-		if st, err := s.parse(mod.Hash, text, fn); err == nil {
+		if m, err := parseFunction(text, fn); err == nil {
 			s.count(func(st *ShareStats) { st.CacheHits++ })
-			return st, ""
+			return found{text, m}, ""
 		}
 	}
-	if m := s.listings().byHash(mod.Hash); m != nil && m.Func(fn) != nil {
-		return s.structureOf(mod.Hash, m), ""
+	if pf := s.listings().byHash(mod.Hash); pf != nil {
+		if f, ok := inFile(pf, fn); ok {
+			return f, ""
+		}
 	}
 	canRun := toolErr == nil && len(mod.Cubin) > 0
 	var errs []string
 	if s.Share != nil {
-		st, why, done := s.shared(mod, fn, canRun, toolPath, toolID)
+		f, why, done := s.shared(mod, fn, canRun, toolPath, toolID)
 		if done {
-			return st, why
+			return f, why
 		}
 		if why != "" {
 			errs = append(errs, why)
@@ -351,34 +386,36 @@ func (s *SASS) find(mod ModuleRef, fn string) (Structure, string) {
 	if canRun {
 		text, why := s.disassemble(mod, fn, toolPath)
 		if why == "" {
-			st, err := s.parse(mod.Hash, text, fn)
+			m, err := parseFunction(text, fn)
 			if err != nil {
-				return nil, WhyBadListing + ": " + err.Error()
+				return found{}, WhyBadListing + ": " + err.Error()
 			}
 			if err := s.Cache.Put(mod.Hash, fn, toolID, text); err != nil {
 				s.logf("%v", err)
 			}
-			return st, ""
+			return found{text, m}, ""
 		}
 		errs = append(errs, why)
 	}
-	if m := s.listings().byName(fn, mod.Functions, mod.SM); m != nil {
-		return s.structureOf(mod.Hash, m), ""
+	if pf := s.listings().byName(fn, mod.Functions, mod.SM); pf != nil {
+		if f, ok := inFile(pf, fn); ok {
+			return f, ""
+		}
 	}
 	switch {
 	case len(errs) > 0:
-		return nil, errs[0]
+		return found{}, errs[0]
 	case len(mod.Cubin) == 0:
-		return nil, WhyNoCubin + ": the stream carried no bytes of the module and no listing of the function was found"
+		return found{}, WhyNoCubin + ": the stream carried no bytes of the module and no listing of the function was found"
 	default:
-		return nil, WhyNoNVDisasm + ": " + toolErr.Error() + ", and no listing of the function was found"
+		return found{}, WhyNoNVDisasm + ": " + toolErr.Error() + ", and no listing of the function was found"
 	}
 }
 
 // shared gets the listing through Share: done is true when that settled
 // the function (found, or failed for good); otherwise why says what went
 // wrong, if anything, and find goes on.
-func (s *SASS) shared(mod ModuleRef, fn string, canRun bool, toolPath, toolID string) (Structure, string, bool) {
+func (s *SASS) shared(mod ModuleRef, fn string, canRun bool, toolPath, toolID string) (found, string, bool) {
 	ctx := context.Background()
 	claimed := false
 	if canRun {
@@ -386,7 +423,7 @@ func (s *SASS) shared(mod ModuleRef, fn string, canRun bool, toolPath, toolID st
 		if claimed, err = s.Share.Claim(ctx, mod.Hash, fn); err != nil {
 			// The broker is unreachable: work alone.
 			s.logf("module %v %s: claiming its listing: %v (disassembling here)", mod.Hash, fn, err)
-			return nil, "", false
+			return found{}, "", false
 		}
 	}
 	if claimed {
@@ -395,7 +432,7 @@ func (s *SASS) shared(mod ModuleRef, fn string, canRun bool, toolPath, toolID st
 			if err := s.Share.Store(ctx, mod.Hash, fn, nil, firstLine(why)); err != nil {
 				s.logf("module %v %s: %v", mod.Hash, fn, err)
 			}
-			return nil, why, true
+			return found{}, why, true
 		}
 		return s.parseAndStore(mod.Hash, fn, toolID, text)
 	}
@@ -410,13 +447,13 @@ func (s *SASS) shared(mod ModuleRef, fn string, canRun bool, toolPath, toolID st
 	case err == nil && wasClaimed:
 		tool, gotFn, text, derr := DecodeEntry(enc)
 		if derr == nil && gotFn == fn {
-			st, perr := s.parse(mod.Hash, text, fn)
+			m, perr := parseFunction(text, fn)
 			if perr == nil {
 				s.count(func(st *ShareStats) { st.Shared++ })
 				if err := s.Cache.Put(mod.Hash, fn, tool, text); err != nil {
 					s.logf("%v", err)
 				}
-				return st, "", true
+				return found{text, m}, "", true
 			}
 			derr = perr
 		} else if derr == nil {
@@ -427,19 +464,19 @@ func (s *SASS) shared(mod ModuleRef, fn string, canRun bool, toolPath, toolID st
 		s.logf("module %v %s: no shared listing: %v", mod.Hash, fn, err)
 	}
 	if !canRun {
-		return nil, "", false
+		return found{}, "", false
 	}
 	s.count(func(st *ShareStats) { st.Fallbacks++ })
 	text, why := s.disassemble(mod, fn, toolPath)
 	if why != "" {
-		return nil, why, true
+		return found{}, why, true
 	}
 	// After a claimant failed or died: the next ranks need not wait.
 	return s.parseAndStore(mod.Hash, fn, toolID, text)
 }
 
-func (s *SASS) parseAndStore(h profile.ModuleHash, fn, toolID string, text []byte) (Structure, string, bool) {
-	st, err := s.parse(h, text, fn)
+func (s *SASS) parseAndStore(h profile.ModuleHash, fn, toolID string, text []byte) (found, string, bool) {
+	m, err := parseFunction(text, fn)
 	failure := ""
 	var enc []byte
 	if err != nil {
@@ -456,13 +493,13 @@ func (s *SASS) parseAndStore(h profile.ModuleHash, fn, toolID string, text []byt
 		s.count(func(st *ShareStats) { st.Stored++ })
 	}
 	if err != nil {
-		return nil, failure, true
+		return found{}, failure, true
 	}
-	return st, "", true
+	return found{text, m}, "", true
 }
 
-// parse parses a function's listing; it must hold fn.
-func (s *SASS) parse(h profile.ModuleHash, text []byte, fn string) (Structure, error) {
+// parseFunction parses a function's listing; it must hold fn.
+func parseFunction(text []byte, fn string) (*sass.Module, error) {
 	m, err := sass.Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("parsing nvdisasm output: %w", err)
@@ -470,7 +507,7 @@ func (s *SASS) parse(h profile.ModuleHash, text []byte, fn string) (Structure, e
 	if m.Func(fn) == nil {
 		return nil, fmt.Errorf("the listing lacks %s", fn)
 	}
-	return s.structureOf(h, m), nil
+	return m, nil
 }
 
 // structureOf adapts a parsed module, once per module.
@@ -680,6 +717,7 @@ type listingFiles struct {
 type parsedFile struct {
 	paths []string // several: the pieces of one module's listing
 	once  sync.Once
+	text  []byte
 	mod   *sass.Module
 	err   error
 }
@@ -695,11 +733,11 @@ func (pf *parsedFile) get() *sass.Module {
 			}
 			texts = append(texts, b)
 		}
-		text := texts[0]
+		pf.text = texts[0]
 		if len(texts) > 1 {
-			text = sass.JoinListings(texts...)
+			pf.text = sass.JoinListings(texts...)
 		}
-		pf.mod, pf.err = sass.Parse(text)
+		pf.mod, pf.err = sass.Parse(pf.text)
 	})
 	return pf.mod
 }
@@ -763,40 +801,25 @@ func (s *SASS) listings() *listingFiles {
 			pf.paths = append(pf.paths, p)
 			continue
 		}
-		if strings.HasSuffix(p, ".sass.txt") || !isDir(s.Files, p) {
-			lf.named = append(lf.named, &parsedFile{paths: []string{p}})
-		}
+		lf.named = append(lf.named, &parsedFile{paths: []string{p}})
 	}
 	s.files = lf
 	return lf
 }
 
-// isDir says whether p was found by searching a directory of files (where
-// only *.sass.txt are legacy listings) rather than named itself.
-func isDir(files []string, p string) bool {
-	for _, f := range files {
-		if f == p {
-			return false
-		}
-	}
-	return true
-}
-
-func (lf *listingFiles) byHash(h profile.ModuleHash) *sass.Module {
+func (lf *listingFiles) byHash(h profile.ModuleHash) *parsedFile {
 	lf.mu.Lock()
-	pf := lf.hashed[h]
-	lf.mu.Unlock()
-	if pf == nil {
-		return nil
-	}
-	return pf.get()
+	defer lf.mu.Unlock()
+	return lf.hashed[h]
 }
 
 // byName returns a legacy listing that holds fn: preferably one that holds
-// every function of the module known so far and is for its architecture.
-func (lf *listingFiles) byName(fn string, functions []string, sm uint16) *sass.Module {
+// every function of the module known so far, then one with encodings
+// (*.hex.txt: the stall blamer needs the control bits), then one for the
+// module's architecture.
+func (lf *listingFiles) byName(fn string, functions []string, sm uint16) *parsedFile {
 	arch := fmt.Sprintf("sm_%d", sm)
-	var best *sass.Module
+	var best *parsedFile
 	bestScore := -1
 	for _, pf := range lf.named {
 		m := pf.get()
@@ -805,13 +828,16 @@ func (lf *listingFiles) byName(fn string, functions []string, sm uint16) *sass.M
 		}
 		score := 0
 		if coversAll(m, functions) {
+			score += 4
+		}
+		if strings.HasSuffix(pf.paths[0], ".hex.txt") {
 			score += 2
 		}
 		if m.Arch == arch {
 			score++
 		}
 		if score > bestScore {
-			best, bestScore = m, score
+			best, bestScore = pf, score
 		}
 	}
 	return best
