@@ -217,6 +217,14 @@ func (d *Decoder) moduleData(b []byte) (*Module, *fieldError) {
 	if m.Bytes == nil {
 		m.Bytes = make([]byte, 0, min(int(m.Size), 4*ModuleChunk))
 	}
+	if need := len(m.Bytes) + len(b) - p.off; need > cap(m.Bytes) {
+		// Double, up to the size: append's growth by a quarter would copy
+		// a 100 MB module several times over. What is allocated stays
+		// within twice the bytes that came.
+		grown := make([]byte, len(m.Bytes), min(int(m.Size), max(need, 2*cap(m.Bytes))))
+		copy(grown, m.Bytes)
+		m.Bytes = grown
+	}
 	m.Bytes = append(m.Bytes, b[p.off:]...)
 	if len(m.Bytes) < int(m.Size) {
 		return nil, nil
