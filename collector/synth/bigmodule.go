@@ -243,8 +243,8 @@ func (m *BigModule) kernelListing(b *strings.Builder, i int) {
 // BigStreamOptions shape WriteBigStream's stream.
 type BigStreamOptions struct {
 	Launched []int // kernels launched (indices into Names)
-	Launches int    // launches of each (default 2)
-	Samples  int    // PCs sampled per launch (default 8)
+	Launches int   // launches of each (default 2)
+	Samples  int   // PCs sampled per launch (default 8)
 }
 
 // WriteBigStream writes a PC-sampling stream (version 3) of a process that
