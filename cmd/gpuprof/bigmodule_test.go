@@ -124,17 +124,9 @@ func TestFrameworkSizedModule(t *testing.T) {
 	t.Logf("generated, replayed, collected and reported in %v", time.Since(t0))
 	// Batches depend on timing; together they select each launched
 	// kernel once and nothing else.
-	asked := map[int]int{}
 	runs := fake.Runs(t)
-	for _, r := range runs {
-		if r == nil {
-			t.Fatalf("nvdisasm ran on the whole module: %v", runs)
-		}
-		for _, s := range r {
-			asked[s]++
-		}
-	}
-	if len(asked) != len(bigLaunched) {
+	asked, whole := fake.Asked(t)
+	if whole != 0 || len(asked) != len(bigLaunched) {
 		t.Fatalf("nvdisasm runs %v, want the launched kernels' symbols alone", runs)
 	}
 	for _, k := range bigLaunched {

@@ -155,18 +155,21 @@ func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
 		sm = md.SM
 	}
 	ref := analyze.ModuleRef{Hash: h, Cubin: cubin, SM: sm, Functions: m.fns[h]}
+	var need []string
+	for _, fn := range m.fns[h] {
+		if have == nil || have.Func(fn) == nil {
+			need = append(need, fn)
+		}
+	}
+	texts, whys := m.src.Listings(ref, need)
 	pieces := [][]byte{saved}
 	var why []string
-	for _, fn := range m.fns[h] {
-		if have != nil && have.Func(fn) != nil {
-			continue
+	for _, fn := range need {
+		if text := texts[fn]; text != nil {
+			pieces = append(pieces, text)
+		} else {
+			why = append(why, fn+": "+whys[fn])
 		}
-		text, w := m.src.Listing(ref, fn)
-		if text == nil {
-			why = append(why, fn+": "+w)
-			continue
-		}
-		pieces = append(pieces, text)
 	}
 	if len(pieces) == 1 {
 		if have == nil {

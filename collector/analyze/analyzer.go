@@ -228,7 +228,8 @@ type Analyzer struct {
 	exit  int32
 
 	modules    map[uint64]*modInfo
-	byContent  map[uint64]*modInfo // content key -> first module with its bytes
+	trimmed    map[uint64]*rawstream.ModuleHash // MODULE_HASH frames by module id
+	byContent  map[uint64]*modInfo              // content key -> first module with its bytes
 	hashes     map[profile.ModuleHash]bool
 	funcs      []*funcInfo
 	funcByID   map[uint32]*funcInfo
@@ -393,6 +394,11 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		a.hello = f
 	case *rawstream.HostModule:
 		a.o.Host.AddModule(f)
+	case *rawstream.ModuleHash:
+		if a.trimmed == nil {
+			a.trimmed = map[uint64]*rawstream.ModuleHash{}
+		}
+		a.trimmed[f.ModuleID] = f
 	case *rawstream.Module:
 		a.module(f, offset)
 	case *rawstream.Function:
@@ -535,6 +541,11 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 	case a.byContent[f.ContentKey] != nil:
 		src := a.byContent[f.ContentKey]
 		m.hash, m.cubin = src.hash, src.cubin
+	case a.trimmed[f.ModuleID] != nil && a.trimmed[f.ModuleID].ContentKey == f.ContentKey:
+		// A trimmed capture: the bytes are gone, their hash stays (its
+		// listings are found by it).
+		m.hash = profile.ModuleHash(a.trimmed[f.ModuleID].Hash)
+		a.byContent[f.ContentKey] = m
 	default:
 		// The bytes never came: the library's key stands in for the hash,
 		// which then only this process agrees on.

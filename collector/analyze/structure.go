@@ -323,6 +323,31 @@ func (s *SASS) Listing(mod ModuleRef, fn string) ([]byte, string) {
 	return f.text, ""
 }
 
+// Listings is Listing for several functions of a module at once (their
+// nvdisasm work in one batch): listings by function, and why for those
+// without.
+func (s *SASS) Listings(mod ModuleRef, fns []string) (map[string][]byte, map[string]string) {
+	texts, whys := map[string][]byte{}, map[string]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			text, why := s.Listing(mod, fn)
+			mu.Lock()
+			defer mu.Unlock()
+			if text != nil {
+				texts[fn] = text
+			} else {
+				whys[fn] = why
+			}
+		}()
+	}
+	wg.Wait()
+	return texts, whys
+}
+
 // found is a function's listing: its text and the parsed module that
 // holds the function (the text's, or a committed file's).
 type found struct {
@@ -911,6 +936,9 @@ func (s *SASS) disassemble(mod ModuleRef, fn, tool string) ([]byte, string) {
 func (s *SASS) drain(mw *modWork, tool string) {
 	for {
 		s.sem <- struct{}{}
+		// Functions first launched together (a framework's step launches
+		// a few dozen kernels at once) go in one run.
+		time.Sleep(gatherDelay)
 		s.mu.Lock()
 		jobs := mw.queue
 		mw.queue = nil
@@ -939,6 +967,10 @@ func (s *SASS) drain(mw *modWork, tool string) {
 		}()
 	}
 }
+
+// gatherDelay is how long a module's next nvdisasm run waits for more
+// functions to join it: small beside a run, which reads the whole cubin.
+const gatherDelay = 20 * time.Millisecond
 
 // maxCalleeRounds bounds the runs that add the sections of called
 // functions a selection lacked.

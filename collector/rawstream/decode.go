@@ -121,7 +121,7 @@ func (d *Decoder) next() (Frame, error) {
 		if d.hello && kind == KindHello {
 			return nil, d.fail(kind, d.off, "kind", "second HELLO", false)
 		}
-		known := kind >= KindHello && kind <= KindModuleData
+		known := kind >= KindHello && kind <= KindModuleData || decodedExtension(kind)
 		if kind == KindModuleData && d.version < 3 {
 			known = false // a kind this stream's version does not have
 		}
@@ -374,6 +374,8 @@ func parsePayload(kind Kind, b []byte, version uint16) (Frame, *fieldError) {
 		}
 		strict = false // later versions may append fields
 		f = h
+	case KindModuleHash:
+		f = parseExtension(kind, p)
 	case KindModule:
 		m := &Module{ModuleID: p.u64("module_id"), ContentKey: p.u64("content_key"), Size: p.u32("size")}
 		at := p.off

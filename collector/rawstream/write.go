@@ -205,7 +205,10 @@ func AppendFrame(b []byte, f Frame) ([]byte, error) {
 	case *End:
 		p = p.u64(f.Frames).u32(uint32(f.ExitCode))
 	default:
-		return b, fmt.Errorf("rawstream: cannot write a %T", f)
+		var ok bool
+		if p, ok = appendExtension(p, f); !ok {
+			return b, fmt.Errorf("rawstream: cannot write a %T", f)
+		}
 	}
 	n := len(p) - start - 8
 	if n > MaxPayload {

@@ -124,6 +124,22 @@ func (f *Fake) Runs(t testing.TB) [][]int {
 	return runs
 }
 
+// Asked counts how often each symbol index was selected, over all runs,
+// and the runs on the whole module.
+func (f *Fake) Asked(t testing.TB) (bySymbol map[int]int, whole int) {
+	t.Helper()
+	bySymbol = map[int]int{}
+	for _, r := range f.Runs(t) {
+		if r == nil {
+			whole++
+		}
+		for _, s := range r {
+			bySymbol[s]++
+		}
+	}
+	return bySymbol, whole
+}
+
 // Symbols maps the cubin's function names to their symbol indices.
 func Symbols(t testing.TB, cubin []byte) map[string]int {
 	t.Helper()
