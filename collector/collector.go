@@ -358,12 +358,18 @@ func (c *Collector) replay(ctx context.Context) error {
 // drained) and is recorded for the done item; only a publishing error is
 // returned.
 func (c *Collector) publish(ctx context.Context, a *analyze.Analyzer, source string, failed *bool) error {
+	return c.publishWith(ctx, a.Flush, source, failed)
+}
+
+// publishWith is publish with a flush of its own (Analyzer.FlushReady:
+// what needs no waiting for structure).
+func (c *Collector) publishWith(ctx context.Context, flush func(uint32) (*profile.Profile, error), source string, failed *bool) error {
 	if *failed {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p, err := a.Flush(c.seq)
+	p, err := flush(c.seq)
 	if err != nil {
 		*failed = true
 		c.issues = append(c.issues, fmt.Sprintf("%s: analysis stopped: %s", source, firstLine(err)))
@@ -661,7 +667,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 				// The stream is over: what is measured goes out now; the
 				// instructions whose function's structure is still on its
 				// way follow within the bound (analyze's placement.go).
-				if perr := c.publish(ctx, a, source, &failed); perr != nil {
+				if perr := c.publishWith(ctx, a.FlushReady, source, &failed); perr != nil {
 					return errors.Join(streamErr, perr)
 				}
 				a.Final()

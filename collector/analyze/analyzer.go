@@ -452,6 +452,7 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		a.d.samplesDropped += f.PCSamples
 	case *rawstream.End:
 		a.exit = f.ExitCode
+		a.Final()
 	}
 	return nil
 }

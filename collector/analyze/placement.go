@@ -22,8 +22,9 @@ import (
 //   - PC samples and instruction counts of a function whose structure is
 //     on its way stay in the analysis, item after item, until it comes:
 //     they are placed once, where the structure puts them;
-//   - after the stream's end (Final) everything still waiting gets until
-//     StructureWait from then.
+//   - after the stream's END (or Final) everything still waiting gets
+//     until StructureWait from then; FlushReady publishes what needs no
+//     waiting first.
 // A function is placed one way for the whole stream: with its structure,
 // or directly under its function (flat) once its structure failed or did
 // not come in time. Flat placements are counted on their kernel node by a
@@ -45,6 +46,7 @@ type funcStructure struct {
 // structState is the analysis' waiting for structure.
 type structState struct {
 	final    bool
+	noWait   bool // FlushReady
 	deadline time.Time     // of the waits after Final
 	blocked  time.Duration // waited before Final
 	marked   map[[2]uint32]bool
@@ -60,6 +62,16 @@ func (a *Analyzer) structureWait() time.Duration {
 // Final says that no frame comes any more: what waits for structure gets
 // until StructureWait from now, then is placed flat.
 func (a *Analyzer) Final() { a.FinalWithin(a.structureWait()) }
+
+// FlushReady is Flush without waiting for structure: the instructions
+// whose function's structure is still on its way stay for the next Flush.
+// The collector publishes what is measured at once when the application
+// ends, then, after Final, the rest.
+func (a *Analyzer) FlushReady(seq uint32) (*profile.Profile, error) {
+	a.ss.noWait = true
+	defer func() { a.ss.noWait = false }()
+	return a.Flush(seq)
+}
 
 // FinalWithin is Final with its own bound (0: no wait at all).
 func (a *Analyzer) FinalWithin(d time.Duration) {
@@ -136,7 +148,7 @@ func (a *Analyzer) decide(fn *funcInfo, mayDefer bool) (st Structure, ok bool) {
 	}
 	st, why, ready := p.Ready()
 	if !ready {
-		if mayDefer && !a.ss.final {
+		if mayDefer && (!a.ss.final || a.ss.noWait) {
 			return nil, false
 		}
 		left := a.waitLeft()

@@ -86,7 +86,7 @@ const (
 // function whose instructions were placed without structure (directly
 // under the function): "structure.missing.<reason>", 1 per rank, kernel
 // context and function.
-const StructureMissing = "structure.missing."
+const StructureMissing = profile.StructureMissingPrefix
 
 // ReasonCode is the first word of a reason ("no_cubin: ..." -> no_cubin).
 func ReasonCode(why string) string {
@@ -213,7 +213,8 @@ type ShareStats struct {
 // then runs nvdisasm on the cubin for that function only (batching the
 // functions of a module that wait together into one run, several modules
 // in parallel); legacy listings among Files (chosen by function names)
-// come last (docs/sass.md, "Function by function").
+// come last, or before the broker for a rank that cannot disassemble
+// (docs/sass.md, "Function by function").
 type SASS struct {
 	// NVDisasm is the nvdisasm to run; "" looks it up on PATH, "-" never
 	// runs one.
@@ -398,6 +399,15 @@ func (s *SASS) find(mod ModuleRef, fn string) (found, string) {
 		}
 	}
 	canRun := toolErr == nil && len(mod.Cubin) > 0
+	if !canRun {
+		// A rank that cannot disassemble uses the listings it was given
+		// (a replay) before waiting on the broker for another rank's.
+		if pf := s.listings().byName(fn, mod.Functions, mod.SM); pf != nil {
+			if f, ok := inFile(pf, fn); ok {
+				return f, ""
+			}
+		}
+	}
 	var errs []string
 	if s.Share != nil {
 		f, why, done := s.shared(mod, fn, canRun, toolPath, toolID)

@@ -73,8 +73,8 @@ func probeStream(t testing.TB) (frames []rawstream.Frame, ref *sass.Module) {
 }
 
 // analyseFrames feeds frames to a new analyzer and returns the merged
-// items: one flush before Final (what the collector publishes at the
-// application's end), one after.
+// items: what FlushReady gives (what the collector publishes at once at
+// the application's end), then Flush (the rest, structure joined).
 func analyseFrames(t testing.TB, o Options, frames []rawstream.Frame) (merged, first *profile.Profile) {
 	t.Helper()
 	o.Job, o.Workers = "j", 1
@@ -87,10 +87,11 @@ func analyseFrames(t testing.TB, o Options, frames []rawstream.Frame) (merged, f
 	}
 	merged = profile.New("j")
 	for seq := uint32(0); seq < 2; seq++ {
+		flush := a.FlushReady
 		if seq == 1 {
-			a.Final()
+			flush = a.Flush
 		}
-		p, err := a.Flush(seq)
+		p, err := flush(seq)
 		if err != nil {
 			t.Fatal(err)
 		}
