@@ -46,7 +46,7 @@ type funcStructure struct {
 // structState is the analysis' waiting for structure.
 type structState struct {
 	final    bool
-	noWait   bool // FlushReady
+	noWait   bool          // FlushReady
 	deadline time.Time     // of the waits after Final
 	blocked  time.Duration // waited before Final
 	marked   map[[2]uint32]bool
