@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 
@@ -222,7 +223,8 @@ func (c *code) loopLine(li int) string {
 		pos = c.M.Location(c.F.CFG().Loops[li].Loc).Pos
 	}
 	if pos.File < 0 {
-		return ""
+		g := c.F.CFG()
+		return fmt.Sprintf("+%#x (%s)", c.F.Insts[g.Blocks[g.Loops[li].Header].Start].Offset, NoLine)
 	}
 	return c.M.PosString(pos)
 }

@@ -184,8 +184,8 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 		m, how = kv.trafficCost(excess), fmt.Sprintf("memory stall samples × excess traffic %.0f of %.0f bytes", excess, kv.kernelBytes())
 	}
 	h := a.Hotspots[0]
-	a.Hint = fmt.Sprintf("the warp accesses at %s:%d touch %.1f 32-byte sectors where %.0f would do: make consecutive lanes access consecutive addresses (structure of arrays, transposed indexing, or staging through shared memory).",
-		h.File, h.Line, bad[0].Degree, bad[0].Ideal)
+	a.Hint = fmt.Sprintf("the warp accesses %s touch %.1f 32-byte sectors where %.0f would do: make consecutive lanes access consecutive addresses (structure of arrays, transposed indexing, or staging through shared memory).",
+		at(h.File, h.Line), bad[0].Degree, bad[0].Ideal)
 	a.Evidence = fmt.Sprintf("memory divergence: kernel %.2f sectors per warp access (ideal %.2f); %d divergent instructions, %.1f%% of the warp accesses; worst %.1f sectors/access at efficiency %.2f",
 		tot.Degree, tot.Ideal, len(bad), 100*share, bad[0].Degree, bad[0].Efficiency())
 	if kv != nil && m > 0 {
@@ -252,10 +252,10 @@ func outerLine(x *Index, id profile.NodeID) string {
 		switch n.Frame.Kind {
 		case profile.KindLine:
 			if line == "" {
-				line = fmt.Sprintf("%s:%d", n.Frame.File, n.Frame.Line)
+				line = Place(n.Frame.File, n.Frame.Line)
 			}
 		case profile.KindInlined:
-			line = fmt.Sprintf("%s:%d", n.Frame.File, n.Frame.Line)
+			line = Place(n.Frame.File, n.Frame.Line)
 		}
 		cur = n.Parent
 	}
@@ -314,7 +314,7 @@ func branchDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, opts Opt
 		a.Hotspots = append(a.Hotspots, w)
 	}
 	h := a.Hotspots[0]
-	a.Hint = fmt.Sprintf("the code at %s:%d runs with %.0f%% of each warp's lanes: lanes of one warp take different paths. Map work to threads so that a warp's lanes agree (sort or regroup by the branch condition).", h.File, h.Line, 100*items[0].eff)
+	a.Hint = fmt.Sprintf("the code %s runs with %.0f%% of each warp's lanes: lanes of one warp take different paths. Map work to threads so that a warp's lanes agree (sort or regroup by the branch condition).", at(h.File, h.Line), 100*items[0].eff)
 	a.Evidence = fmt.Sprintf("branch divergence (%s): %.1f%% of the kernel's %s in code below %.0f%% SIMT efficiency", how, 100*div/total, map[bool]string{true: "samples", false: "executions"}[kv != nil], 100*MaxSIMT)
 	if kv != nil {
 		a.Speedup = StallElimination(kv.T, m)

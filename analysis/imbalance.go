@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"gpuprof/profile"
+	"gpuprof/symname"
 )
 
 // ImbalanceThresholds decide when a kernel context's spread over ranks is
@@ -214,7 +215,7 @@ func Imbalance(x *Index, th ImbalanceThresholds) []Advice {
 		sort.Slice(heavy, func(i, j int) bool { return heavy[i] < heavy[j] })
 		w := x.Where(k)
 		w.Amount = float64(st.Time.Raw.Max)
-		name := Demangle(x.P.Nodes[k].Frame.Function)
+		name := symname.Short(x.P.Nodes[k].Frame.Function)
 		cause := "longer instances"
 		if lr := st.Launches.Imbalance(); lr >= th.MinRatio && lr >= 0.8*ratio {
 			cause = "more instances"

@@ -33,7 +33,7 @@ func (kv *kernelView) parallelism() *par {
 	var g *GPUSpec
 	if m, err := parseModule(kv.x.P.Nodes[kv.k].Frame.Module); err == nil {
 		if mod := kv.x.P.Modules[m]; mod != nil {
-			g = SpecFor(mod.SM)
+			g = DeviceSpec(kv.x.P, mod.SM)
 		}
 	}
 	if g == nil {
@@ -249,10 +249,19 @@ func (kv *kernelView) parallelismOptimizers() []match {
 	occ := p.occ
 	cfgText := fmt.Sprintf("%.0f blocks of %.0f threads, %.0f registers per thread, %.0f bytes of shared memory per block: %d blocks (%d warps) per SM on the %s, limited by %s",
 		p.cfg.GridBlocks, p.cfg.Threads, p.cfg.Regs, p.cfg.Shared, occ.BlocksPerSM, occ.WarpsPerSM, p.g.Name, occ.Limiter)
-	// Block increase: fewer blocks than SMs leave SMs idle.
-	if p.cfg.GridBlocks < float64(p.g.SMs) {
-		mk(OptBlockIncrease, fmt.Sprintf("the grid has %.0f blocks for %d SMs: split the work into at least %d blocks (smaller blocks or more work items per launch) so every SM runs.", p.cfg.GridBlocks, p.g.SMs, p.g.SMs),
-			cfgText, m.rate(float64(p.g.SMs)*bps, wb, bps))
+	// Block increase: fewer blocks than SMs leave SMs idle. The fix
+	// divides a launch's work into more blocks, so the estimate spreads the
+	// launch's own warps over more SMs (one block each): a launch of one
+	// warp (a one-thread spin) has nothing to divide. GPA filled every SM
+	// with blocks of the present size, which is more work than the launch
+	// has.
+	if warps := p.cfg.GridBlocks * wb; p.cfg.GridBlocks < float64(p.g.SMs) {
+		nb := math.Min(float64(p.g.SMs), math.Floor(warps))
+		if nb > p.cfg.GridBlocks {
+			per := warps / nb
+			mk(OptBlockIncrease, fmt.Sprintf("the grid has %.0f blocks for %d SMs: split its %.0f warps into %.0f smaller blocks (%.1f warps each) so %.0f SMs run.", p.cfg.GridBlocks, p.g.SMs, warps, nb, per, nb),
+				cfgText+fmt.Sprintf("; bounded by the launch's work: its %.0f warps over %.0f SMs, %.1f per block", warps, nb, per), m.rate(nb, per, 1))
+		}
 	}
 	// Thread increase: small blocks hit the blocks-per-SM limit before the
 	// threads do.

@@ -8,6 +8,7 @@ import (
 
 	"gpuprof/profile"
 	"gpuprof/sass"
+	"gpuprof/symname"
 )
 
 // mergeObjectInsights joins the spatial insights of one kind about one
@@ -118,7 +119,7 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 		estimated = true
 		before += t
 		left := t * max(0, 1-m/kv.T) // a kernel whose work all goes away costs nothing
-		note := fmt.Sprintf("%s: M = %.0f of T = %.0f samples", Demangle(x.P.Nodes[k].Frame.Function), m, kv.T)
+		note := fmt.Sprintf("%s: M = %.0f of T = %.0f samples", symname.Short(x.P.Nodes[k].Frame.Function), m, kv.T)
 		if how != "" {
 			note += " (" + how + ")"
 		}

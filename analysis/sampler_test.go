@@ -11,6 +11,7 @@ import (
 	"gpuprof/analysis"
 	"gpuprof/collector/analyze"
 	"gpuprof/profile"
+	"gpuprof/symname"
 )
 
 // The PC sampler against instruction counts (docs/validation.md, item 13):
@@ -97,7 +98,7 @@ func TestSamplerAgainstCounts(t *testing.T) {
 			cycles := a.warps * c[0] / c[1] / float64(g.SMs*g.Schedulers)
 			issue := cycles / (perLaunch * g.ClockGHz)
 			implied := a.sel / a.samples * a.W
-			fmt.Fprintf(&table, "| %s | %s | %.1f | %.0f | %.2g | %.3f | %.3f | %.1f |\n", ps.prog, analysis.Demangle(f), perLaunch/1e3, c[0]/c[1], a.W, issue, implied, a.samples/(a.ns/1e3))
+			fmt.Fprintf(&table, "| %s | %s | %.1f | %.0f | %.2g | %.3f | %.3f | %.1f |\n", ps.prog, symname.Short(f), perLaunch/1e3, c[0]/c[1], a.W, issue, implied, a.samples/(a.ns/1e3))
 			if issue <= 0 || issue > 1.05 {
 				t.Errorf("%s %s: issue rate %.3f from the counts is not a rate", ps.prog, f, issue)
 			}

@@ -21,6 +21,7 @@ import (
 	"gpuprof/collector/rawstream"
 	"gpuprof/profile"
 	"gpuprof/sass"
+	"gpuprof/symname"
 )
 
 // The validation of docs/validation.md: each CUDA test program's captures
@@ -434,7 +435,7 @@ func intended(d validationDirs, ps pairSpec, as []analysis.Advice) (*analysis.Ad
 				if k == 3 {
 					break
 				}
-				if !badKernel(ps, h.Kernel) || !strings.HasPrefix(opcode(h.SASS), ps.sass) {
+				if !badKernel(ps, symname.Short(h.Kernel)) || !strings.HasPrefix(opcode(h.SASS), ps.sass) {
 					continue
 				}
 				src := sourceLine(d, ps.prog, h.File, h.Line)
@@ -529,7 +530,7 @@ func TestValidationImbalance(t *testing.T) {
 	}
 	a := as[0]
 	t.Logf("%s [%s] ranks %v speedup %.3f: %s", a.Kind, a.Hotspots[0].Kernel, a.Ranks, a.Speedup, a.Evidence)
-	if a.Hotspots[0].Kernel != "relax" || len(a.Ranks) != 1 || a.Ranks[0] != 1 {
+	if symname.Short(a.Hotspots[0].Kernel) != "relax" || len(a.Ranks) != 1 || a.Ranks[0] != 1 {
 		t.Fatalf("advice %+v names ranks %v, want rank 1 of relax", a, a.Ranks)
 	}
 	if a.Speedup < 1.4 || a.Speedup > 1.8 {

@@ -18,9 +18,9 @@ import (
 
 const (
 	profileMagic   = "GPPF"
-	profileVersion = 3
-	// Version 1 lacks RankInfo.SamplesDropped, version 2 RankInfo.ReuseP;
-	// both are still read.
+	profileVersion = 4
+	// Version 1 lacks RankInfo.SamplesDropped, version 2 RankInfo.ReuseP,
+	// version 3 RankInfo.Device, PCSampling and Props; all are still read.
 	oldestVersion = 1
 )
 
@@ -333,6 +333,12 @@ func (p *Profile) Encode() []byte {
 				e.i(ri.Batches)
 				e.i(int64(ri.ExitCode))
 				e.u(uint64(ri.ReuseP))
+				e.s(ri.Device)
+				e.s(ri.PCSampling)
+				for _, f := range ri.Props.fields() {
+					e.u(uint64(*f))
+				}
+				e.u(ri.Props.MemBytes)
 			}
 		}})
 	_, single := p.singleRank()
@@ -896,6 +902,13 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 		ri.ExitCode = int32(d.i())
 		if d.version >= 3 {
 			ri.ReuseP = uint32(d.u())
+		}
+		if d.version >= 4 {
+			ri.Device, ri.PCSampling = d.str(), d.str()
+			for _, f := range ri.Props.fields() {
+				*f = uint32(d.u())
+			}
+			ri.Props.MemBytes = d.u()
 		}
 		p.Ranks[ri.Rank] = ri
 	}

@@ -10,6 +10,7 @@ import (
 	"gpuprof/analysis"
 	"gpuprof/profile"
 	"gpuprof/sass"
+	"gpuprof/symname"
 	export "gpuprof/viewer-export"
 	"gpuprof/viewer-export/diff"
 	"gpuprof/viewer-export/html"
@@ -186,7 +187,7 @@ func printAdvice(p *profile.Profile, adv []analysis.Advice, top int) {
 			if j == 3 {
 				break
 			}
-			where := fmt.Sprintf("%s:%d %s", w.File, w.Line, w.Function)
+			where := symname.Short(w.Function) + " (" + analysis.Place(w.File, w.Line) + ")"
 			if p != nil {
 				where = text.WhereLabel(p, w)
 			}

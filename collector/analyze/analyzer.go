@@ -202,7 +202,7 @@ type launchInfo struct {
 }
 
 type kernAcc struct {
-	time, launches, traced, blocks, blocksTraced uint64
+	time, launches, traced, graph, blocks, blocksTraced uint64
 }
 
 type instKey struct {
@@ -676,6 +676,9 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	if f.Instrumented {
 		ka.traced++
 		a.d.traced++
+	}
+	if f.Graph {
+		ka.graph++
 	}
 	a.remember(f.LaunchID, ci)
 }

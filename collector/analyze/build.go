@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,18 @@ func (a *Analyzer) provenance(ri *profile.RankInfo) {
 			ri.Source = "synthetic"
 		}
 		ri.BlockP, ri.KernelK = h.BlockSampling, h.KernelSampling
+		if h.Device >= 0 {
+			ri.Device = strconv.Itoa(int(h.Device))
+		}
+		d := h.Props
+		ri.Props = profile.GPUProps{SMs: d.SMs, ClockKHz: d.ClockKHz, MemClockKHz: d.MemClockKHz, MemBusBits: d.MemBusBits,
+			L2Bytes: d.L2Bytes, RegsPerSM: d.RegsPerSM, SharedPerSM: d.SharedPerSM, ThreadsPerSM: d.ThreadsPerSM, MemBytes: d.MemBytes}
+		if h.Mode == rawstream.ModePCSampling {
+			ri.PCSampling = "sampled"
+			if h.Flags&rawstream.HelloPCSElsewhere != 0 {
+				ri.PCSampling = "kernel times only: another process PC-samples " + h.GPUUUID
+			}
+		}
 		if h.Mode == rawstream.ModeRedundancy {
 			ri.ReuseP = a.reusePeriod // the memory workers' histograms
 		}
@@ -209,6 +222,7 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		p.Add(id, profile.GPUTime, k.time)
 		p.Add(id, profile.GPULaunches, k.launches)
 		p.Add(id, profile.GPUTraced, k.traced)
+		p.Add(id, profile.GPUGraph, k.graph)
 		p.Add(id, profile.GPUBlocks, k.blocks)
 		p.Add(id, profile.GPUBlocksTrace, k.blocksTraced)
 	}

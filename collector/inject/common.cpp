@@ -659,6 +659,7 @@ bool pcs_claim(CUdevice dev) {
     static std::unordered_map<std::string, bool> claims;
     const char *pol = getenv("GPUPROF_PCS_POLICY");
     if (pol && strcmp(pol, "all") == 0) return true;
+    if (pol && strcmp(pol, "none") == 0) return false; // kernel times only: a timing run
     std::string uuid = device_uuid(dev);
     if (uuid.empty()) return true;
     std::lock_guard<std::mutex> lk(mu);
@@ -708,6 +709,23 @@ void hello_from_device(CUdevice dev) {
     gpw_hello_t h = {};
     h.flags = g_cfg.mode == GPW_MODE_PCSAMPLING && !pcs_claim(dev) ? GPW_HELLO_PCS_ELSEWHERE : 0;
     h.device = (int32_t)dev;
+    // The analysis takes its GPU spec from these, not from the compute
+    // capability alone. Attributes by number: CUDA 13 deprecates the clock
+    // rates' names, and a driver without one leaves it 0.
+    auto attr = [dev](int a) -> uint32_t {
+        int v = 0;
+        return cuDeviceGetAttribute(&v, (CUdevice_attribute)a, dev) == CUDA_SUCCESS && v > 0 ? (uint32_t)v : 0;
+    };
+    h.sm_count = attr(16);       // MULTIPROCESSOR_COUNT
+    h.clock_khz = attr(13);      // CLOCK_RATE
+    h.mem_clock_khz = attr(36);  // MEMORY_CLOCK_RATE
+    h.mem_bus_bits = attr(37);   // GLOBAL_MEMORY_BUS_WIDTH
+    h.l2_bytes = attr(38);       // L2_CACHE_SIZE
+    h.threads_per_sm = attr(39); // MAX_THREADS_PER_MULTIPROCESSOR
+    h.smem_per_sm = attr(81);    // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+    h.regs_per_sm = attr(82);    // MAX_REGISTERS_PER_MULTIPROCESSOR
+    size_t mem = 0;
+    if (cuDeviceTotalMem(&mem, dev) == CUDA_SUCCESS) h.mem_bytes = mem;
     h.rank = g_cfg.rank;
     h.pid = (uint32_t)getpid();
     h.mode = (uint8_t)g_cfg.mode;

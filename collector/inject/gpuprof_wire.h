@@ -259,6 +259,9 @@ typedef struct gpw_hello_t {
     const char *cuda;
     uint16_t sm;
     int32_t device; /* version 3: CUDA device ordinal of the process's first context, -1 if unknown */
+    /* version 3: the device's properties, read from it (0 if unknown) */
+    uint32_t sm_count, clock_khz, mem_clock_khz, mem_bus_bits, l2_bytes, regs_per_sm, smem_per_sm, threads_per_sm;
+    uint64_t mem_bytes;
 } gpw_hello_t;
 
 static inline int gpw_hello(gpw_buf *b, const gpw_hello_t *h) {
@@ -279,6 +282,15 @@ static inline int gpw_hello(gpw_buf *b, const gpw_hello_t *h) {
     gpw_put_str(b, h->cuda);
     gpw_put_u16(b, h->sm);
     gpw_put_i32(b, h->device);
+    gpw_put_u32(b, h->sm_count);
+    gpw_put_u32(b, h->clock_khz);
+    gpw_put_u32(b, h->mem_clock_khz);
+    gpw_put_u32(b, h->mem_bus_bits);
+    gpw_put_u32(b, h->l2_bytes);
+    gpw_put_u32(b, h->regs_per_sm);
+    gpw_put_u32(b, h->smem_per_sm);
+    gpw_put_u32(b, h->threads_per_sm);
+    gpw_put_u64(b, h->mem_bytes);
     return gpw_frame_finish(b, off);
 }
 

@@ -22,7 +22,8 @@ int main(void) {
 	gpw_buf_init(&b);
 	int n = 0;
 	gpw_hello_t h = {GPW_HELLO_SYNTHETIC, -1, 4242, GPW_MODE_REDUNDANCY, 50, 10, 1700000000000000000ull,
-		"node01", "NVIDIA H100 80GB HBM3", "GPU-1234", "580.1", "13.0", 90, 1};
+		"node01", "NVIDIA H100 80GB HBM3", "GPU-1234", "580.1", "13.0", 90, 1,
+		132, 1980000, 2619000, 5120, 52428800, 65536, 233472, 2048, 85520809984ull};
 	n += gpw_hello(&b, &h);
 	uint64_t segs[4] = {0x555500001000ull, 0x2000, 0x555500004000ull, 0x100};
 	n += gpw_host_module(&b, 0x555500000000ull, "/opt/app/bin/app", "abcdef", 2, segs);

@@ -371,6 +371,15 @@ func parsePayload(kind Kind, b []byte, version uint16) (Frame, *fieldError) {
 		h.Device = -1
 		if h.Version >= 3 && p.err == nil {
 			h.Device = int32(p.u32("device"))
+			d := &h.Props
+			for _, f := range []struct {
+				v    *uint32
+				name string
+			}{{&d.SMs, "sm_count"}, {&d.ClockKHz, "clock_khz"}, {&d.MemClockKHz, "mem_clock_khz"}, {&d.MemBusBits, "mem_bus_bits"},
+				{&d.L2Bytes, "l2_bytes"}, {&d.RegsPerSM, "regs_per_sm"}, {&d.SharedPerSM, "smem_per_sm"}, {&d.ThreadsPerSM, "threads_per_sm"}} {
+				*f.v = p.u32(f.name)
+			}
+			d.MemBytes = p.u64("mem_bytes")
 		}
 		strict = false // later versions may append fields
 		f = h

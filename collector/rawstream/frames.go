@@ -126,6 +126,23 @@ type Hello struct {
 	CUDA           string
 	SM             uint16
 	Device         int32 // CUDA device ordinal (version 3; -1 if unknown or older)
+	Props          DeviceProps
+}
+
+// DeviceProps are the GPU's properties as the library read them from the
+// device (version 3; zero when unknown). The analysis takes its GPU spec
+// from them rather than from the compute capability alone: an H100 PCIe,
+// an H200 and a GH200 are all sm_90 with other figures.
+type DeviceProps struct {
+	SMs          uint32 // multiprocessors
+	ClockKHz     uint32 // SM clock (the device's reported rate)
+	MemClockKHz  uint32 // memory clock
+	MemBusBits   uint32 // memory bus width
+	L2Bytes      uint32
+	RegsPerSM    uint32
+	SharedPerSM  uint32 // bytes
+	ThreadsPerSM uint32
+	MemBytes     uint64 // device memory
 }
 
 // Module is a loaded cubin. A cubin larger than one frame travels in

@@ -22,7 +22,8 @@ func everyFrame() []Frame {
 	acc.AppendRecord(0x7f0000001030, 3, 1, SpaceNone, FlagBlockExit, 0xffffffff, 0)
 	return []Frame{
 		&Hello{Version: Version, Flags: HelloSynthetic, Rank: -1, PID: 4242, Mode: ModeRedundancy, BlockSampling: 50, KernelSampling: 10,
-			StartNS: 1700000000000000000, Host: "node01", GPU: "NVIDIA H100 80GB HBM3", GPUUUID: "GPU-1234", Driver: "580.1", CUDA: "13.0", SM: 90, Device: 1},
+			StartNS: 1700000000000000000, Host: "node01", GPU: "NVIDIA H100 80GB HBM3", GPUUUID: "GPU-1234", Driver: "580.1", CUDA: "13.0", SM: 90, Device: 1,
+			Props: DeviceProps{SMs: 132, ClockKHz: 1980000, MemClockKHz: 2619000, MemBusBits: 5120, L2Bytes: 52428800, RegsPerSM: 65536, SharedPerSM: 233472, ThreadsPerSM: 2048, MemBytes: 85520809984}},
 		&HostModule{Base: 0x555500000000, Path: "/opt/app/bin/app", BuildID: "abcdef", Segments: []Segment{{0x555500001000, 0x2000}, {0x555500004000, 0x100}}},
 		&Module{ModuleID: 1, ContentKey: 0x1234, Size: 5, HasBytes: true, Bytes: []byte("\x7fELFx")},
 		&Module{ModuleID: 2, ContentKey: 0x1234, Size: 5},

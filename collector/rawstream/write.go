@@ -145,7 +145,9 @@ func AppendFrame(b []byte, f Frame) ([]byte, error) {
 			u32(f.BlockSampling).u32(f.KernelSampling).u64(f.StartNS).str(f.Host).str(f.GPU).str(f.GPUUUID).
 			str(f.Driver).str(f.CUDA).u16(f.SM)
 		if f.Version >= 3 {
-			p = p.u32(uint32(f.Device))
+			d := f.Props
+			p = p.u32(uint32(f.Device)).u32(d.SMs).u32(d.ClockKHz).u32(d.MemClockKHz).u32(d.MemBusBits).u32(d.L2Bytes).
+				u32(d.RegsPerSM).u32(d.SharedPerSM).u32(d.ThreadsPerSM).u64(d.MemBytes)
 		}
 	case *Module:
 		p = p.u64(f.ModuleID).u64(f.ContentKey).u32(f.Size).u8(bit(f.HasBytes))

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"gpuprof/profile"
+	"gpuprof/symname"
 	"gpuprof/viewer-export/internal/view"
 )
 
@@ -174,7 +175,7 @@ func (b *builder) child(parent *ctx, rel, lex uint8, fn, file int, line uint32, 
 // demangled symbol, "<gpu kernel> NAME" for a kernel launch, or a
 // placeholder with the address for an unsymbolised host frame.
 func FunctionName(f profile.Frame) string {
-	name := view.Demangle(f.Function)
+	name := symname.Demangle(f.Function)
 	switch {
 	case f.Kind == profile.KindKernel:
 		if name == "" {

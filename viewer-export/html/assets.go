@@ -21,7 +21,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <main>
 <section id="summary" class="summary">
 <table class="kv">{{range .Summary}}<tr><th>{{.K}}</th><td>{{.V}}</td></tr>{{end}}
-<tr><th>GPU time</th><td>{{.TotalTime}} in {{.NumKernels}} kernel contexts</td></tr></table>
+<tr><th>GPU time</th><td>{{.TotalTime}} in {{.NumKernels}} kernel contexts{{if .TimeSplit}}<div class="muted small">{{.TimeSplit}}</div>{{end}}</td></tr></table>
 </section>
 
 <section id="advice">
@@ -31,6 +31,8 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 {{range .Advice}}{{if not .Folded}}{{template "card" .}}{{end}}{{end}}</ol>
 {{if .AdviceMore}}<details><summary>{{.AdviceMore}} more findings</summary><ol class="advice">
 {{range .Advice}}{{if .Folded}}{{template "card" .}}{{end}}{{end}}</ol></details>{{end}}
+{{if .Waiting}}<h3 id="waiting">Waiting kernels: time spent polling the host or a peer, not compute (no advice)</h3>
+<ol class="advice">{{range .Waiting}}{{template "card" .}}{{end}}</ol>{{end}}
 </section>
 
 <section id="flame">
@@ -76,7 +78,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <section id="kernels">
 <h2>Top kernels by GPU time</h2>
 {{if .Kernels}}<table class="grid"><thead><tr><th>#</th><th>kernel</th><th class="r">time</th><th>share</th><th class="r">launches</th><th class="r">samples</th><th class="r">loads</th><th class="r">stores</th><th class="r">temporal red.</th><th class="r">spatial red.</th><th>called from</th></tr></thead><tbody>
-{{range .Kernels}}<tr><td>{{.N}}</td><td title="{{.Full}}">{{.Name}}</td><td class="r">{{.Time}}</td><td><span class="bar wide"><span style="width:{{printf "%.0f" (mul100 .ShareBar)}}%"></span></span> {{.Share}}</td><td class="r">{{.Launches}}</td><td class="r">{{.Samples}}</td><td class="r">{{.Loads}}</td><td class="r">{{.Stores}}</td><td class="r">{{.Temporal}}</td><td class="r">{{.Spatial}}</td><td class="caller">{{.Caller}}</td></tr>{{end}}
+{{range .Kernels}}<tr><td>{{.N}}</td><td title="{{.Full}}">{{.Name}}{{if .Class}} <span class="badge">{{.Class}}</span>{{end}}</td><td class="r">{{.Time}}</td><td><span class="bar wide"><span style="width:{{printf "%.0f" (mul100 .ShareBar)}}%"></span></span> {{.Share}}</td><td class="r">{{.Launches}}</td><td class="r">{{.Samples}}</td><td class="r">{{.Loads}}</td><td class="r">{{.Stores}}</td><td class="r">{{.Temporal}}</td><td class="r">{{.Spatial}}</td><td class="caller">{{.Caller}}</td></tr>{{end}}
 </tbody></table>{{else}}<p class="muted">No kernels in this profile.</p>{{end}}
 </section>
 
@@ -106,13 +108,14 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 </body>
 </html>
 {{define "card"}}<li class="card cat-{{.Category}}">
-<div class="adv-head"><span class="num">{{.N}}</span><span class="badge">{{.Category}}</span><strong>{{.Kind}}</strong>
+<div class="adv-head"><span class="num">{{.N}}</span><span class="badge">{{.Category}}</span><strong>{{.Kind}}</strong>{{if .Phase}} <span class="badge">in the framework's {{.Phase}}</span>{{end}}
 <span class="metric">est. speedup <b>{{.Speedup}}</b><span class="bar"><span style="width:{{printf "%.0f" (mul100 .SpeedupBar)}}%"></span></span></span>
 <span class="metric">importance <b>{{.Importance}}</b><span class="bar imp"><span style="width:{{printf "%.0f" (mul100 .ImportanceBar)}}%"></span></span></span>
 <span class="ranks">{{.Ranks}}</span></div>
 {{range .Where}}<div class="where">{{.}}</div>{{end}}
 <p class="hint">{{.Hint}}</p>
 {{if .Evidence}}<p class="evidence">Evidence: {{.Evidence}}</p>{{end}}
+{{if .SpeedupNA}}<p class="evidence">Speedup n/a: {{.SpeedupNA}}</p>{{end}}
 </li>
 {{end}}`))
 

@@ -20,6 +20,7 @@ import (
 
 	"gpuprof/analysis"
 	"gpuprof/profile"
+	"gpuprof/symname"
 	"gpuprof/viewer-export/diff"
 	"gpuprof/viewer-export/internal/view"
 	"gpuprof/viewer-export/text"
@@ -69,7 +70,9 @@ type data struct {
 	Summary    []kv
 	Ranks      []rankRow
 	Advice     []adviceRow
-	AdviceMore int // cards folded away
+	AdviceMore int         // cards folded away
+	Waiting    []adviceRow // notes on waiting kernels (no advice)
+	TimeSplit  string      // waiting, framework-phase and compute time
 	Flame      template.JS
 	Kernels    []kernelRow
 	Heat       heat
@@ -97,6 +100,7 @@ type adviceRow struct {
 	Folded                         bool // past the first cards: inside the "more findings" fold
 	N                              int
 	Kind, Category, Hint, Evidence string
+	Phase, SpeedupNA               string
 	Speedup, Importance, Ranks     string
 	SpeedupBar, ImportanceBar      float64
 	Where                          []string
@@ -105,6 +109,7 @@ type adviceRow struct {
 type kernelRow struct {
 	N                                                  int
 	Name, Full, Caller, Time, Share, Launches, Samples string
+	Class                                              string // "waiting", "autotuning", "compile" or ""
 	Loads, Stores, Temporal, Spatial                   string
 	ShareBar                                           float64
 }
@@ -208,27 +213,19 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		}
 		d.Ranks = append(d.Ranks, row)
 	}
-	for i, a := range text.SortAdvice(advice) {
-		row := adviceRow{N: i + 1, Folded: i >= adviceShown, Kind: a.Kind, Category: a.Category, Hint: a.Hint, Evidence: a.Evidence,
-			Importance: pct(a.Importance), ImportanceBar: clamp01(a.Importance), Ranks: "all ranks"}
-		if a.Speedup > 0 {
-			row.Speedup = fmt.Sprintf("%.2fx", a.Speedup)
-			row.SpeedupBar = clamp01((a.Speedup - 1) / 1.5)
-		} else {
-			row.Speedup = "n/a"
-		}
-		if len(a.Ranks) > 0 {
-			row.Ranks = "ranks " + rankList(a.Ranks)
-		}
-		var more int
-		row.Where, more = text.Places(p, a, 4)
-		if more > 0 {
-			row.Where = append(row.Where, fmt.Sprintf("and %d more places", more))
-		}
+	for i, a := range text.Advice(advice) {
+		row := card(p, a, i+1)
+		row.Folded = i >= adviceShown
 		d.Advice = append(d.Advice, row)
 		if row.Folded {
 			d.AdviceMore++
 		}
+	}
+	for i, a := range text.Notes(advice) {
+		row := card(p, a, i+1)
+		row.Kind = text.NoteKernel(p, a)
+		row.Speedup = "n/a"
+		d.Waiting = append(d.Waiting, row)
 	}
 	fl, err := flame(p, o.MaxFlameNodes)
 	if err != nil {
@@ -236,6 +233,8 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	}
 	d.Flame = fl
 	kernels := view.Kernels(p)
+	view.Classify(p, kernels, advice)
+	d.TimeSplit = view.SplitTime(kernels).Line()
 	var total uint64
 	for _, k := range kernels {
 		total += k.Time
@@ -249,7 +248,11 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		if total > 0 {
 			share = float64(k.Time) / float64(total)
 		}
-		d.Kernels = append(d.Kernels, kernelRow{N: i + 1, Name: k.Name, Full: k.Full, Caller: k.Caller, Time: view.Duration(float64(k.Time)),
+		class := k.Phase
+		if k.Waiting {
+			class = "waiting"
+		}
+		d.Kernels = append(d.Kernels, kernelRow{N: i + 1, Name: k.Name, Class: class, Full: k.Full, Caller: k.Caller, Time: view.Duration(float64(k.Time)),
 			Share: pct(share), ShareBar: share, Launches: fmt.Sprint(k.Inclusive.Get(profile.GPULaunches)), Samples: view.Count(float64(k.Samples)),
 			Loads: view.Count(float64(k.Loads)), Stores: view.Count(float64(k.Stores)), Temporal: pct(k.TemporalFraction), Spatial: pct(k.SpatialFraction)})
 	}
@@ -279,6 +282,27 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		d.Metrics = append(d.Metrics, kv{m.Name(), view.MetricDescription(m.Name())})
 	}
 	return d, nil
+}
+
+// card renders one advice (or note) as the advice list shows it.
+func card(p *profile.Profile, a analysis.Advice, n int) adviceRow {
+	row := adviceRow{N: n, Kind: a.Kind, Category: a.Category, Hint: a.Hint, Evidence: a.Evidence, Phase: a.Phase, SpeedupNA: a.SpeedupNA,
+		Importance: pct(a.Importance), ImportanceBar: clamp01(a.Importance), Ranks: "all ranks"}
+	if a.Speedup > 0 {
+		row.Speedup = fmt.Sprintf("%.2fx", a.Speedup)
+		row.SpeedupBar = clamp01((a.Speedup - 1) / 1.5)
+	} else {
+		row.Speedup = "n/a"
+	}
+	if len(a.Ranks) > 0 {
+		row.Ranks = "ranks " + rankList(a.Ranks)
+	}
+	var more int
+	row.Where, more = text.Places(p, a, 4)
+	if more > 0 {
+		row.Where = append(row.Where, fmt.Sprintf("and %d more places", more))
+	}
+	return row
 }
 
 func clamp01(f float64) float64 {
@@ -531,18 +555,18 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 		Pruned  int      `json:"pruned"`
 	}
 	o := out{Metrics: metrics, Nodes: [][]any{}, Pruned: len(p.Nodes) - len(kept)}
-	var walk func(id profile.NodeID, parent int)
-	walk = func(id profile.NodeID, parent int) {
+	// internal reports whether a node is a runtime or framework host frame
+	// (view.Internal): connected runs of them show as one folded frame.
+	internal := func(id profile.NodeID) bool {
 		n := p.Nodes[id]
-		label := view.FrameLabel(n.Frame)
-		if id == profile.RootID {
-			label = "all (" + p.Job + ")"
+		if n == nil || id == profile.RootID || n.Frame.Kind != profile.KindHostFrame {
+			return false
 		}
-		detail := n.Frame.String()
-		if n.Frame.Function != "" {
-			detail = view.Demangle(n.Frame.Function) + " — " + detail
-		}
-		row := []any{parent, n.Frame.Kind.String(), label, detail}
+		in, _ := view.Internal(n.Frame)
+		return in
+	}
+	emit := func(parent int, kind, label, detail string, id profile.NodeID) int {
+		row := []any{parent, kind, label, detail}
 		for i := range metrics {
 			v := value(id, i)
 			if v == math.Trunc(v) {
@@ -551,9 +575,11 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 				row = append(row, math.Round(v*10)/10)
 			}
 		}
-		me := len(o.Nodes)
 		o.Nodes = append(o.Nodes, row)
-		kids := append([]profile.NodeID(nil), ch[id]...)
+		return len(o.Nodes) - 1
+	}
+	sorted := func(ids []profile.NodeID) []profile.NodeID {
+		kids := append([]profile.NodeID(nil), ids...)
 		sort.Slice(kids, func(i, j int) bool {
 			a, b := view.FrameLabel(p.Nodes[kids[i]].Frame), view.FrameLabel(p.Nodes[kids[j]].Frame)
 			if a != b {
@@ -561,8 +587,62 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 			}
 			return kids[i] < kids[j]
 		})
-		for _, c := range kids {
-			if kept[c] {
+		return kids
+	}
+	var walk func(id profile.NodeID, parent int)
+	// fold shows the run of internal frames from id down as one frame
+	// (its inclusive values are id's) whose children are the frames below
+	// the run.
+	fold := func(id profile.NodeID, parent int) {
+		var below []profile.NodeID
+		var frames []profile.Frame
+		depth := map[profile.NodeID]int{id: 1}
+		deepest := 1
+		var collect func(x profile.NodeID)
+		collect = func(x profile.NodeID) {
+			frames = append(frames, p.Nodes[x].Frame)
+			for _, c := range sorted(ch[x]) {
+				switch {
+				case !kept[c]:
+				case internal(c):
+					depth[c] = depth[x] + 1
+					if depth[c] > deepest {
+						deepest = depth[c]
+					}
+					collect(c)
+				default:
+					below = append(below, c)
+				}
+			}
+		}
+		collect(id)
+		if len(frames) < 2 {
+			walk(id, parent) // a lone internal frame shows as itself
+			return
+		}
+		detail := fmt.Sprintf("%d runtime and framework frames folded (the JSON, pprof and HPCToolkit exports hold them); outermost: %s", len(frames), view.FrameLabel(p.Nodes[id].Frame))
+		me := emit(parent, profile.KindHostFrame.String(), view.FoldLabel(deepest, view.Libraries(frames)), detail, id)
+		for _, c := range below {
+			walk(c, me)
+		}
+	}
+	walk = func(id profile.NodeID, parent int) {
+		n := p.Nodes[id]
+		label := view.FrameLabel(n.Frame)
+		if id == profile.RootID {
+			label = "all (" + p.Job + ")"
+		}
+		detail := n.Frame.String()
+		if n.Frame.Function != "" {
+			detail = symname.Demangle(n.Frame.Function) + " — " + detail
+		}
+		me := emit(parent, n.Frame.Kind.String(), label, detail, id)
+		for _, c := range sorted(ch[id]) {
+			switch {
+			case !kept[c]:
+			case internal(c) && !internal(id):
+				fold(c, me)
+			default:
 				walk(c, me)
 			}
 		}

@@ -3,6 +3,7 @@ package html
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"image/png"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"gpuprof/analysis"
 	"gpuprof/profile"
 	"gpuprof/viewer-export/diff"
 	"gpuprof/viewer-export/internal/exporttest"
@@ -193,5 +195,57 @@ func TestChromium(t *testing.T) {
 		if err := os.WriteFile(filepath.Join("..", "..", "docs", "report-showcase.png"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The JAX program's page: folded host paths in the kernel table and the
+// flame graph, DelayKernel under "waiting kernels" with no advice card,
+// the autotuner's kernel marked, the time divided.
+func TestFrameworkPage(t *testing.T) {
+	p, mods := exporttest.Framework()
+	adv, err := analysis.Advise(p, mods, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Write(&b, p, adv, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		`id="waiting"`, "stream_executor::gpu::(anonymous namespace)::DelayKernel (in the framework&#39;s autotuning)",
+		`<span class="badge">waiting</span>`, `<span class="badge">autotuning</span>`, "in the framework's autotuning</span>",
+		"… 6 frames in xla_cuda_plugin.so, libc.so.6 …", "step (matmul.py:11)", "compute in the program&#39;s repeated work",
+		"loop &#43;0x30 (no line information)",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// Advice cards come before the waiting section; none is on DelayKernel.
+	cards := page[strings.Index(page, `<section id="advice">`):strings.Index(page, `id="waiting"`)]
+	if strings.Contains(cards, "DelayKernel") {
+		t.Error("an advice card on DelayKernel")
+	}
+	// The flame graph folds each run of framework frames into one frame
+	// and keeps the program's.
+	m := regexp.MustCompile(`(?s)<script type="application/json" id="fg-data">(.*?)</script>`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no flame data")
+	}
+	var fg struct {
+		Nodes [][]any `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &fg); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]int{}
+	for _, n := range fg.Nodes {
+		if n[1] == "host" {
+			labels[n[2].(string)]++
+		}
+	}
+	if labels["… 6 frames in xla_cuda_plugin.so, libc.so.6 …"] != 1 || labels["step (matmul.py:11)"] != 1 || labels["… 2 frames in python3.12 …"] != 1 || labels["start_thread"] != 0 {
+		t.Errorf("flame host frames %v", labels)
 	}
 }

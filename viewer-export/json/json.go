@@ -15,6 +15,7 @@ import (
 
 	"gpuprof/analysis"
 	"gpuprof/profile"
+	"gpuprof/symname"
 	"gpuprof/viewer-export/internal/view"
 )
 
@@ -44,6 +45,16 @@ type Document struct {
 	Objects     []Object     `json:"objects"`
 	ObjectStats []ObjectStat `json:"object_stats"`
 	Advice      []Advice     `json:"advice"`
+	GPUTime     GPUTime      `json:"gpu_time"`
+}
+
+// GPUTime divides the kernels' GPU time (view.SplitTime).
+type GPUTime struct {
+	Total      uint64 `json:"total_ns"`
+	Waiting    uint64 `json:"waiting_ns"`
+	Autotuning uint64 `json:"autotuning_ns"`
+	Compile    uint64 `json:"compile_ns"`
+	Compute    uint64 `json:"compute_ns"`
 }
 
 // Rank is one rank's provenance.
@@ -153,6 +164,8 @@ type Kernel struct {
 	Stores           uint64    `json:"stores"`
 	TemporalFraction float64   `json:"temporal_fraction"`
 	SpatialFraction  float64   `json:"spatial_fraction"`
+	Waiting          bool      `json:"waiting"`
+	Phase            string    `json:"phase"`
 	Imbalance        Imbalance `json:"imbalance"`
 }
 
@@ -256,6 +269,8 @@ type Advice struct {
 	Hotspots   []Where `json:"hotspots"`
 	Ranks      []int32 `json:"ranks"`
 	Evidence   string  `json:"evidence"`
+	Phase      string  `json:"phase"`
+	SpeedupNA  string  `json:"speedup_na"`
 }
 
 func hex(v uint64) string { return fmt.Sprintf("%016x", v) }
@@ -335,13 +350,13 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 	sort.Slice(fids, func(i, j int) bool { return fids[i] < fids[j] })
 	for _, id := range fids {
 		f := p.Funcs[id]
-		d.Functions = append(d.Functions, Function{ID: hex(uint64(id)), Module: f.Module.String(), Name: f.Name, Demangled: view.Demangle(f.Name)})
+		d.Functions = append(d.Functions, Function{ID: hex(uint64(id)), Module: f.Module.String(), Name: f.Name, Demangled: symname.Demangle(f.Name)})
 	}
 	inc := p.Inclusive()
 	for _, id := range p.SortedNodeIDs() {
 		n := p.Nodes[id]
 		node := Node{ID: hex(uint64(id)), Kind: n.Frame.Kind.String(), Label: view.FrameLabel(n.Frame), Module: n.Frame.Module,
-			Function: n.Frame.Function, Demangled: view.Demangle(n.Frame.Function), File: n.Frame.File, Line: n.Frame.Line,
+			Function: n.Frame.Function, Demangled: symname.Demangle(n.Frame.Function), File: n.Frame.File, Line: n.Frame.Line,
 			Offset: n.Frame.Offset, Exclusive: values(n.Metrics), Inclusive: values(inc[id])}
 		if id != profile.RootID {
 			par := hex(uint64(n.Parent))
@@ -361,13 +376,19 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		}
 		d.Nodes = append(d.Nodes, node)
 	}
-	for _, k := range view.Kernels(p) {
+	kernels := view.Kernels(p)
+	view.Classify(p, kernels, advice)
+	split := view.SplitTime(kernels)
+	d.GPUTime = GPUTime{Total: split.Total, Waiting: split.Waiting, Autotuning: split.Phase[analysis.PhaseAutotuning],
+		Compile: split.Phase[analysis.PhaseCompile], Compute: split.Compute}
+	for _, k := range kernels {
 		im := Imbalance{Min: k.Imbalance.Min, Mean: k.Imbalance.Mean, Max: k.Imbalance.Max, ArgMin: k.Imbalance.ArgMin,
 			ArgMax: k.Imbalance.ArgMax, Ratio: k.Imbalance.Ratio(), Ranks: map[string]int64{}}
 		for r, v := range k.Imbalance.PerRank {
 			im.Ranks[fmt.Sprint(r)] = int64(v)
 		}
-		d.Kernels = append(d.Kernels, Kernel{Node: hex(uint64(k.Node)), Name: k.Full, Caller: k.Caller, TimeNS: k.Time,
+		d.Kernels = append(d.Kernels, Kernel{Node: hex(uint64(k.Node)), Name: k.Full, Caller: k.CallerFull, TimeNS: k.Time,
+			Waiting: k.Waiting, Phase: k.Phase,
 			Samples: k.Samples, Loads: k.Loads, Stores: k.Stores, TemporalFraction: k.TemporalFraction,
 			SpatialFraction: k.SpatialFraction, Imbalance: im})
 	}
@@ -415,7 +436,7 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 	}
 	for _, a := range advice {
 		ja := Advice{Kind: a.Kind, Category: a.Category, Hint: a.Hint, Importance: finite(a.Importance), Speedup: finite(a.Speedup),
-			Hotspots: []Where{}, Ranks: a.Ranks, Evidence: a.Evidence}
+			Hotspots: []Where{}, Ranks: a.Ranks, Evidence: a.Evidence, Phase: a.Phase, SpeedupNA: a.SpeedupNA}
 		if ja.Ranks == nil {
 			ja.Ranks = []int32{}
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"gpuprof/analysis"
 	"gpuprof/profile"
 	"gpuprof/viewer-export/internal/exporttest"
 )
@@ -157,4 +158,62 @@ func FuzzValidate(f *testing.F) {
 			_ = sch.Validate(doc)
 		}
 	})
+}
+
+// The JAX program's profile: DelayKernel is waiting, the autotuner's
+// matrix product marked, the time divided, the full host path kept.
+func TestFrameworkDocument(t *testing.T) {
+	p, mods := exporttest.Framework()
+	adv, err := analysis.Advise(p, mods, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, p, adv); err != nil {
+		t.Fatal(err)
+	}
+	if err := schema(t).Validate(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	var d Document
+	if err := json.Unmarshal(buf.Bytes(), &d); err != nil {
+		t.Fatal(err)
+	}
+	g := d.GPUTime
+	if g.Total != 1_609_000_000 || g.Waiting != 1_606_400_000 || g.Autotuning != 1_500_000 || g.Compute != 1_100_000 || g.Compile != 0 {
+		t.Errorf("gpu_time %+v", g)
+	}
+	classes := map[string]int{}
+	for _, k := range d.Kernels {
+		switch {
+		case k.Waiting:
+			classes["waiting"]++
+			if !strings.HasPrefix(k.Name, "stream_executor::gpu::(anonymous namespace)::DelayKernel(") || strings.Count(k.Caller, " > ") != 5 ||
+				!strings.Contains(k.Caller, "std::_Function_handler<…>::_M_invoke") {
+				t.Errorf("waiting kernel %s from %s", k.Name, k.Caller)
+			}
+		case k.Phase == "autotuning":
+			classes["autotuning"]++
+		case k.Phase == "":
+			classes["compute"]++
+			if !strings.Contains(k.Caller, "python3.12+0x657a05 > _PyEval_EvalFrameDefault > <module> (matmul.py:18)") {
+				t.Errorf("program's kernel caller %q", k.Caller)
+			}
+		}
+	}
+	if classes["waiting"] != 1 || classes["autotuning"] != 1 || classes["compute"] != 1 {
+		t.Errorf("kernel classes %v", classes)
+	}
+	notes, phased := 0, 0
+	for _, a := range d.Advice {
+		if a.Category == analysis.CatWaiting {
+			notes++
+		}
+		if a.Phase == analysis.PhaseAutotuning {
+			phased++
+		}
+	}
+	if notes != 1 || phased == 0 || d.Advice[0].Phase != "" {
+		t.Errorf("%d notes, %d autotuning advice, first %+v", notes, phased, d.Advice[0])
+	}
 }

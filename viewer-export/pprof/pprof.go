@@ -25,6 +25,7 @@ import (
 	pp "github.com/google/pprof/profile"
 
 	"gpuprof/profile"
+	"gpuprof/symname"
 	"gpuprof/viewer-export/internal/view"
 )
 
@@ -253,7 +254,7 @@ func (c *conv) stack(id profile.NodeID) []*pp.Location {
 		return c.mapping(view.GPUModulePath(p, mod), mod)
 	}
 	flush := func(fn string, at profile.NodeID) {
-		lines = append(lines, pp.Line{Function: c.function(view.Demangle(fn), fn, file), Line: int64(line)})
+		lines = append(lines, pp.Line{Function: c.function(symname.Demangle(fn), fn, file), Line: int64(line)})
 		out = append(out, c.location(gpuMap(at), addr, lines))
 		lines, addr, file, line, pending = nil, 0, "", 0, false
 	}
@@ -272,7 +273,7 @@ func (c *conv) stack(id profile.NodeID) []*pp.Location {
 			}
 			pending = true
 		case profile.KindInlined:
-			lines = append(lines, pp.Line{Function: c.function(view.Demangle(f.Function), f.Function, file), Line: int64(line)})
+			lines = append(lines, pp.Line{Function: c.function(symname.Demangle(f.Function), f.Function, file), Line: int64(line)})
 			file, line, pending = f.File, f.Line, true
 		case profile.KindGPUFunction:
 			flush(f.Function, cur)
@@ -282,7 +283,7 @@ func (c *conv) stack(id profile.NodeID) []*pp.Location {
 				flush(f.Function, gpuStart) // GPU code directly under the launch: the kernel's body
 			}
 			m := c.mapping(view.GPUModulePath(p, f.Module), f.Module)
-			name := "<gpu kernel> " + view.Demangle(f.Function)
+			name := "<gpu kernel> " + symname.Demangle(f.Function)
 			out = append(out, c.location(m, 0, []pp.Line{{Function: c.function(name, f.Function, "")}}))
 		case profile.KindHostFrame:
 			mod := f.Module
@@ -290,7 +291,7 @@ func (c *conv) stack(id profile.NodeID) []*pp.Location {
 				mod = "<unknown module>"
 			}
 			m := c.mapping(mod, "")
-			name := view.Demangle(f.Function)
+			name := symname.Demangle(f.Function)
 			if name == "" {
 				name = fmt.Sprintf("%s+0x%x", path.Base(mod), f.Offset)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"gpuprof/analysis"
 	"gpuprof/profile"
+	"gpuprof/symname"
 	"gpuprof/viewer-export/internal/view"
 )
 
@@ -35,6 +36,8 @@ func Write(w io.Writer, p *profile.Profile, advice []analysis.Advice, o Options)
 	r.header()
 	r.advice(advice)
 	kernels := view.Kernels(p)
+	view.Classify(p, kernels, advice)
+	r.waiting(advice, kernels)
 	r.kernelsByTime(kernels)
 	r.instances()
 	r.noSource()
@@ -202,7 +205,7 @@ func NoGainLine(advice []analysis.Advice) string {
 }
 
 // funcLabel makes a GPU function name readable.
-func funcLabel(name string) string { return view.ShortName(name) }
+func funcLabel(name string) string { return symname.Short(name) }
 
 // Places returns an advice's distinct hotspot labels, at most max (all if
 // max <= 0), and how many more there are.
@@ -228,12 +231,16 @@ func Places(p *profile.Profile, a analysis.Advice, max int) ([]string, int) {
 // WhereLabel renders an advice location.
 func WhereLabel(p *profile.Profile, w analysis.Where) string {
 	var parts []string
-	if w.Kernel != "" {
-		parts = append(parts, w.Kernel)
-	} else if n := p.Nodes[p.KernelOf(w.Context)]; n != nil && n.Frame.Kind == profile.KindKernel {
-		parts = append(parts, view.ShortName(n.Frame.Function))
+	kernel := symname.Short(w.Kernel)
+	if w.Kernel == "" {
+		if n := p.Nodes[p.KernelOf(w.Context)]; n != nil && n.Frame.Kind == profile.KindKernel {
+			kernel = symname.Short(n.Frame.Function)
+		}
 	}
-	if fn := funcLabel(w.Function); fn != "" && fn != w.Kernel && w.Function != w.Kernel {
+	if kernel != "" {
+		parts = append(parts, kernel)
+	}
+	if fn := funcLabel(w.Function); fn != "" && fn != kernel && w.Function != w.Kernel {
 		parts = append(parts, "in "+fn)
 	}
 	if w.File != "" {
@@ -241,6 +248,9 @@ func WhereLabel(p *profile.Profile, w analysis.Where) string {
 	}
 	if w.Loop != "" {
 		parts = append(parts, "loop "+w.Loop)
+	}
+	if w.File == "" && (w.PC != nil || w.SASS != "") && !strings.Contains(w.Loop, view.NoLine) {
+		parts = append(parts, view.NoLine)
 	}
 	if w.PC != nil {
 		parts = append(parts, view.PCLabel(p, *w.PC))
@@ -254,8 +264,59 @@ func WhereLabel(p *profile.Profile, w analysis.Where) string {
 	return strings.Join(parts, ", ")
 }
 
-func (r *report) advice(advice []analysis.Advice) {
+// Advice returns the advice proper, without the notes (waiting kernels),
+// in the job's order.
+func Advice(advice []analysis.Advice) []analysis.Advice {
+	var out []analysis.Advice
+	for _, a := range SortAdvice(advice) {
+		if !a.Note() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Notes returns the notes about waiting kernels, the most time first.
+func Notes(advice []analysis.Advice) []analysis.Advice {
+	var out []analysis.Advice
+	for _, a := range advice {
+		if a.Note() {
+			out = append(out, a)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].KernelShare > out[j].KernelShare })
+	return out
+}
+
+// Headline is an advice's speedup and ranks, as the advice list shows
+// them: "speedup 1.20x (saves 3.1% of the job's GPU time), importance
+// 35.0%, all ranks".
+func Headline(a analysis.Advice) string {
+	sp := "speedup n/a"
+	if a.Speedup > 0 {
+		sp = fmt.Sprintf("speedup %.2fx", a.Speedup)
+		if a.KernelShare > 0 {
+			sp += fmt.Sprintf(" (saves %s of the job's GPU time)", pct(a.JobGain()))
+		}
+	}
+	ranks := "all ranks"
+	if len(a.Ranks) > 0 {
+		ranks = "ranks " + rankList(append([]int32(nil), a.Ranks...))
+	}
+	return fmt.Sprintf("%s, importance %s, %s", sp, pct(a.Importance), ranks)
+}
+
+// Title is an advice's kind, with the framework phase of its kernel.
+func Title(a analysis.Advice) string {
+	if a.Phase != "" {
+		return fmt.Sprintf("%s (in the framework's %s)", a.Kind, a.Phase)
+	}
+	return a.Kind
+}
+
+func (r *report) advice(all []analysis.Advice) {
 	r.section("Top advice across the job (by share of GPU time saved)")
+	advice := Advice(all)
 	if len(advice) == 0 {
 		r.b.WriteString("No advice: the analysis found nothing above its thresholds.\n")
 		return
@@ -263,32 +324,13 @@ func (r *report) advice(advice []analysis.Advice) {
 	if l := NoGainLine(advice); l != "" {
 		r.b.WriteString(l + "\n")
 	}
-	for i, a := range SortAdvice(advice) {
+	for i, a := range advice {
 		if i == r.o.Top {
 			fmt.Fprintf(r.b, "... %d more in profile.json and report.html\n", len(advice)-i)
 			break
 		}
-		sp := "speedup n/a"
-		if a.Speedup > 0 {
-			sp = fmt.Sprintf("speedup %.2fx", a.Speedup)
-			if a.KernelShare > 0 {
-				sp += fmt.Sprintf(" (saves %s of the job's GPU time)", pct(a.JobGain()))
-			}
-		}
-		ranks := "all ranks"
-		if len(a.Ranks) > 0 {
-			ranks = "ranks " + rankList(append([]int32(nil), a.Ranks...))
-		}
-		fmt.Fprintf(r.b, "%2d. [%s] %s: %s, importance %s, %s\n", i+1, a.Category, a.Kind, sp, pct(a.Importance), ranks)
-		places, more := Places(r.p, a, 3)
-		for j, l := range places {
-			label := "at"
-			if j > 0 {
-				label = "also"
-			}
-			fmt.Fprintf(r.b, "    %s %s\n", label, l)
-		}
-		if more > 0 {
+		fmt.Fprintf(r.b, "%2d. [%s] %s: %s\n", i+1, a.Category, Title(a), Headline(a))
+		if more := r.places(a, 3); more > 0 {
 			fmt.Fprintf(r.b, "    and %d more places\n", more)
 		}
 		if a.Hint != "" {
@@ -297,7 +339,60 @@ func (r *report) advice(advice []analysis.Advice) {
 		if a.Evidence != "" {
 			fmt.Fprintf(r.b, "    evidence: %s\n", a.Evidence)
 		}
+		if a.SpeedupNA != "" {
+			fmt.Fprintf(r.b, "    speedup n/a: %s\n", a.SpeedupNA)
+		}
 	}
+}
+
+// waiting lists the waiting kernels: their time is not compute, and the
+// analysis gives no advice on them.
+func (r *report) waiting(advice []analysis.Advice, ks []view.Kernel) {
+	notes := Notes(advice)
+	if len(notes) == 0 {
+		return
+	}
+	r.section("Waiting kernels (time spent polling the host or a peer: no advice)")
+	for i, a := range notes {
+		if i == r.o.Top {
+			fmt.Fprintf(r.b, "... %d more in profile.json and report.html\n", len(notes)-i)
+			break
+		}
+		fmt.Fprintf(r.b, "%2d. %s: %s of the job's GPU time, %s of its samples in polling loops\n", i+1, NoteKernel(r.p, a), pct(a.KernelShare), pct(a.Importance))
+		r.places(a, 2)
+		fmt.Fprintf(r.b, "    %s\n    evidence: %s\n", a.Hint, a.Evidence)
+	}
+}
+
+// places writes an advice's first n places ("at", then "also") and
+// returns how many more it has.
+func (r *report) places(a analysis.Advice, n int) int {
+	places, more := Places(r.p, a, n)
+	for j, l := range places {
+		label := "at"
+		if j > 0 {
+			label = "also"
+		}
+		fmt.Fprintf(r.b, "    %s %s\n", label, l)
+	}
+	return more
+}
+
+// NoteKernel names a note's kernel, with its framework phase.
+func NoteKernel(p *profile.Profile, a analysis.Advice) string {
+	if len(a.Hotspots) == 0 {
+		return ""
+	}
+	k := p.KernelOf(a.Hotspots[0].Context)
+	n := p.Nodes[k]
+	if n == nil {
+		return symname.Short(a.Hotspots[0].Kernel)
+	}
+	name := symname.Short(n.Frame.Function)
+	if ph := analysis.KernelPhase(p, k); ph != "" {
+		name += fmt.Sprintf(" (in the framework's %s)", ph)
+	}
+	return name
 }
 
 func (r *report) kernelsByTime(ks []view.Kernel) {
@@ -315,11 +410,14 @@ func (r *report) kernelsByTime(ks []view.Kernel) {
 		if i == r.o.Top || k.Time == 0 {
 			break
 		}
-		rows = append(rows, []string{fmt.Sprint(i + 1), k.Name, view.Duration(float64(k.Time)), pct(float64(k.Time) / float64(total)),
+		rows = append(rows, []string{fmt.Sprint(i + 1), k.Label(), view.Duration(float64(k.Time)), pct(float64(k.Time) / float64(total)),
 			fmt.Sprint(k.Inclusive.Get(profile.GPULaunches)), view.Count(float64(k.Samples)), k.Caller})
 	}
 	r.table(rows)
 	fmt.Fprintf(r.b, "Total GPU time %s in %d kernel contexts.\n", view.Duration(float64(total)), len(ks))
+	if l := view.SplitTime(ks).Line(); l != "" {
+		r.b.WriteString(l + "\n")
+	}
 }
 
 func (r *report) kernelsByAccesses(ks []view.Kernel) {
@@ -476,8 +574,8 @@ func (r *report) instances() {
 		if !math.IsNaN(st.InstanceStddev) {
 			sd = view.Duration(st.InstanceStddev)
 		}
-		rows = append(rows, []string{view.ShortName(r.p.Nodes[k].Frame.Function), fmt.Sprint(n), view.Duration(st.InstanceMean),
-			rng(st.InstanceMin, st.InstanceMinHi), rng(st.InstanceMaxLo, st.InstanceMax), sd, view.CallerPath(r.p, k)})
+		rows = append(rows, []string{symname.Short(r.p.Nodes[k].Frame.Function), fmt.Sprint(n), view.Duration(st.InstanceMean),
+			rng(st.InstanceMin, st.InstanceMinHi), rng(st.InstanceMaxLo, st.InstanceMax), sd, view.FoldedCallerPath(r.p, k)})
 	}
 	if len(rows) == 1 {
 		return
@@ -503,11 +601,11 @@ func (r *report) memory() {
 				continue
 			}
 			f := func(v uint64) string { return pct(float64(v) / float64(h.Loads)) }
-			rows = append(rows, []string{view.ShortName(r.p.Nodes[k].Frame.Function), g, view.Count(float64(h.Loads)), f(h.Below(4)), f(h.Below(8)), f(h.Below(14)), f(h.Inf), sh, view.CallerPath(r.p, k)})
+			rows = append(rows, []string{symname.Short(r.p.Nodes[k].Frame.Function), g, view.Count(float64(h.Loads)), f(h.Below(4)), f(h.Below(8)), f(h.Below(14)), f(h.Inf), sh, view.FoldedCallerPath(r.p, k)})
 			sh = ""
 		}
 		if sh != "" {
-			rows = append(rows, []string{view.ShortName(r.p.Nodes[k].Frame.Function), "", "", "", "", "", "", sh, view.CallerPath(r.p, k)})
+			rows = append(rows, []string{symname.Short(r.p.Nodes[k].Frame.Function), "", "", "", "", "", "", sh, view.FoldedCallerPath(r.p, k)})
 		}
 		if len(rows) > 2*r.o.Top {
 			break

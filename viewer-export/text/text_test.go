@@ -146,3 +146,48 @@ func TestReuseSectionNamesSampling(t *testing.T) {
 		}
 	}
 }
+
+// The JAX program's report (exporttest.Framework): whole kernel names,
+// folded framework frames, the waiting DelayKernel apart with no advice,
+// advice on the autotuner's kernel after the program's, and code without
+// line information named so.
+func TestFrameworkReportGolden(t *testing.T) {
+	p, mods := exporttest.Framework()
+	adv, err := analysis.Advise(p, mods, analysis.Options{Static: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := String(p, adv)
+	golden(t, "framework.golden", got)
+	for _, want := range []string{
+		"stream_executor::gpu::(anonymous namespace)::DelayKernel [waiting]",
+		"Waiting kernels",
+		"polls system-visible memory and the clock",
+		"`/*0050*/ LDG.E.STRONG.SYS",
+		"… 6 frames in xla_cuda_plugin.so, libc.so.6 …",
+		"… 2 frames in python3.12 … > <module> (matmul.py:18) > step (matmul.py:11) > … 4 frames in jax, python3.12, libjax_common.so and 1 more …",
+		"(in the framework's autotuning)",
+		"gemm_fusion_dot_general_1 [autotuning]",
+		"no line information",
+		"waiting in 1 kernel context that polls",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"stream_executor::gpu:: ", ":0,", "loop :", "at  ", "_0E9_M_invoke"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("report has %q", bad)
+		}
+	}
+	// No advice on DelayKernel, and the first is on the program's kernel.
+	for _, line := range strings.Split(got, "\n") {
+		if strings.HasPrefix(line, "    at stream_executor") && !strings.Contains(got[:strings.Index(got, line)], "Waiting kernels") {
+			t.Errorf("advice on DelayKernel: %q", line)
+		}
+	}
+	first := strings.Index(got, " 1. [")
+	if first < 0 || strings.Contains(got[first:strings.Index(got[first:], "\n")+first], "autotuning") {
+		t.Errorf("first advice is not on the program's own work")
+	}
+}

@@ -391,6 +391,13 @@ int main(int argc, char **argv) {
             char *host = str(&r), *gpu = str(&r), *uuid = str(&r), *drv = str(&r), *cuda = str(&r);
             uint16_t sm = u16(&r);
             int32_t device = ver >= 3 ? (int32_t)u32(&r) : -1;
+            uint32_t props[8] = {0};
+            uint64_t mem = 0;
+            int k;
+            if (ver >= 3) {
+                for (k = 0; k < 8; k++) props[k] = u32(&r);
+                mem = u64(&r);
+            }
             if (nframes != 0) die(pos, kind, "second HELLO");
             if (magic != GPW_MAGIC) die(pos, kind, "bad magic");
             if (ver < GPW_MIN_VERSION || ver > GPW_VERSION) die(pos, kind, "unsupported version");
@@ -399,6 +406,10 @@ int main(int argc, char **argv) {
                    pid, mode, P, K, start);
             printf("HELLO host=%s gpu=\"%s\" uuid=%s driver=%s cuda=\"%s\" sm=%u device=%d\n", host, gpu, uuid, drv, cuda,
                    sm, device);
+            if (ver >= 3)
+                printf("HELLO sms=%u clock_khz=%u mem_clock_khz=%u mem_bus_bits=%u l2=%u regs_per_sm=%u smem_per_sm=%u "
+                       "threads_per_sm=%u mem=%" PRIu64 "\n",
+                       props[0], props[1], props[2], props[3], props[4], props[5], props[6], props[7], mem);
             free(host), free(gpu), free(uuid), free(drv), free(cuda);
             break;
         }
