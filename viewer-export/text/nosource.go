@@ -13,8 +13,14 @@ func (r *report) noSource() {
 	}
 	r.section("Kernels without source lines (advice at function level)")
 	rows := [][]string{{"library", "why", "kernel"}}
-	for i, k := range ks {
-		if i == r.o.Top {
+	seen := map[[3]string]bool{}
+	for _, k := range ks {
+		key := [3]string{k.Library, k.Why, k.Name}
+		if seen[key] { // the same kernel from another calling context
+			continue
+		}
+		seen[key] = true
+		if len(rows) > r.o.Top {
 			rows = append(rows, []string{"...", "", ""})
 			break
 		}
