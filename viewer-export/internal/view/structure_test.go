@@ -12,8 +12,12 @@ func TestNoSourceKernels(t *testing.T) {
 	p := profile.New("t")
 	host := profile.Frame{Kind: profile.KindHostFrame, Module: "/usr/lib/x86_64-linux-gnu/libcublasLt.so.13", Offset: 0x10}
 	app := profile.Frame{Kind: profile.KindHostFrame, Module: "/opt/app/bin/app", Function: "main", File: "app.cu", Line: 3}
-	kernel := func(name string) profile.Frame { return profile.Frame{Kind: profile.KindKernel, Module: "00000000000000aa", Function: name} }
-	gpu := func(name string) profile.Frame { return profile.Frame{Kind: profile.KindGPUFunction, Module: "00000000000000aa", Function: name} }
+	kernel := func(name string) profile.Frame {
+		return profile.Frame{Kind: profile.KindKernel, Module: "00000000000000aa", Function: name}
+	}
+	gpu := func(name string) profile.Frame {
+		return profile.Frame{Kind: profile.KindGPUFunction, Module: "00000000000000aa", Function: name}
+	}
 	inst := profile.Frame{Kind: profile.KindInstruction, Offset: 0x10}
 	line := profile.Frame{Kind: profile.KindLine, File: "k.cu", Line: 7}
 
