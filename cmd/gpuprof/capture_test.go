@@ -83,7 +83,13 @@ func TestTrimmedCaptureReplays(t *testing.T) {
 	if lines == 0 {
 		t.Fatal("the trimmed replay placed nothing by its listings")
 	}
-	want.Items, got.Items = nil, nil
+	// How the data was split into items depends on when structure came.
+	for _, p := range []*profile.Profile{want, got} {
+		p.Items = nil
+		for _, ri := range p.Ranks {
+			ri.Batches = 0
+		}
+	}
 	if !bytes.Equal(want.Encode(), got.Encode()) {
 		t.Error("the trimmed replay's profile differs from the whole capture's")
 	}

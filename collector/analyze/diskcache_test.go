@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -160,4 +161,22 @@ func TestParseBytes(t *testing.T) {
 			t.Errorf("%q accepted", s)
 		}
 	}
+}
+
+// FuzzDecodeEntry: cache entries and shared listings come from disk and
+// the broker; anything decodes to an error or an entry, never a panic,
+// and what EncodeEntry writes decodes to itself.
+func FuzzDecodeEntry(f *testing.F) {
+	f.Add([]byte{}, "tool", "fn", []byte("\t.target sm_90\n"))
+	f.Add(EncodeEntry("t", "_Z1kv", []byte("listing")), "", "k", []byte{})
+	f.Fuzz(func(t *testing.T, raw []byte, tool, fn string, listing []byte) {
+		DecodeEntry(raw)
+		if fn == "" || strings.ContainsAny(fn+tool, "\n") {
+			return
+		}
+		gt, gf, gl, err := DecodeEntry(EncodeEntry(tool, fn, listing))
+		if err != nil || gt != tool || gf != fn || !bytes.Equal(gl, listing) {
+			t.Fatalf("round trip: %q %q %q %v", gt, gf, gl, err)
+		}
+	})
 }
