@@ -67,40 +67,39 @@ func Trim(in string, out io.Writer, o Options) (*Result, error) {
 	return r, nil
 }
 
-func decoder(path string) (*rawstream.Decoder, *os.File, error) {
+// each calls do with every frame of the stream at path, in order, and
+// returns the bytes read. A stream cut short ends like a whole one (the
+// output is cut at the same frame: Truncated); other errors are returned.
+func (r *Result) each(path string, do func(rawstream.Frame) error) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return 0, err
 	}
-	return rawstream.NewDecoder(bufio.NewReaderSize(f, 1<<20)), f, nil
-}
-
-// next returns the next frame; a truncated stream ends like a whole one
-// (the output is cut at the same frame), other errors are returned.
-func (r *Result) next(d *rawstream.Decoder, path string) (rawstream.Frame, error) {
-	f, err := d.Next()
-	if err == nil {
-		return f, nil
+	defer f.Close()
+	d := rawstream.NewDecoder(bufio.NewReaderSize(f, 1<<20))
+	r.Truncated = false
+	for {
+		fr, err := d.Next()
+		if err == io.EOF {
+			return d.Bytes(), nil
+		}
+		var re *rawstream.Error
+		if errors.As(err, &re) && re.Truncated {
+			r.Truncated = true
+			return d.Bytes(), nil
+		}
+		if err != nil {
+			return d.Bytes(), fmt.Errorf("%s: %w", path, err)
+		}
+		if err := do(fr); err != nil {
+			return d.Bytes(), err
+		}
 	}
-	if err == io.EOF {
-		return nil, io.EOF
-	}
-	var re *rawstream.Error
-	if errors.As(err, &re) && re.Truncated {
-		r.Truncated = true
-		return nil, io.EOF
-	}
-	return nil, fmt.Errorf("%s: %w", path, err)
 }
 
 // survey is the first pass: modules, functions, what is used, and the
 // access bytes of each launch.
 func (r *Result) survey(in string, o Options) error {
-	d, f, err := decoder(in)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	type fn struct {
 		module   uint64
 		name     string
@@ -113,14 +112,7 @@ func (r *Result) survey(in string, o Options) error {
 	pcs := map[uint64]bool{}
 	access := map[uint64]int64{}
 	var order []uint64
-	for {
-		fr, err := r.next(d, in)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	n, err := r.each(in, func(fr rawstream.Frame) error {
 		switch x := fr.(type) {
 		case *rawstream.Hello:
 			r.SM = x.SM
@@ -157,8 +149,12 @@ func (r *Result) survey(in string, o Options) error {
 				pcs[it.Record().PC] = true
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	r.InBytes = d.Bytes()
+	r.InBytes = n
 	for id := range used {
 		if i, ok := byID[id]; ok {
 			r.functionsUsed[fns[i].name] = true
@@ -217,22 +213,9 @@ func contains(s []string, v string) bool {
 
 // write is the second pass.
 func (r *Result) write(in string, out io.Writer) error {
-	d, f, err := decoder(in)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	bw := bufio.NewWriterSize(out, 1<<20)
 	w := rawstream.NewWriter(bw)
-	r.Truncated = false
-	for {
-		fr, err := r.next(d, in)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	_, err := r.each(in, func(fr rawstream.Frame) error {
 		switch x := fr.(type) {
 		case *rawstream.Module:
 			if x.HasBytes {
@@ -245,7 +228,7 @@ func (r *Result) write(in string, out io.Writer) error {
 		case *rawstream.Function:
 			if !r.functionsUsed[x.Name] {
 				r.FramesDropped++
-				continue
+				return nil
 			}
 		case *rawstream.Launch:
 			if r.untraced[x.LaunchID] {
@@ -256,7 +239,7 @@ func (r *Result) write(in string, out io.Writer) error {
 		case *rawstream.Access:
 			if r.untraced[x.LaunchID] {
 				r.FramesDropped++
-				continue
+				return nil
 			}
 			r.AccessBytesKept += int64(len(x.Data)) + 12
 		case *rawstream.KernelEnd:
@@ -266,9 +249,10 @@ func (r *Result) write(in string, out io.Writer) error {
 				fr = &c
 			}
 		}
-		if err := w.Write(fr); err != nil {
-			return err
-		}
+		return w.Write(fr)
+	})
+	if err != nil {
+		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return err
