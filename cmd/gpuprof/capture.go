@@ -29,11 +29,13 @@ record, and with --max-access the access records of the traced launches over
 that many bytes (those launches become untraced). Everything else is kept.
 
 With --listings DIR (where nvdisasm is: the CUDA toolkit), the nvdisasm
-listings of the kept functions are written to DIR/HASH.hex.txt, one file per
-module: a replay given --sass DIR finds them by the module's hash.
+listings of the kept functions are written to DIR/HASH.sass.zst (zstd of
+nvdisasm's text; HASH.hex.txt with --text), one file per module: a replay
+given --sass DIR finds them by the module's hash.
 
   gpuprof capture trim --listings testdata/sass/torch train.gpr testdata/captures/torch.pcsampling.gpr`)
 	listings := fs.String("listings", "", "write the nvdisasm listings of the kept functions here (needs nvdisasm)")
+	plain := fs.Bool("text", false, "write the listings as text (HASH.hex.txt) rather than zstd-compressed")
 	maxAccess := fs.String("max-access", "", "keep at most this many bytes of access records (e.g. 3M; whole launches)")
 	if err := parseAll(fs, args[1:]); err != nil {
 		return err
@@ -72,12 +74,12 @@ module: a replay given --sass DIR finds them by the module's hash.
 	if *listings == "" {
 		return nil
 	}
-	return writeListings(*listings, r)
+	return writeListings(*listings, r, *plain)
 }
 
 // writeListings writes the listings of the kept functions of every module,
 // one file per module, named by its content hash.
-func writeListings(dir string, r *capture.Result) error {
+func writeListings(dir string, r *capture.Result, plain bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -101,8 +103,14 @@ func writeListings(dir string, r *capture.Result) error {
 		if len(pieces) == 0 {
 			continue
 		}
-		p := filepath.Join(dir, h.String()+".hex.txt")
-		if err := os.WriteFile(p, sass.JoinListings(pieces...), 0o644); err != nil {
+		text := sass.JoinListings(pieces...)
+		p := filepath.Join(dir, h.String()+".sass.zst")
+		if plain {
+			p = filepath.Join(dir, h.String()+".hex.txt")
+		} else {
+			text = analyze.EncodeListing(text)
+		}
+		if err := os.WriteFile(p, text, 0o644); err != nil {
 			return err
 		}
 		fmt.Printf("%s: %d functions\n", p, len(pieces))

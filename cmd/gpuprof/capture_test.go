@@ -65,7 +65,7 @@ func TestTrimmedCaptureReplays(t *testing.T) {
 	t.Setenv("PATH", filepath.Dir(fake.Tool)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv("GPUPROF_CACHE_DIR", "off")
 	listings := filepath.Join(dir, "listings")
-	if err := writeListings(listings, r); err != nil {
+	if err := writeListings(listings, r, false); err != nil {
 		t.Fatal(err)
 	}
 	if asked, whole := fake.Asked(t); whole != 0 || len(asked) != len(launched) || asked[m.Symbol[3]] != 1 || asked[m.Symbol[150]] != 1 {
