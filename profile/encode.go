@@ -24,6 +24,13 @@ const (
 	oldestVersion = 1
 )
 
+// FormatVersion is the version of the profile encoding (profile.gpuprof,
+// reducer partials) this package writes; it reads OldestFormatVersion up.
+const (
+	FormatVersion       = profileVersion
+	OldestFormatVersion = oldestVersion
+)
+
 type enc struct {
 	b []byte
 	// metrics maps a process-local metric id to its index in the sorted

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,7 +71,7 @@ func runBig(tb testing.TB, ctx context.Context, m *synth.BigModule, fake *nvdisa
 	}
 	out := tb.TempDir()
 	saveModules(ctx, conn, job, out, lp.p)
-	if err := writeOutputs(out, "", lp.p, 1, io.Discard); err != nil {
+	if _, err := writeOutputs(out, "", lp.p, 1); err != nil {
 		tb.Fatal(err)
 	}
 	return &bigRun{p: lp.p, out: out, fake: fake, mod: m}

@@ -16,12 +16,13 @@ import (
 
 	"gpuprof/broker"
 	"gpuprof/collector"
+	"gpuprof/collector/analyze"
 	"gpuprof/collector/publish"
 	"gpuprof/profile"
 )
 
 func init() {
-	register("collect", "measure one rank (wraps the application, or replays a recorded stream)", cmdCollect)
+	register("collect", "measure the ranks of one command (wraps the application, or replays a recorded stream)", cmdCollect)
 }
 
 // natsFlags adds the broker connection flags shared by collect, reduce and
@@ -46,20 +47,28 @@ func natsFlags(fs *flag.FlagSet) func(name string) broker.Options {
 
 func cmdCollect(args []string) error {
 	fs := newFlags("collect", "[flags] [-- APP ARGS...]", `
-Measures one rank. With an application, it starts it with the injection
-library (CUDA_INJECTION64_PATH) and reads the library's raw record stream
-over a Unix socket; with --replay it reads a recorded stream instead. It
-analyses the stream online (value redundancy, stalls, launches, allocations)
-and publishes profile batches to the job's NATS stream (--nats), or merges
-them into one local profile (--local FILE). The rank comes from --rank or
-OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID. The exit status is
-the application's.
+Measures the ranks of one command. With an application, it starts it with
+the injection library (CUDA_INJECTION64_PATH) and reads the raw record
+stream of every process that uses CUDA over a Unix socket; with --replay it
+reads a recorded stream instead. It analyses each stream online (value
+redundancy, stalls, launches, allocations) and publishes profile batches to
+the job's NATS stream (--nats), or merges them into one local profile
+(--local FILE). The collector's own rank comes from --rank or RANK (with
+WORLD_SIZE), OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID. Each
+CUDA process is measured as its own rank: the one its own launcher
+environment gives it (torchrun's RANK), else in order of first CUDA use
+(docs/launchers.md). The exit status is the application's.
 
-'gpuprof run' inserts this command after mpirun's own options; written by
-hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
+'gpuprof run' inserts this command after mpirun's own options, or before a
+torchrun; written by hand:
+  mpirun -np 64 gpuprof collect --job J --nats URL -- ./app
+  gpuprof collect --job J --nats URL -- torchrun --nproc-per-node 8 train.py`)
 	var o collector.Options
 	fs.StringVar(&o.Job, "job", os.Getenv("GPUPROF_JOB"), "job id (default $GPUPROF_JOB)")
-	fs.IntVar(&o.Rank, "rank", -1, "rank (default: from the launcher's environment)")
+	fs.IntVar(&o.Rank, "rank", -1, "the collector's rank (default: from the launcher's environment)")
+	fs.IntVar(&o.Ranks, "ranks", envInt("GPUPROF_RANKS"), "the job's rank count (default $GPUPROF_RANKS, which gpuprof run sets, else what the launcher says)")
+	fs.BoolVar(&o.PythonFrames, "python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks show Python functions")
+	fs.StringVar(&o.PerfMap, "perf-map", "", "CPython perf map (perf-PID.map) naming the Python frames of a replayed stream")
 	fs.StringVar(&o.Replay, "replay", "", "replay recorded raw streams, several (comma-separated) as passes of one rank ({rank} or {rank:N} in a path is replaced)")
 	fs.StringVar(&o.Record, "record", "", "also record the raw stream to this file ({rank} replaced)")
 	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid | all (one run per kind, merged)")
@@ -67,8 +76,9 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	fs.IntVar(&o.KernelSampling, "kernel-sampling", 0, "kernel sampling period K (default 1)")
 	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
+	hostSyms := fs.String("host-symbols", os.Getenv("GPUPROF_HOST_SYMBOLS"), "symbol tables (files, or directories of *.syms; comma-separated) for host binaries that are not on this machine, as 'gpuprof symtab' writes beside captures")
 	fs.Uint64Var(&o.BatchRecords, "batch-records", uint64(max(0, envInt("GPUPROF_BATCH_RECORDS"))), "publish a batch every this many access records (default $GPUPROF_BATCH_RECORDS or 262144)")
-	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "and at least this often (default 5s)")
+	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "also publish a batch at least this often, however few records (default 5s)")
 	fs.IntVar(&o.Workers, "workers", envInt("GPUPROF_WORKERS"), "goroutines analysing access records (default $GPUPROF_WORKERS or the number of cores)")
 	fs.IntVar(&o.MemWorkers, "mem-workers", envInt("GPUPROF_MEM_WORKERS"), "goroutines for reuse distances and bank conflicts (default $GPUPROF_MEM_WORKERS or --workers)")
 	fs.IntVar(&o.ReuseSampling, "reuse-sampling", envInt("GPUPROF_REUSE_SAMPLING"), "measure reuse distances in one traced block in this many of each launch; 1: every block (default $GPUPROF_REUSE_SAMPLING or 4)")
@@ -92,6 +102,9 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	}
 	if *sassFiles != "" {
 		o.SASSFiles = strings.Split(*sassFiles, ",")
+	}
+	if *hostSyms != "" {
+		o.HostSymbols = strings.Split(*hostSyms, ",")
 	}
 	o.Logf = func(format string, a ...any) { slog.Debug(fmt.Sprintf(format, a...)) }
 	if o.Job == "" {
@@ -144,7 +157,12 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 		}
 		closePub = pub.Close
 	}
-	runErr, rank := collectPasses(ctx, o)
+	runErr, rank, appRan := collectPasses(ctx, o)
+	if rank < 0 && runErr != nil {
+		// The collection did not start (bad options): the rank says so,
+		// so the reducers need not wait for it until the rank timeout.
+		publishFailure(ctx, o, runErr)
+	}
 	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := closePub(cctx); err != nil {
@@ -154,14 +172,41 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 			runErr = err
 		}
 	}
+	// The exit status is the application's when it ran; what went wrong
+	// with the collection is named here and in the rank's provenance.
 	var ee *collector.ExitError
-	if errors.As(runErr, &ee) {
+	switch {
+	case errors.As(runErr, &ee):
+		if runErr.Error() != ee.Error() {
+			slog.Error("collection incomplete", "rank", rank, "err", oneLineErr(runErr))
+		}
 		return exitError{ee.Code}
-	}
-	if runErr != nil {
+	case runErr != nil && appRan:
+		slog.Error("collection incomplete", "rank", rank, "err", oneLineErr(runErr))
+		return nil
+	case runErr != nil:
 		return fmt.Errorf("rank %d: %w", rank, runErr)
 	}
 	return nil
+}
+
+// oneLineErr is err's message on one line.
+func oneLineErr(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// publishFailure publishes the done item of a rank whose collection could
+// not start, naming why, so that the rank is incomplete in every output.
+func publishFailure(ctx context.Context, o collector.Options, cause error) {
+	r, _, err := collector.ResolveRank(o.Rank, os.Getenv)
+	if err != nil || o.Publisher == nil {
+		return
+	}
+	done, err := analyze.DoneItem(o.Job, r, 0, nil, -1, "collector did not start: "+strings.TrimPrefix(cause.Error(), "collector: "))
+	if err == nil {
+		err = o.Publisher.Publish(ctx, done, true)
+	}
+	if err != nil {
+		slog.Warn("publishing the failed rank's done item", "rank", r, "err", err)
+	}
 }
 
 // localPublisher merges a rank's items into one profile in memory, for runs
@@ -179,8 +224,10 @@ func (l *localPublisher) Publish(_ context.Context, item *profile.Profile, _ boo
 
 // collectPasses runs one collection per pass (each replayed stream, or each
 // measurement kind of --mode all) through one passPublisher, so the rank
-// publishes one sequence of items. It returns the last pass's result.
-func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
+// publishes one sequence of items. It returns the last pass's result, the
+// rank (-1 if the collection did not start) and whether the application
+// ran (its exit status is then the rank's).
+func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank int32, appRan bool) {
 	type pass struct{ replay, mode string }
 	var passes []pass
 	switch {
@@ -194,13 +241,15 @@ func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
 	default:
 		c, err := collector.New(o)
 		if err != nil {
-			return err, -1
+			return err, -1, false
 		}
-		return c.Run(ctx), c.Rank()
+		err = c.Run(ctx)
+		logRanks(c)
+		return err, c.Rank(), o.Replay == "" && c.ExitCode() >= 0
 	}
 	rank, _, err := collector.ResolveRank(o.Rank, os.Getenv)
 	if err != nil {
-		return err, -1
+		return err, -1, false
 	}
 	// Kernel times of an instrumented (redundancy) pass are host-timed around
 	// patched code: drop them when a CUPTI pass measured the same kernels.
@@ -211,17 +260,15 @@ func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
 		if ps.replay != "" {
 			m, err := streamMode(collector.ExpandRank(ps.replay, rank))
 			if err != nil {
-				return err, rank
+				return err, -1, false
 			}
 			modes[i] = m.String()
 		}
 		cupti = cupti || modes[i] != "redundancy"
 	}
 	pp := &passPublisher{next: o.Publisher}
-	var runErr error
 	for i, ps := range passes {
-		po := o
-		po.Rank = int(rank)
+		po := o // the rank is resolved again by each pass: the same
 		po.Publisher = pp
 		po.Replay = ps.replay
 		if ps.mode != "" {
@@ -230,16 +277,29 @@ func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
 		pp.startPass(i == len(passes)-1, cupti && modes[i] == "redundancy")
 		c, err := collector.New(po)
 		if err != nil {
-			return err, rank
+			if i == 0 {
+				return err, -1, false
+			}
+			return err, rank, appRan
 		}
 		slog.Debug("collection pass", "rank", rank, "pass", i+1, "of", len(passes), "mode", modes[i], "replay", ps.replay)
 		runErr = c.Run(ctx)
+		logRanks(c)
+		appRan = appRan || (ps.replay == "" && c.ExitCode() >= 0)
 		var ee *collector.ExitError
 		if runErr != nil && !errors.As(runErr, &ee) {
-			return runErr, rank
+			return runErr, rank, appRan
 		}
 	}
-	return runErr, rank
+	return runErr, rank, appRan
+}
+
+// logRanks says which ranks a collector published when they are more
+// than its own (a torch launcher's workers, several CUDA processes).
+func logRanks(c *collector.Collector) {
+	if rs := c.Ranks(); len(rs) > 1 || (len(rs) == 1 && rs[0] != c.Rank()) {
+		slog.Info("collector published ranks", "ranks", fmt.Sprint(rs))
+	}
 }
 
 // envInt is the integer in the environment variable name, 0 when unset or

@@ -72,10 +72,10 @@ func probeStream(t testing.TB) (frames []rawstream.Frame, ref *sass.Module) {
 	return frames, ref
 }
 
-// analyseFrames feeds frames to a new analyzer and returns the merged
+// analyseTwoFlushes feeds frames to a new analyzer and returns the merged
 // items: what FlushReady gives (what the collector publishes at once at
 // the application's end), then Flush (the rest, structure joined).
-func analyseFrames(t testing.TB, o Options, frames []rawstream.Frame) (merged, first *profile.Profile) {
+func analyseTwoFlushes(t testing.TB, o Options, frames []rawstream.Frame) (merged, first *profile.Profile) {
 	t.Helper()
 	o.Job, o.Workers = "j", 1
 	a := New(o)
@@ -146,7 +146,7 @@ func TestOnlyLaunchedFunctionsAreDisassembled(t *testing.T) {
 	cache := &DiskCache{Dir: t.TempDir(), Max: 1 << 30}
 
 	src := &SASS{NVDisasm: fake.Tool, Cache: cache}
-	p1, _ := analyseFrames(t, Options{Structures: src}, frames)
+	p1, _ := analyseTwoFlushes(t, Options{Structures: src}, frames)
 	runs := fake.Runs(t)
 	if len(runs) != 1 || len(runs[0]) != 1 || runs[0][0] != syms[probeKernel] {
 		t.Fatalf("nvdisasm runs %v, want one of symbol %d (%s) alone", runs, syms[probeKernel], probeKernel)
@@ -161,7 +161,7 @@ func TestOnlyLaunchedFunctionsAreDisassembled(t *testing.T) {
 	}
 
 	src2 := &SASS{NVDisasm: fake.Tool, Cache: cache}
-	p2, _ := analyseFrames(t, Options{Structures: src2}, frames)
+	p2, _ := analyseTwoFlushes(t, Options{Structures: src2}, frames)
 	if n := len(fake.Runs(t)); n != 1 {
 		t.Fatalf("the second run ran nvdisasm (%d runs in all)", n)
 	}
@@ -172,7 +172,7 @@ func TestOnlyLaunchedFunctionsAreDisassembled(t *testing.T) {
 		t.Error("the profile from the cached listing differs")
 	}
 	src3 := &SASS{NVDisasm: "-", Cache: cache}
-	p3, _ := analyseFrames(t, Options{Structures: src3}, frames)
+	p3, _ := analyseTwoFlushes(t, Options{Structures: src3}, frames)
 	if !bytes.Equal(noItems(p1), noItems(p3)) {
 		t.Error("without nvdisasm, the cached listing was not used")
 	}
@@ -185,7 +185,7 @@ func TestPlacementWaitsForStructure(t *testing.T) {
 	frames, _ := probeStream(t)
 	cubin := readFile(t, probeCubin)
 	fake := nvdisasmtest.New(t, cubin, readFile(t, probeHex), 600*time.Millisecond)
-	merged, first := analyseFrames(t, Options{Structures: &SASS{NVDisasm: fake.Tool}}, frames)
+	merged, first := analyseTwoFlushes(t, Options{Structures: &SASS{NVDisasm: fake.Tool}}, frames)
 	if first == nil || kernelMetric(first, profile.GPULaunches.Name()) != 2 {
 		t.Fatalf("the first item lacks the kernel's launches")
 	}
@@ -195,7 +195,7 @@ func TestPlacementWaitsForStructure(t *testing.T) {
 	if lined, flat := structured(merged); flat != 0 || lined == 0 {
 		t.Errorf("%d instructions placed by the structure, %d flat", lined, flat)
 	}
-	direct, _ := analyseFrames(t, Options{Structures: &SASS{NVDisasm: "-", Files: []string{probeHex}}}, frames)
+	direct, _ := analyseTwoFlushes(t, Options{Structures: &SASS{NVDisasm: "-", Files: []string{probeHex}}}, frames)
 	if lined, _ := structured(direct); lined == 0 {
 		t.Fatal("the committed listing did not place the samples")
 	}

@@ -8,10 +8,11 @@ import (
 	"gpuprof/collector/rawstream"
 )
 
-func decode(t *testing.T, b []byte) map[rawstream.Kind][]rawstream.Frame {
+// frames decodes a stream.
+func frames(t *testing.T, b []byte) []rawstream.Frame {
 	t.Helper()
 	d := rawstream.NewDecoder(bytes.NewReader(b))
-	out := map[rawstream.Kind][]rawstream.Frame{}
+	var out []rawstream.Frame
 	for {
 		f, err := d.Next()
 		if err == io.EOF {
@@ -20,8 +21,18 @@ func decode(t *testing.T, b []byte) map[rawstream.Kind][]rawstream.Frame {
 		if err != nil {
 			t.Fatal(err)
 		}
+		out = append(out, f)
+	}
+}
+
+// decode decodes a stream's frames by kind.
+func decode(t *testing.T, b []byte) map[rawstream.Kind][]rawstream.Frame {
+	t.Helper()
+	out := map[rawstream.Kind][]rawstream.Frame{}
+	for _, f := range frames(t, b) {
 		out[f.Kind()] = append(out[f.Kind()], f)
 	}
+	return out
 }
 
 func write(t *testing.T, rank int, o Options) []byte {

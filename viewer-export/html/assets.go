@@ -16,6 +16,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <h1>gpuprof report <span class="job">{{.Job}}</span></h1>
 <nav><a href="#advice">Advice</a><a href="#flame">Flame graph</a><a href="#heatmap">Rank heatmap</a><a href="#redundancy">Redundancy</a><a href="#kernels">Kernels</a>{{if .Diff}}<a href="#diff">Before/after</a>{{end}}<a href="#provenance">Provenance</a></nav>
 </header>
+{{with .Prov.NothingLine}}<div id="nothing-banner" class="banner">{{.}}</div>{{end}}
 {{if .Synthetic}}<div id="synthetic-banner" class="banner">SYNTHETIC DATA: some merged items were generated, not measured on a GPU. Do not draw performance conclusions from this report.</div>{{end}}
 <div id="js-errors" class="banner" hidden></div>
 <main>
@@ -50,13 +51,13 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <section id="heatmap">
 <h2>GPU time per rank and kernel context</h2>
 {{if .Heat.Rows}}
-<p class="muted">Each row is a kernel launch context; red cells are ranks slower than the row's mean (full red at 1.5x the mean), blue cells faster (full blue at 0.5x). max/mean of 1.2 and above is flagged.</p>
-<div class="scroll"><table class="heat{{if .Heat.Small}} small{{end}}">
-<thead><tr><th>kernel</th>{{range .Heat.Ranks}}<th class="r">rank {{.}}</th>{{end}}<th class="r">mean</th><th class="r">max/mean</th><th class="r">slowest</th></tr></thead>
-<tbody>{{range .Heat.Rows}}<tr{{if .Hot}} class="hot"{{end}}><td class="name" title="{{.Caller}}">{{.Kernel}}<div class="caller">{{.Caller}}</div></td>
-{{range .Cells}}<td class="cell" style="background:{{.Color}}" title="{{.Title}}">{{.Text}}</td>{{end}}
-<td class="r">{{.Mean}}</td><td class="r ratio">{{.Ratio}}</td><td class="r">rank {{.Slowest}}</td></tr>{{end}}</tbody>
-</table></div>
+<p class="muted">Each row is a kernel launch context and each cell a rank: {{.Heat.Ranks}} ranks on {{.Heat.Hosts}} hosts, grouped by host (a line or a gap between hosts). Red cells are ranks slower than the row's mean (full red at 1.5x the mean), blue cells faster (full blue at 0.5x); max/mean of 1.2 and above is flagged. Cells shrink with the number of ranks, then wrap into bands of ranks; hover a cell for its rank, host and time.</p>
+<div class="heat-wrap"><table class="heat">
+<colgroup><col class="c-name"><col><col class="c-num"><col class="c-num"><col class="c-slow"></colgroup>
+<thead><tr><th>kernel</th><th class="strip"><canvas id="heat-axis" class="heat-axis"></canvas></th><th class="r">mean</th><th class="r">max/mean</th><th class="r">slowest</th></tr></thead>
+<tbody>{{range $i, $r := .Heat.Rows}}<tr{{if .Hot}} class="hot"{{end}}><td class="name" title="{{.Caller}}">{{.Kernel}}<div class="caller">{{.Caller}}</div></td><td class="strip"><canvas class="heat-strip" data-row="{{$i}}"></canvas></td><td class="r">{{.Mean}}</td><td class="r ratio">{{.Ratio}}</td><td class="r">rank {{.Slowest}}</td></tr>{{end}}</tbody>
+</table><div id="heat-tip" class="tip" hidden></div></div>
+<script type="application/json" id="heat-data">{{.Heat.Data}}</script>
 {{else}}<p class="muted">No per-rank kernel time in this profile.</p>{{end}}
 </section>
 
@@ -70,7 +71,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 </tbody></table>{{else}}<p class="muted">No temporal redundancy measured.</p>{{end}}
 <h3>Top data objects</h3>
 {{if .Objects}}<table class="grid"><thead><tr><th>#</th><th>kernel</th><th>object (allocation site)</th><th>access</th><th class="r">redundant</th><th class="r">accesses</th><th class="r">fraction</th><th>values (distinct, range)</th></tr></thead><tbody>
-{{range .Objects}}<tr><td>{{.N}}</td><td>{{.Kernel}}</td><td>{{.Object}}</td><td>{{.Access}}</td><td class="r">{{.Redundant}}</td><td class="r">{{.Accesses}}</td><td class="r">{{.Fraction}}</td>
+{{range .Objects}}<tr><td>{{.N}}</td><td>{{.Kernel}}</td><td>{{.Object}}{{range .Uses}}<div class="use">{{.}}</div>{{end}}</td><td>{{.Access}}</td><td class="r">{{.Redundant}}</td><td class="r">{{.Accesses}}</td><td class="r">{{.Fraction}}</td>
 <td>{{.Hist}}{{if .Distinct}}<div class="muted small">{{.Distinct}} distinct, {{.Range}}</div>{{end}}</td></tr>{{end}}
 </tbody></table>{{else}}<p class="muted">No data-object redundancy measured.</p>{{end}}
 </section>
@@ -96,9 +97,9 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 
 <section id="provenance">
 <h2>Provenance</h2>
-<table class="grid"><thead><tr><th>rank</th><th>host</th><th>GPU</th><th>mode</th><th>source</th><th>sampling</th><th class="r">launches traced</th><th class="r">records</th><th class="r">dropped</th><th>status</th></tr></thead><tbody>
+<div class="{{if gt (len .Ranks) 32}}prov-scroll{{end}}"><table class="grid"><thead><tr><th>rank</th><th>host</th><th>GPU</th><th>mode</th><th>source</th><th>sampling</th><th class="r">launches traced</th><th class="r">records</th><th class="r">dropped</th><th>status</th></tr></thead><tbody>
 {{range .Ranks}}<tr{{if .Bad}} class="worse"{{end}}><td>{{.Rank}}</td><td>{{.Host}}</td><td>{{.GPU}}</td><td>{{.Mode}}</td><td>{{.Source}}</td><td>{{.Sampling}}</td><td class="r">{{.Launches}}</td><td class="r">{{.Records}}</td><td class="r{{if .Dropped}} warn{{end}}">{{.Dropped}}</td><td>{{.Status}}</td></tr>{{end}}
-</tbody></table>
+</tbody></table></div>
 <h3>Metrics</h3>
 <table class="kv">{{range .Metrics}}<tr><th class="mono">{{.K}}</th><td>{{.V}}</td></tr>{{end}}</table>
 </section>
@@ -175,13 +176,20 @@ details summary { cursor:pointer; color:var(--blue); margin:6px 0; }
 #fg text { fill:#111; pointer-events:none; }
 #fg g.fg-node:hover rect { stroke:#111; stroke-width:1; }
 .tip { position:absolute; pointer-events:none; background:#101828; color:#fff; padding:6px 8px; border-radius:4px; font-size:12px; max-width:560px; z-index:10; }
-.scroll { overflow-x:auto; }
-table.heat { border-collapse:separate; border-spacing:2px; }
+.heat-wrap { position:relative; }
+table.heat { width:100%; table-layout:fixed; border-collapse:separate; border-spacing:0 3px; }
+table.heat col.c-name { width:230px; } table.heat col.c-num { width:76px; } table.heat col.c-slow { width:84px; }
 table.heat th { font-size:12px; font-weight:600; padding:2px 6px; white-space:nowrap; }
-table.heat td.name { padding:2px 8px 2px 0; font-weight:500; max-width:340px; }
+table.heat th:first-child { text-align:left; }
+td .use { color:var(--muted); font-size:12px; }
+.prov-scroll { max-height:440px; overflow-y:auto; border:1px solid var(--line); border-radius:4px; }
+.prov-scroll thead th { position:sticky; top:0; background:var(--bg); }
+table.heat td { padding:0 6px; vertical-align:top; }
+table.heat td.name { padding:2px 8px 2px 0; font-weight:500; overflow-wrap:anywhere; }
 table.heat td.name .caller { font-weight:400; }
-table.heat td.cell { min-width:64px; text-align:center; font-size:12px; padding:6px 4px; border-radius:3px; white-space:nowrap; }
-table.heat.small td.cell { min-width:14px; padding:6px 0; }
+table.heat th.strip, table.heat td.strip { padding:0 4px; }
+canvas.heat-strip, canvas.heat-axis { display:block; width:100%; }
+canvas.heat-strip { cursor:crosshair; }
 table.heat tr.hot td.ratio { color:var(--accent); font-weight:700; }
 svg.hist { display:block; }
 svg.hist rect.hb { fill:#7f56d9; } svg.hist rect.hb.other { fill:#d0d5dd; }

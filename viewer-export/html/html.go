@@ -89,7 +89,7 @@ type data struct {
 type kv struct{ K, V string }
 
 type rankRow struct {
-	Rank                                                 int32
+	Rank                                                 string // a rank, or a host's ranks as ranges
 	Host, GPU, Mode, Source, Sampling, Launches, Records string
 	Dropped                                              uint64
 	Status                                               string
@@ -114,23 +114,6 @@ type kernelRow struct {
 	ShareBar                                           float64
 }
 
-type heatCell struct {
-	Text, Title string
-	Color       template.CSS // rgb(...) built here, not user data
-}
-
-type heatRow struct {
-	Kernel, Caller, Mean, Ratio, Slowest string
-	Cells                                []heatCell
-	Hot                                  bool
-}
-
-type heat struct {
-	Ranks []int32
-	Rows  []heatRow
-	Small bool // many ranks: no numbers in cells
-}
-
 type pairRow struct {
 	N                                                       int
 	Kernel, Access, Old, New, Redundant, Accesses, Fraction string
@@ -143,6 +126,7 @@ type objectRow struct {
 	Kernel, Object, Access, Redundant, Accesses, Fraction string
 	Distinct, Range                                       string
 	Hist                                                  template.HTML
+	Uses                                                  []string // per kernel context and access, when several
 }
 
 type diffRow struct {
@@ -173,7 +157,7 @@ func rankList(rs []int32) string {
 
 func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, error) {
 	pv := view.ProvenanceOf(p)
-	d := &data{Job: p.Job, Synthetic: p.Synthetic, Prov: pv, CSS: template.CSS(css), Script: template.JS(script)}
+	d := &data{Job: p.Job, Synthetic: p.Synthetic, Prov: pv, CSS: template.CSS(css), Script: template.JS(script + heatScript)}
 	var incomplete []string
 	for r, why := range pv.Incomplete {
 		incomplete = append(incomplete, fmt.Sprintf("rank %d: %s", r, why))
@@ -193,7 +177,7 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		{"Data", pv.Source},
 		{"Ranks", fmt.Sprintf("%d (%d sealed), %d items", pv.Ranks, pv.Sealed, pv.Items)},
 		{"Incomplete ranks", strings.Join(incomplete, "; ")},
-		{"Hosts", strings.Join(pv.Hosts, ", ")},
+		{"Hosts", hostList(pv.Hosts)},
 		{"GPU", strings.Join(pv.GPUs, ", ")},
 		{"Mode", strings.Join(pv.Modes, ", ")},
 		{"Sampling", fmt.Sprintf("blocks %s, kernel launches %s; %d of %d launches traced", strings.Join(bp, ","), strings.Join(kk, ","), pv.LaunchesTraced, pv.Launches)},
@@ -202,20 +186,19 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	if pv.SamplesDropped > 0 {
 		d.Summary = append(d.Summary, kv{"PC samples", fmt.Sprintf("%d dropped by the GPU's sampling hardware", pv.SamplesDropped)})
 	}
-	for _, r := range p.SortedRanks() {
-		ri := p.Ranks[r]
-		row := rankRow{Rank: r, Host: ri.Host, GPU: ri.GPU, Mode: ri.Mode, Source: ri.Source,
-			Sampling: fmt.Sprintf("1/%d blocks, 1/%d launches", ri.BlockP, ri.KernelK),
-			Launches: fmt.Sprintf("%d / %d", ri.LaunchesTraced, ri.Launches), Records: view.Count(float64(ri.Records)),
-			Dropped: ri.Dropped + ri.HostDropped, Status: "complete"}
-		if why, bad := pv.Incomplete[r]; bad {
-			row.Status, row.Bad = "incomplete: "+why, true
-		}
-		d.Ranks = append(d.Ranks, row)
-	}
-	for i, a := range text.Advice(advice) {
+	d.Ranks = provenanceRows(p, pv)
+	for i, g := range adviceGroups(p, text.Advice(advice)) {
+		a := g[0]
 		row := card(p, a, i+1)
 		row.Folded = i >= adviceShown
+		if rs := unionRanks(g); len(rs) > 0 {
+			row.Ranks = "ranks " + rankList(rs)
+		}
+		if len(g) > 1 {
+			// The same finding at sibling contexts: one item, its places.
+			row.Where = append([]string{fmt.Sprintf("at %d calling contexts of the same code:", len(g))}, siblingPlaces(p, g)...)
+			row.Evidence += fmt.Sprintf(" (the first of %d contexts)", len(g))
+		}
 		d.Advice = append(d.Advice, row)
 		if row.Folded {
 			d.AdviceMore++
@@ -266,14 +249,8 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		row.Hist, row.Distinct, row.Range = histogram(pr.Values)
 		d.Pairs = append(d.Pairs, row)
 	}
-	for i, ob := range view.TopObjects(p, o.Top) {
-		row := objectRow{N: i + 1, Kernel: ob.Kernel, Object: ob.Label, Access: ob.Access.String(),
-			Redundant: view.Count(float64(ob.Redundant)), Accesses: view.Count(float64(ob.Accesses)), Fraction: "n/a"}
-		if ob.Accesses > 0 {
-			row.Fraction = pct(ob.Fraction)
-		}
-		row.Hist, row.Distinct, row.Range = histogram(ob.Values)
-		d.Objects = append(d.Objects, row)
+	for i, g := range objectGroups(p, o.Top) {
+		d.Objects = append(d.Objects, objectRowOf(p, i+1, g))
 	}
 	if o.Diff != nil {
 		d.Diff = diffSection(o.Diff, o.Top)
@@ -310,49 +287,6 @@ func clamp01(f float64) float64 {
 		return 0
 	}
 	return math.Min(f, 1)
-}
-
-// heatColor colours a rank's value against its row's mean: white at the
-// mean, red above it (full at 1.5x), blue below (full at 0.5x), so
-// balanced rows stay pale and outliers stand out.
-func heatColor(v, mean float64) template.CSS {
-	if mean <= 0 {
-		return "rgb(248,249,251)"
-	}
-	q := v / mean
-	switch {
-	case q > 1:
-		f := clamp01((q - 1) / 0.5)
-		return template.CSS(fmt.Sprintf("rgb(%d,%d,%d)", 248+int(7*f), int(249-185*f), int(251-205*f)))
-	case q < 1:
-		f := clamp01((1 - q) / 0.5)
-		return template.CSS(fmt.Sprintf("rgb(%d,%d,255)", int(248-70*f), int(249-44*f)))
-	}
-	return "rgb(248,249,251)"
-}
-
-func heatmap(p *profile.Profile, kernels []view.Kernel, top int) heat {
-	h := heat{Ranks: p.SortedRanks()}
-	h.Small = len(h.Ranks) > 16
-	for i, k := range kernels {
-		if i == top || k.Imbalance.Max == 0 {
-			break
-		}
-		im := k.Imbalance
-		row := heatRow{Kernel: k.Name, Caller: k.Caller, Mean: view.Duration(im.Mean), Ratio: fmt.Sprintf("%.2f", im.Ratio()),
-			Slowest: fmt.Sprint(im.ArgMax), Hot: im.Ratio() >= 1.2}
-		for _, r := range h.Ranks {
-			v := im.PerRank[r]
-			c := heatCell{Color: heatColor(float64(v), im.Mean),
-				Title: fmt.Sprintf("rank %d: %s (%.2fx the mean)", r, view.Duration(float64(v)), float64(v)/math.Max(im.Mean, 1e-300))}
-			if !h.Small {
-				c.Text = view.Duration(float64(v))
-			}
-			row.Cells = append(row.Cells, c)
-		}
-		h.Rows = append(h.Rows, row)
-	}
-	return h
 }
 
 // histogram draws a sketch's heavy hitters as an inline SVG bar chart

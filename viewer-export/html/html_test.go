@@ -2,7 +2,6 @@ package html
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"image/png"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"gpuprof/analysis"
 	"gpuprof/profile"
@@ -113,7 +111,7 @@ func chromium(t *testing.T) string {
 // redundancy views, comparison and provenance, and no console message or
 // uncaught error appears. It also takes the screenshot kept in docs/.
 func TestChromium(t *testing.T) {
-	bin := chromium(t)
+	chromium(t)
 	dir := t.TempDir()
 	p := exporttest.Showcase(8)
 	file := filepath.Join(dir, "report.html")
@@ -121,24 +119,7 @@ func TestChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, "report.png")
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir="+filepath.Join(dir, "profile"),
-		"--hide-scrollbars", "--window-size=1400,2600", "--screenshot="+shot, "--enable-logging=stderr", "--v=0",
-		"--dump-dom", "file://"+file)
-	cmd.Env = append(os.Environ(), "DBUS_SESSION_BUS_ADDRESS=disabled:")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, errb.String())
-	}
-	for _, l := range strings.Split(errb.String(), "\n") {
-		if strings.Contains(l, ":CONSOLE") || strings.Contains(l, "Uncaught") {
-			t.Errorf("console: %s", l)
-		}
-	}
-	dom := out.String()
+	dom := headless(t, file, 1400, 2600, "--hide-scrollbars", "--screenshot="+shot)
 	if !strings.Contains(dom, `data-rendered="true"`) {
 		t.Fatalf("the report's script did not finish:\n%.2000s", dom)
 	}

@@ -82,6 +82,9 @@ func (r *report) table(rows [][]string) {
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
+// RankRanges writes ranks as ranges ("0-3,8,10-11"), sorting rs.
+func RankRanges(rs []int32) string { return rankList(rs) }
+
 func rankList(rs []int32) string {
 	if len(rs) == 0 {
 		return ""
@@ -108,6 +111,9 @@ func (r *report) header() {
 	pv := view.ProvenanceOf(p)
 	title := "gpuprof report: job " + p.Job
 	fmt.Fprintf(r.b, "%s\n%s\n", title, strings.Repeat("=", len(title)))
+	if l := pv.NothingLine(); l != "" {
+		fmt.Fprintf(r.b, "*** %s ***\n", l)
+	}
 	if p.Synthetic {
 		r.b.WriteString("*** SYNTHETIC DATA: some merged items were generated, not measured on a GPU ***\n")
 	}

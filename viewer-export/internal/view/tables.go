@@ -420,6 +420,9 @@ type Provenance struct {
 	SamplesDropped uint64
 	Incomplete     map[int32]string
 	DroppedBy      map[int32]uint64
+	// Nothing: no rank reported a kernel launch, so nothing was measured
+	// (the application did not use the GPU, or no collector could).
+	Nothing bool
 }
 
 // ProvenanceOf gathers p's provenance.
@@ -476,10 +479,36 @@ func ProvenanceOf(p *profile.Profile) Provenance {
 	if p.Synthetic && !strings.Contains(pv.Source, "synthetic") {
 		pv.Source = strings.TrimPrefix(pv.Source+"+synthetic", "+")
 	}
+	pv.Nothing = pv.Launches == 0 && len(p.Nodes) <= 1
 	if pv.Source == "" {
 		pv.Source = "captured"
+		if pv.Nothing {
+			pv.Source = "none"
+		}
 	}
 	return pv
+}
+
+// NothingLine is the line a report opens with when nothing was measured
+// ("" otherwise): the first incomplete ranks' reasons say why.
+func (pv Provenance) NothingLine() string {
+	if !pv.Nothing {
+		return ""
+	}
+	s := "NOTHING MEASURED: no rank reported a GPU kernel launch"
+	rs := make([]int32, 0, len(pv.Incomplete))
+	for r := range pv.Incomplete {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
+	for i, r := range rs {
+		if i == 2 {
+			s += fmt.Sprintf("; %d more incomplete ranks", len(rs)-i)
+			break
+		}
+		s += fmt.Sprintf("; rank %d: %s", r, pv.Incomplete[r])
+	}
+	return s
 }
 
 // Basename shortens a path for narrow columns.
