@@ -83,7 +83,7 @@ func writeListings(dir string, r *capture.Result, plain bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	src := &analyze.SASS{Cache: analyze.DefaultDiskCache()}
+	src := &analyze.SASS{Cache: analyze.DefaultDiskCache(), Logf: func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }}
 	var missing []string
 	for _, m := range r.Modules {
 		if len(m.Functions) == 0 {
@@ -103,11 +103,17 @@ func writeListings(dir string, r *capture.Result, plain bool) error {
 		if len(pieces) == 0 {
 			continue
 		}
-		text := sass.JoinListings(pieces...)
 		p := filepath.Join(dir, h.String()+".sass.zst")
 		if plain {
 			p = filepath.Join(dir, h.String()+".hex.txt")
-		} else {
+		}
+		// Captures of one program share modules: a listing already there
+		// keeps its functions.
+		if old, err := analyze.ReadListingFile(p); err == nil {
+			pieces = append([][]byte{old}, pieces...)
+		}
+		text := sass.JoinListings(pieces...)
+		if !plain {
 			text = analyze.EncodeListing(text)
 		}
 		if err := os.WriteFile(p, text, 0o644); err != nil {
@@ -116,6 +122,8 @@ func writeListings(dir string, r *capture.Result, plain bool) error {
 		fmt.Printf("%s: %d functions\n", p, len(pieces))
 	}
 	src.Close()
+	st := src.Stats()
+	fmt.Printf("listings: %d functions disassembled in %d nvdisasm runs (%d modules whole), %d from the listings cache\n", st.Functions, st.Disassembled, st.Whole, st.CacheHits)
 	if len(missing) > 0 {
 		for _, m := range missing {
 			fmt.Fprintln(os.Stderr, "no listing:", m)

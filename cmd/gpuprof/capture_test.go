@@ -14,6 +14,7 @@ import (
 	"gpuprof/collector/rawstream"
 	"gpuprof/collector/synth"
 	"gpuprof/profile"
+	"gpuprof/sass"
 )
 
 // replayProfile collects a recorded stream in this process.
@@ -151,5 +152,29 @@ func TestTrimAccessBudget(t *testing.T) {
 	}
 	if !d.Ended() {
 		t.Fatal("the trimmed stream does not end with END")
+	}
+}
+
+// Listings written for two captures of one program keep both captures'
+// functions.
+func TestListingsAccumulate(t *testing.T) {
+	m := synth.NewBigModule(20, 1<<20)
+	fake := nvdisasmtest.New(t, m.Cubin, m.Listing(m.Names[2], m.Names[5]), 0)
+	t.Setenv("PATH", filepath.Dir(fake.Tool)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("GPUPROF_CACHE_DIR", "off")
+	dir := t.TempDir()
+	for _, k := range []int{2, 5} {
+		r := &capture.Result{SM: 90, Modules: []*capture.Module{{ID: 1, Hash: 0xabc, Bytes: m.Cubin, Functions: []string{m.Names[k]}}}}
+		if err := writeListings(dir, r, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text, err := analyze.ReadListingFile(filepath.Join(dir, profile.ModuleHash(0xabc).String()+".sass.zst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := sass.Parse(text)
+	if err != nil || mod.Func(m.Names[2]) == nil || mod.Func(m.Names[5]) == nil {
+		t.Fatalf("the listing lost a capture's function: %v", err)
 	}
 }

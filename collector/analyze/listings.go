@@ -80,7 +80,7 @@ func (pf *parsedFile) get() *sass.Module {
 	pf.once.Do(func() {
 		var texts [][]byte
 		for _, p := range pf.paths {
-			b, err := readListingFile(p)
+			b, err := ReadListingFile(p)
 			if err != nil {
 				pf.err = err
 				return
@@ -96,8 +96,8 @@ func (pf *parsedFile) get() *sass.Module {
 	return pf.mod
 }
 
-// readListingFile reads a listing, decompressing *.zst files.
-func readListingFile(p string) ([]byte, error) {
+// ReadListingFile reads a listing file, decompressing *.zst files.
+func ReadListingFile(p string) ([]byte, error) {
 	b, err := os.ReadFile(p)
 	if err != nil || !strings.HasSuffix(p, ".zst") {
 		return b, err
