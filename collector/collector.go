@@ -99,17 +99,21 @@ type Options struct {
 	CandidateLimit int64
 	// QueueDepth: frames each analysis worker's queue holds (0: default).
 	QueueDepth int
-	// Structures gives GPU module structure; default: nvdisasm when on
-	// PATH, else the nvdisasm outputs in SASSFiles.
+	// Structures gives GPU function structure; default: an analyze.SASS
+	// with the disk cache (analyze.DefaultDiskCache), nvdisasm when on PATH
+	// and the nvdisasm outputs in SASSFiles.
 	Structures analyze.StructureSource
 	SASSFiles  []string
+	// StructureWait bounds the waits for structure (0: the analysis'
+	// default; analyze.Options.StructureWait).
+	StructureWait time.Duration
 	// HostSymbols are symbol tables (files, or directories of *.syms) for
 	// host modules that are not on this machine: a replayed capture's
 	// binaries (collector/symbolize, gpuprof symtab).
 	HostSymbols []string
 	// Share, when set, shares nvdisasm listings with the job's other ranks
 	// through the broker's module bucket (one rank disassembles each
-	// module; docs/sass.md). Used by the default Structures only.
+	// function; docs/sass.md). Used by the default Structures only.
 	Share *broker.Conn
 	// OnModule is called once per module content hash with its cubin.
 	OnModule func(hash profile.ModuleHash, cubin []byte)
@@ -205,6 +209,8 @@ type Collector struct {
 	appExited chan struct{}
 
 	tables *symbolize.Tables // HostSymbols, read once
+	// ownSASS: Structures was made here, and is closed after the run.
+	ownSASS bool
 }
 
 // doneTimeout bounds the done items of an interrupted collection.
@@ -252,8 +258,9 @@ func New(o Options) (*Collector, error) {
 		return nil, fmt.Errorf("collector: %w", err)
 	}
 	r := pl.base
-	if o.Structures == nil {
-		st := &analyze.SASS{Files: o.SASSFiles, Logf: o.Logf}
+	own := o.Structures == nil
+	if own {
+		st := &analyze.SASS{Files: o.SASSFiles, Logf: o.Logf, Cache: analyze.DefaultDiskCache()}
 		if o.Share != nil {
 			st.Share = BrokerListings(o.Share, o.Job, r)
 		}
@@ -263,7 +270,7 @@ func New(o Options) (*Collector, error) {
 	if o.Replay != "" {
 		o.Record = ExpandRank(o.Record, r)
 	}
-	c := &Collector{o: o, place: pl, ranks: map[int32]*rankState{}, exit: -1, appExited: make(chan struct{})}
+	c := &Collector{o: o, place: pl, ranks: map[int32]*rankState{}, exit: -1, appExited: make(chan struct{}), ownSASS: own}
 	if len(o.HostSymbols) > 0 {
 		if c.tables, err = symbolize.ReadTables(o.HostSymbols...); err != nil {
 			return nil, fmt.Errorf("collector: host symbols: %w", err)
@@ -324,6 +331,9 @@ func (c *Collector) logf(format string, args ...any) {
 // *ExitError with the application's non-zero status, or what went wrong
 // (joined with the exit status).
 func (c *Collector) Run(ctx context.Context) error {
+	if s, ok := c.o.Structures.(*analyze.SASS); ok && c.ownSASS {
+		defer s.Close()
+	}
 	var err error
 	if c.o.Replay != "" {
 		err = c.replay(ctx)
@@ -510,7 +520,11 @@ func (rs *rankState) logAnalysis(a *analyze.Analyzer, source string, recs uint64
 	}
 	if s, ok := c.o.Structures.(*analyze.SASS); ok {
 		st := s.Stats()
-		msg += fmt.Sprintf("; modules: %d disassembled, %d shared by other ranks, %d fallbacks", st.Disassembled, st.Shared, st.Fallbacks)
+		msg += fmt.Sprintf("; structure: %d functions disassembled in %d nvdisasm runs (%d modules whole), %d from the disk cache, %d shared by other ranks, %d fallbacks",
+			st.Functions, st.Disassembled, st.Whole, st.CacheHits, st.Shared, st.Fallbacks)
+	}
+	if miss := a.Missing(); len(miss) > 0 {
+		msg += fmt.Sprintf("; %d functions without structure (%s)", len(miss), strings.Join(miss[:min(len(miss), 5)], "; "))
 	}
 	rs.logf("%s", msg)
 }
@@ -553,7 +567,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 	}()
 	// begin starts the analysis once the rank is known.
 	begin := func() {
-		a = analyze.New(analyze.Options{Job: c.o.Job, Rank: rs.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule, Host: host})
+		a = analyze.New(analyze.Options{Job: c.o.Job, Rank: rs.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, StructureWait: c.o.StructureWait, OnModule: c.o.OnModule, Host: host})
 		rs.mu.Lock()
 		if rs.hello == nil {
 			rs.hello = hello
@@ -584,7 +598,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 		defer close(frames)
 		d := rawstream.NewDecoder(in)
 		for {
-			prev := d.Offset()
+			prev := d.Bytes()
 			f, err := d.Next()
 			if err != nil {
 				if err == io.EOF {
@@ -603,7 +617,9 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 			if _, ok := f.(*rawstream.End); ok {
 				endAt = time.Since(t0)
 			}
-			size := d.Offset() - prev
+			// The bytes this frame took (a chunked module's chunks
+			// included): Offset would give the previous frame's size.
+			size := d.Bytes() - prev
 			if w := budget.acquire(size); w > 0 {
 				readerWait += w // read by the deferred log after the goroutine ended
 			}
@@ -655,6 +671,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 				return nil, nil
 			}
 			rs.issue("interrupted: " + ctx.Err().Error())
+			a.FinalWithin(0) // what waits for structure goes out flat
 			// What was analysed still goes out, within a bound.
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), doneTimeout)
 			rs.publish(pctx, a, source, &failed)
@@ -687,6 +704,13 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 					streamErr = &StreamError{Rank: rs.rank, Source: source, Offset: off, Err: d.err}
 					rs.issue(streamErr.Error())
 				}
+				// The stream is over: what is measured goes out now; the
+				// instructions whose function's structure is still on its
+				// way follow within the bound (analyze's placement.go).
+				if perr := rs.publishWith(ctx, a.FlushReady, source, &failed); perr != nil {
+					return rs, errors.Join(streamErr, perr)
+				}
+				a.Final()
 				if perr := rs.publish(ctx, a, source, &failed); perr != nil {
 					return rs, errors.Join(streamErr, perr)
 				}
@@ -795,22 +819,23 @@ func BrokerListings(conn *broker.Conn, job string, rank int32) analyze.ListingSh
 	return &brokerListings{conn: conn, job: job, owner: owner}
 }
 
-func (b *brokerListings) Claim(ctx context.Context, h profile.ModuleHash) (bool, error) {
-	return b.conn.ClaimModule(ctx, b.job, h, broker.ModuleSASS, b.owner)
+func (b *brokerListings) Claim(ctx context.Context, h profile.ModuleHash, fn string) (bool, error) {
+	return b.conn.ClaimModule(ctx, b.job, h, broker.FunctionKind(fn), b.owner)
 }
 
-func (b *brokerListings) Store(ctx context.Context, h profile.ModuleHash, listing []byte, failure string) error {
+func (b *brokerListings) Store(ctx context.Context, h profile.ModuleHash, fn string, listing []byte, failure string) error {
 	var perr error
+	kind := broker.FunctionKind(fn)
 	if failure == "" {
-		if _, perr = b.conn.PutModule(ctx, b.job, h, broker.ModuleSASS, listing); perr != nil {
+		if _, perr = b.conn.PutModule(ctx, b.job, h, kind, listing); perr != nil {
 			failure = "storing the listing: " + perr.Error()
 		}
 	}
-	return errors.Join(perr, b.conn.SettleModule(ctx, b.job, h, broker.ModuleSASS, failure))
+	return errors.Join(perr, b.conn.SettleModule(ctx, b.job, h, kind, failure))
 }
 
-func (b *brokerListings) Await(ctx context.Context, h profile.ModuleHash) ([]byte, bool, error) {
-	data, err := b.conn.AwaitModule(ctx, b.job, h, broker.ModuleSASS)
+func (b *brokerListings) Await(ctx context.Context, h profile.ModuleHash, fn string) ([]byte, bool, error) {
+	data, err := b.conn.AwaitModule(ctx, b.job, h, broker.FunctionKind(fn))
 	if errors.Is(err, broker.ErrModuleNotClaimed) {
 		return nil, false, nil
 	}

@@ -113,6 +113,7 @@ func direct(t *testing.T, stream []byte, rank int32) *profile.Profile {
 			t.Fatal(err)
 		}
 	}
+	a.Final()
 	p, err := a.Flush(0)
 	if err != nil {
 		t.Fatal(err)
@@ -400,7 +401,7 @@ func TestAnalysisFailureDoesNotStopApplication(t *testing.T) {
 // collector's recovery from a bug in the analysis.
 type panicking struct{}
 
-func (panicking) Structure(profile.ModuleHash, []byte, []string, uint16) (analyze.Structure, error) {
+func (panicking) Request(analyze.ModuleRef, string) *analyze.Pending {
 	panic("structure lookup failed")
 }
 

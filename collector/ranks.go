@@ -11,6 +11,7 @@ import (
 	"gpuprof/collector/analyze"
 	"gpuprof/collector/launcher"
 	"gpuprof/collector/rawstream"
+	"gpuprof/profile"
 )
 
 // One collector publishes one rank per CUDA process it measures: a
@@ -259,12 +260,18 @@ func (rs *rankState) publishDone(ctx context.Context) error {
 // then only drained) and is recorded for the done item; only a publishing
 // error is returned.
 func (rs *rankState) publish(ctx context.Context, a *analyze.Analyzer, source string, failed *bool) error {
+	return rs.publishWith(ctx, a.Flush, source, failed)
+}
+
+// publishWith is publish with a flush of its own (Analyzer.FlushReady:
+// what needs no waiting for structure).
+func (rs *rankState) publishWith(ctx context.Context, flush func(uint32) (*profile.Profile, error), source string, failed *bool) error {
 	if *failed {
 		return nil
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	p, err := a.Flush(rs.seq)
+	p, err := flush(rs.seq)
 	if err != nil {
 		*failed = true
 		rs.issues = append(rs.issues, fmt.Sprintf("%s: analysis stopped: %s", source, firstLine(err)))

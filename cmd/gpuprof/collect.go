@@ -85,6 +85,11 @@ torchrun; written by hand:
 	fs.Int64Var(&o.CandidateLimit, "candidate-limit", int64(max(0, envInt("GPUPROF_CANDIDATE_LIMIT"))), "spatial candidates a worker holds before a resolution is brought forward (default $GPUPROF_CANDIDATE_LIMIT or 32768)")
 	fs.Uint64Var(&o.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 16384)")
 	fs.IntVar(&o.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 16)")
+	sw := time.Duration(0)
+	if v, err := time.ParseDuration(os.Getenv("GPUPROF_STRUCTURE_WAIT")); err == nil {
+		sw = v
+	}
+	fs.DurationVar(&o.StructureWait, "structure-wait", sw, "longest wait for GPU functions' structure (nvdisasm), during the run and after the application's end (default $GPUPROF_STRUCTURE_WAIT or 30s)")
 	window := fs.Int("window", 64, "batches published and not yet acknowledged at most (backpressure)")
 	local := fs.String("local", "", "no broker: merge this rank's batches into a profile file")
 	nats := natsFlags(fs)
@@ -138,9 +143,14 @@ torchrun; written by hand:
 			return err
 		}
 		o.Publisher = pub
-		o.Share = conn // one rank disassembles each module
+		o.Share = conn // one rank disassembles each function
 		o.OnModule = func(h profile.ModuleHash, cubin []byte) {
-			// The first rank that sees a module uploads it; the others skip.
+			// The first rank that sees a module uploads it; the others
+			// skip. A framework's big modules stay here: the listings of
+			// their functions that ran go through the bucket instead.
+			if len(cubin) > CubinKeepMax {
+				return
+			}
 			if _, err := conn.PutModule(ctx, o.Job, h, broker.ModuleCubin, cubin); err != nil {
 				slog.Warn("module upload", "module", h, "err", err)
 			}

@@ -403,21 +403,6 @@ func runProcs(ctx context.Context, procs [][]string) int {
 	return 0
 }
 
-// saveModules copies the job's cubins from the broker into the output
-// directory, so the analysis can run again offline.
-func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *profile.Profile) {
-	dir := filepath.Join(out, ModulesDir)
-	for h := range p.Modules {
-		saveListing(ctx, conn, job, out, h)
-		b, err := conn.GetModule(ctx, job, h, broker.ModuleCubin)
-		if err != nil {
-			continue
-		}
-		os.MkdirAll(dir, 0o700)
-		os.WriteFile(filepath.Join(dir, h.String()+".cubin"), b, 0o600)
-	}
-}
-
 // writeOutputs runs the analysis and writes every export and the report;
 // it returns the advice.
 func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int) ([]analysis.Advice, error) {
@@ -428,6 +413,7 @@ func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int) ([]analy
 	if err != nil {
 		return nil, err
 	}
+	mods.saveBack = true
 	adv, err := analysis.Advise(p, mods, analysis.Options{Static: true})
 	if err != nil {
 		slog.Warn("analysis", "err", err)

@@ -66,9 +66,14 @@ type Options struct {
 	QueueDepth int
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver
-	// Structures gives GPU module structure (nil: instructions are placed
+	// Structures gives GPU function structure (nil: instructions are placed
 	// directly under their function and values read at the record's width).
 	Structures StructureSource
+	// StructureWait bounds the waits for structure: in all, at the first
+	// access records of launches (whose values are read by it), and, from
+	// the end of the stream, for the structure that instructions sampled
+	// meanwhile still wait for (default DefaultStructureWait; placement.go).
+	StructureWait time.Duration
 	// OnModule is called once per new module content hash with the cubin
 	// bytes (for sharing through the broker's object store).
 	OnModule func(hash profile.ModuleHash, cubin []byte)
@@ -84,13 +89,11 @@ var (
 )
 
 type modInfo struct {
-	id        uint64
-	hash      profile.ModuleHash
-	size      uint64
-	cubin     []byte
-	funcs     []string
-	resolved  bool
-	structure Structure
+	id    uint64
+	hash  profile.ModuleHash
+	size  uint64
+	cubin []byte
+	funcs []string
 }
 
 type funcInfo struct {
@@ -103,6 +106,7 @@ type funcInfo struct {
 	ctx    uint32 // the last launch context of this function (for samples without a launch)
 	hasCtx bool
 	orphan bool // reported without a known module
+	fs     funcStructure
 	// real is, for an orphan, the function of a loaded module it is
 	// (orphans.go); nil while its module has not come.
 	real *funcInfo
@@ -181,7 +185,8 @@ type launchInfo struct {
 	local        uint32
 	instrumented bool
 	ended        bool
-	warps        int // warps per block (extra.go)
+	structured   bool // its function's structure was awaited (first ACCESS)
+	warps        int  // warps per block (extra.go)
 	// the lane groups of its warps (laneGroupsOf), and the work units of
 	// the warps and blocks seen (dispatcher only; units)
 	groups int
@@ -223,7 +228,8 @@ type Analyzer struct {
 	exit  int32
 
 	modules    map[uint64]*modInfo
-	byContent  map[uint64]*modInfo // content key -> first module with its bytes
+	trimmed    map[uint64]*rawstream.ModuleHash // MODULE_HASH frames by module id
+	byContent  map[uint64]*modInfo              // content key -> first module with its bytes
 	hashes     map[profile.ModuleHash]bool
 	funcs      []*funcInfo
 	funcByID   map[uint32]*funcInfo
@@ -263,6 +269,7 @@ type Analyzer struct {
 	sinceResolve uint64
 
 	places map[uint64]*Placement
+	ss     structState // waiting for structure (placement.go)
 
 	orph orphans // kernels reported before their module (orphans.go)
 
@@ -389,6 +396,11 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		a.hello = f
 	case *rawstream.HostModule:
 		a.o.Host.AddModule(f)
+	case *rawstream.ModuleHash:
+		if a.trimmed == nil {
+			a.trimmed = map[uint64]*rawstream.ModuleHash{}
+		}
+		a.trimmed[f.ModuleID] = f
 	case *rawstream.Module:
 		a.module(f, offset)
 	case *rawstream.Function:
@@ -400,6 +412,11 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		if l == nil {
 			a.anomaly(offset, f.Kind(), "launch %d unknown or already ended; %d records skipped", f.LaunchID, f.Count)
 			return nil
+		}
+		if !l.structured {
+			// Values are read by the access kinds of the function's code.
+			l.structured = true
+			a.awaitStructure(l.fn)
 		}
 		a.fseq++
 		a.touch(l.ctx)
@@ -438,6 +455,7 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		a.d.samplesDropped += f.PCSamples
 	case *rawstream.End:
 		a.exit = f.ExitCode
+		a.Final()
 	}
 	return nil
 }
@@ -527,6 +545,11 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 	case a.byContent[f.ContentKey] != nil:
 		src := a.byContent[f.ContentKey]
 		m.hash, m.cubin = src.hash, src.cubin
+	case a.trimmed[f.ModuleID] != nil && a.trimmed[f.ModuleID].ContentKey == f.ContentKey:
+		// A trimmed capture: the bytes are gone, their hash stays (its
+		// listings are found by it).
+		m.hash = profile.ModuleHash(a.trimmed[f.ModuleID].Hash)
+		a.byContent[f.ContentKey] = m
 	default:
 		// The bytes never came: the library's key stands in for the hash,
 		// which then only this process agrees on.
@@ -534,11 +557,6 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 		m.hash = profile.ModuleHash(f.ContentKey)
 	}
 	a.modules[f.ModuleID] = m
-	if pf, ok := a.o.Structures.(interface {
-		Prefetch(profile.ModuleHash, []byte)
-	}); ok && m.cubin != nil {
-		pf.Prefetch(m.hash, m.cubin)
-	}
 	if !a.hashes[m.hash] {
 		a.hashes[m.hash] = true
 		if a.o.OnModule != nil && m.cubin != nil {
@@ -563,7 +581,6 @@ func (a *Analyzer) function(f *rawstream.Function, off int64) {
 		a.resolveOrphans(fi)
 	}
 	m.funcs = append(m.funcs, f.Name)
-	m.resolved = false // more functions: a better structure match may exist
 	if f.PC != 0 && f.Size != 0 {
 		n := &funcSnap{byPC: make([]*funcInfo, 0, len(a.fsnap.byPC)+1)}
 		for _, g := range a.fsnap.byPC {
@@ -574,23 +591,6 @@ func (a *Analyzer) function(f *rawstream.Function, off int64) {
 		n.byPC = append(n.byPC, fi)
 		sort.Slice(n.byPC, func(i, j int) bool { return n.byPC[i].pc < n.byPC[j].pc })
 		a.fsnap = n
-	}
-}
-
-// structure resolves a module's structure once its functions are known
-// (at its first launch).
-func (a *Analyzer) structure(m *modInfo) {
-	if m.resolved || a.o.Structures == nil {
-		return
-	}
-	m.resolved = true
-	var sm uint16
-	if a.hello != nil {
-		sm = a.hello.SM
-	}
-	st, err := a.o.Structures.Structure(m.hash, m.cubin, m.funcs, sm)
-	if err == nil && st != nil {
-		m.structure = st
 	}
 }
 
@@ -660,7 +660,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 		a.anomaly(off, f.Kind(), "launch %d: function %d unknown", f.LaunchID, f.FunctionID)
 		return
 	}
-	a.structure(fn.mod)
+	a.requestStructure(fn)
 	host := a.hostFrames(f.Host)
 	ci := a.context(kernelPath(host, fn), fn)
 	c := a.ctxs[ci]
@@ -833,6 +833,7 @@ func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
 			a.anomaly(off, f.Kind(), "samples of %s with no launch of it", fn.name)
 			continue
 		}
+		a.requestStructure(fn)
 		a.touch(ctx)
 		ia := a.instAcc(ctx, fn, s.Offset)
 		for _, st := range s.Stalls {
@@ -866,6 +867,7 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 			a.anomaly(off, f.Kind(), "counts of %s with no launch of it", fn.name)
 			continue
 		}
+		a.requestStructure(fn)
 		a.touch(ctx)
 		ia := a.instAcc(ctx, fn, c.Offset)
 		ia.executed += c.Executed

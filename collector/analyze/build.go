@@ -36,7 +36,7 @@ func (a *Analyzer) Flush(seq uint32) (*profile.Profile, error) {
 	for _, o := range a.objs {
 		allocs = allocs || o.allocs > 0
 	}
-	if !data && !allocs && len(a.kern) == 0 && len(a.insts) == 0 && a.d == (delta{}) {
+	if !data && !allocs && len(a.kern) == 0 && !a.anyPlaceable() && a.d == (delta{}) {
 		return nil, nil
 	}
 	var p *profile.Profile
@@ -149,27 +149,6 @@ func (b *builder) sm() uint16 {
 	return 0
 }
 
-// place returns the normalised PC and the frames below the kernel node of
-// a packed (function index, offset) PC.
-func (a *Analyzer) place(packed uint64) *Placement {
-	if pl, ok := a.places[packed]; ok {
-		return pl
-	}
-	fn := a.funcs[packed>>32]
-	off := uint64(uint32(packed))
-	var pl Placement
-	ok := false
-	if st := fn.mod.structure; st != nil {
-		pl, ok = st.Place(fn.name, off)
-	}
-	if !ok {
-		pl = Placement{Function: fn.name, Offset: uint32(off),
-			Frames: []profile.Frame{{Kind: profile.KindGPUFunction, Module: fn.mod.hash.String(), Function: fn.name}}}
-	}
-	a.places[packed] = &pl
-	return &pl
-}
-
 func (b *builder) pc(packed uint64) profile.PC {
 	packed = b.a.canonPC(packed)
 	if pc, ok := b.pcOf[packed]; ok {
@@ -202,6 +181,7 @@ func (b *builder) inst(ctx uint32, kind uint8, packed uint64) profile.NodeID {
 	}
 	id = b.p.Child(id, profile.Frame{Kind: profile.KindInstruction, Offset: uint64(pl.Offset)}).ID
 	b.pc(packed)
+	b.markMissing(ctx, packed)
 	b.insts[k] = id
 	return id
 }
@@ -411,8 +391,13 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		}
 	}
 
-	// PC samples and instruction counts.
+	// PC samples and instruction counts; those of functions whose
+	// structure is on its way wait for a later item (placement.go).
 	for k, ia := range a.insts {
+		if !a.placeable(k.pc) {
+			continue
+		}
+		delete(a.insts, k)
 		id := b.inst(k.ctx, kLoad, k.pc)
 		p.Add(id, profile.InstSamples, ia.samples)
 		for name, n := range ia.stalls {
@@ -421,7 +406,6 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		p.Add(id, profile.InstExecuted, ia.executed)
 		p.Add(id, InstThreadExecuted, ia.threads)
 	}
-	clear(a.insts)
 	a.x.build(b)
 	return p
 }

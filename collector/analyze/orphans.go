@@ -28,9 +28,10 @@ type orphans struct {
 	// published: provisional contexts an item published while they were
 	// held (the bound was reached): they hold no item again.
 	published map[uint32]bool
-	// structures: modules of resolved orphans whose structure is looked up
-	// before the next item (their own launches, which would, may not come).
-	structures []*modInfo
+	// structures: the functions resolved orphans turned out to be, whose
+	// structure is requested before the next item (their own launches,
+	// which would, may not come).
+	structures []*funcInfo
 	// rekeyed: some orphan has a real function, so items are built with
 	// canonical ids (streams without orphans skip the lookups).
 	rekeyed bool
@@ -45,7 +46,7 @@ func newOrphans() orphans {
 // before (or without) their module. Its hash is 0 on every rank.
 func (a *Analyzer) unknownModule() *modInfo {
 	if a.unknownMod == nil {
-		a.unknownMod = &modInfo{id: ^uint64(0), resolved: true}
+		a.unknownMod = &modInfo{id: ^uint64(0)}
 	}
 	return a.unknownMod
 }
@@ -79,9 +80,7 @@ func (a *Analyzer) resolveOrphans(f *funcInfo) {
 		a.rekey(ci, f)
 	}
 	delete(a.orph.prov, f.name)
-	if !f.mod.resolved {
-		a.orph.structures = append(a.orph.structures, f.mod)
-	}
+	a.orph.structures = append(a.orph.structures, f)
 }
 
 // rekey makes provisional context ci an alias of the context of the same
@@ -179,20 +178,22 @@ func (a *Analyzer) orphanKind(packed uint64, ak AccessKind) AccessKind {
 		return ak
 	}
 	f := a.funcs[packed>>32]
-	if f.mod.structure == nil {
+	st, _ := a.decide(f, false)
+	if st == nil {
 		return ak
 	}
-	if sk, ok := f.mod.structure.AccessKind(f.name, packed&(1<<32-1)); ok && sk.UnitBits == ak.UnitBits && sk.Vec == ak.Vec {
+	if sk, ok := st.AccessKind(f.name, packed&(1<<32-1)); ok && sk.UnitBits == ak.UnitBits && sk.Vec == ak.Vec {
 		return sk
 	}
 	return ak
 }
 
-// beforeBuild looks up the structure of resolved orphans' modules, so
-// that their PCs are placed as the module's own launches' are.
+// beforeBuild requests the structure of the functions resolved orphans
+// turned out to be, so that their PCs are placed as the function's own
+// launches' are.
 func (a *Analyzer) beforeBuild() {
-	for _, m := range a.orph.structures {
-		a.structure(m)
+	for _, f := range a.orph.structures {
+		a.requestStructure(f)
 	}
 	a.orph.structures = a.orph.structures[:0]
 }

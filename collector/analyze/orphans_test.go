@@ -267,11 +267,11 @@ func TestLazyLoadingCaptures(t *testing.T) {
 // run (nvdisasm on the cubin, which the unknown module does not have) does.
 type knownModulesOnly struct{ StructureSource }
 
-func (k knownModulesOnly) Structure(h profile.ModuleHash, cubin []byte, fns []string, sm uint16) (Structure, error) {
-	if h == 0 {
-		return nil, nil
+func (k knownModulesOnly) Request(mod ModuleRef, fn string) *Pending {
+	if mod.Hash == 0 {
+		return Resolved(nil, WhyUnknownModule)
 	}
-	return k.StructureSource.Structure(h, cubin, fns, sm)
+	return k.StructureSource.Request(mod, fn)
 }
 
 // treeText is a profile's canonical text without the lines that count

@@ -117,7 +117,7 @@ func runReference(t *testing.T, stream []byte, structures StructureSource) *refe
 			all = append(all, rf)
 			modFuncs[f.ModuleID] = append(modFuncs[f.ModuleID], f.Name)
 			if structures != nil {
-				rf.st, _ = structures.Structure(rf.hash, cubins[f.ModuleID], []string{f.Name}, sm)
+				rf.st, _ = StructureOf(structures, ModuleRef{Hash: rf.hash, Cubin: cubins[f.ModuleID], SM: sm, Functions: modFuncs[f.ModuleID]}, f.Name)
 			}
 		case *rawstream.Alloc:
 			fr := host.Frames(f.Host)
@@ -321,6 +321,7 @@ func analyseItems(t testing.TB, stream []byte, o Options, flushEvery, forceAt in
 			flush()
 		}
 	}
+	a.Final()
 	flush()
 	if k, first := a.Anomalies(); k != 0 {
 		t.Fatalf("%d anomalies, first: %s", k, first)

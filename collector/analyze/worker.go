@@ -443,8 +443,15 @@ func (w *worker) pcInfo(l *launchInfo, pc uint64) *pcInfo {
 	}
 	pi.fn, pi.orphan = fn.idx, fn.orphan
 	pi.packed = uint64(fn.idx)<<32 | uint64(uint32(off))
-	if st := fn.mod.structure; st != nil && !pi.fallback {
-		pi.ak, pi.kindOK = st.AccessKind(fn.name, off)
+	if p := fn.fs.pend.Load(); p != nil && !pi.fallback {
+		st, _, ready := p.Ready()
+		if !ready {
+			// Read at its width until the structure comes: not kept.
+			return pi
+		}
+		if st != nil {
+			pi.ak, pi.kindOK = st.AccessKind(fn.name, off)
+		}
 	}
 	w.pcs[pc] = pi
 	return pi
