@@ -113,7 +113,11 @@ func main() {
 	switch {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
-		if u := usages[os.Args[1]]; u != nil {
+		name := os.Args[1]
+		if len(os.Args) > 2 && usages[name+" "+os.Args[2]] != nil { // a subcommand: capture trim
+			name += " " + os.Args[2]
+		}
+		if u := usages[name]; u != nil {
 			u(os.Stdout)
 		}
 	case errors.As(err, &ee):

@@ -369,6 +369,9 @@ func TestSmallErrors(t *testing.T) {
 	if !strings.Contains(stdout, "also publish a batch at least this often") {
 		t.Errorf("collect --help: -batch-interval:\n%s", stdout)
 	}
+	if stdout, _, _ := runBin(t, bin, nil, "capture", "trim", "--help"); !strings.HasPrefix(stdout, "Usage: gpuprof capture trim") {
+		t.Errorf("capture trim --help:\n%s", stdout)
+	}
 }
 
 // TestSymtabReplaysElsewhere: a stream whose host binary is gone resolves
