@@ -147,6 +147,10 @@ const maxCalleeRounds = 3
 
 // batch disassembles the functions of jobs in one nvdisasm run (more if
 // they call functions of other sections) and cuts each one's listing.
+// wholeModuleLimit: above it, a module is disassembled whole only when a
+// selection missed functions, not when nvdisasm failed on them.
+const wholeModuleLimit = 16 << 20
+
 func (s *SASS) batch(mw *modWork, jobs []*fnJob, tool string) {
 	mw.symOnce.Do(func() {
 		c, err := sass.ParseCubin(mw.cubin)
@@ -240,6 +244,15 @@ func (s *SASS) batch(mw *modWork, jobs []*fnJob, tool string) {
 				absent = append(absent, j.fn)
 			}
 		}
+	}
+	if err != nil && len(mw.cubin) > wholeModuleLimit {
+		// nvdisasm itself failed on these functions (it does on some of
+		// cuBLASLt's sm_90 kernels): the whole of a framework-sized module
+		// would take long and most likely fail the same way.
+		for _, j := range want {
+			j.why = WhyNVDisasm + ": " + firstLine(err.Error())
+		}
+		return
 	}
 	if err != nil || len(absent) > 0 {
 		// The selection failed (an nvdisasm without -fun, or one that
