@@ -213,12 +213,14 @@ func TestHeldOutPairs(t *testing.T) {
 	for _, s := range heldoutSpecs(t) {
 		as, _ := heldoutAdvice(t, s.prog)
 		r := heldoutRow{spec: s}
-		for _, a := range kernelAdvice(as, s.kernel) {
-			h := a.Hotspots[0]
-			if a.Kind == s.kind && filepath.Base(h.File) == s.file && h.Line == s.line {
-				r.est = a.Speedup
-				break
-			}
+		// The spec's advice is the one at its rank among the kernel's, as
+		// the selection listed them (two advices of one kind can share a
+		// line: loop unrolling of two nested loops).
+		ka := kernelAdvice(as, s.kernel)
+		if i := s.rank - 1; i >= 0 && i < len(ka) && ka[i].Kind == s.kind && filepath.Base(ka[i].Hotspots[0].File) == s.file && ka[i].Hotspots[0].Line == s.line {
+			r.est = ka[i].Speedup
+		} else {
+			t.Errorf("%s: the kernel's advice #%d is not %s at %s:%d", s.id, s.rank, s.kind, s.file, s.line)
 		}
 		orig, fixed := times[[3]string{s.prog, "orig", s.kernel}], times[[3]string{s.prog, s.fix, s.kernel}]
 		if len(orig) == 0 || len(fixed) == 0 {
