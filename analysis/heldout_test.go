@@ -153,7 +153,7 @@ func runTimes(t *testing.T) map[[3]string][]float64 {
 		if err != nil || v < 0 {
 			continue
 		}
-		k := [3]string{f[0], f[1], symname.Demangle(f[3])}
+		k := [3]string{f[0], f[1], baseName(symname.Demangle(f[3]))}
 		if sums[k] == nil {
 			sums[k] = map[string]float64{}
 		}
@@ -167,6 +167,15 @@ func runTimes(t *testing.T) map[[3]string][]float64 {
 		sort.Float64s(out[k])
 	}
 	return out
+}
+
+// baseName is a demangled kernel name without its parameter list: a fix
+// may change the parameters' types (const __restrict__ pointers).
+func baseName(s string) string {
+	if i := strings.IndexByte(s, '('); i > 0 {
+		return s[:i]
+	}
+	return s
 }
 
 func median(v []float64) float64 {
@@ -222,7 +231,7 @@ func TestHeldOutPairs(t *testing.T) {
 		} else {
 			t.Errorf("%s: the kernel's advice #%d is not %s at %s:%d", s.id, s.rank, s.kind, s.file, s.line)
 		}
-		orig, fixed := times[[3]string{s.prog, "orig", s.kernel}], times[[3]string{s.prog, s.fix, s.kernel}]
+		orig, fixed := times[[3]string{s.prog, "orig", baseName(s.kernel)}], times[[3]string{s.prog, s.fix, baseName(s.kernel)}]
 		if len(orig) == 0 || len(fixed) == 0 {
 			t.Errorf("%s: no timings of %s in both variants (orig %d runs, %s %d runs)", s.id, s.kernel, len(orig), s.fix, len(fixed))
 			continue
