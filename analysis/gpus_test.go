@@ -37,7 +37,7 @@ func TestImbalanceWithinGPUs(t *testing.T) {
 	p := onGPUs(t, 2, []uint64{1000, 2000, 2000, 1000})
 	x := NewIndex(p)
 	gs := GPUsOf(p)
-	sp, ok := x.SplitByGPU(gs, x.Kernels[0], 1.1, 1.1)
+	sp, ok := SplitByGPU(p, gs, x.Kernels[0], 1.1, 1.1)
 	if !ok {
 		t.Fatal("no split")
 	}
@@ -77,7 +77,7 @@ func TestImbalanceBetweenGPUs(t *testing.T) {
 	p := onGPUs(t, 2, []uint64{3000, 1000, 3000, 1000})
 	x := NewIndex(p)
 	gs := GPUsOf(p)
-	sp, _ := x.SplitByGPU(gs, x.Kernels[0], 1.1, 1.1)
+	sp, _ := SplitByGPU(p, gs, x.Kernels[0], 1.1, 1.1)
 	// μ = 20000; GPU 0 mean 30000 (within 1), GPU 1 mean 10000;
 	// loads 60000 and 20000 against 40000.
 	if sp.Mean != 20000 || sp.Slowest != 0 || sp.SlowestGPU != 0 || !near(sp.Ratio, 1.5) || !near(sp.Within, 1) || !near(sp.Between, 1.5) ||
@@ -99,7 +99,7 @@ func TestImbalanceWithinAndBetweenGPUs(t *testing.T) {
 	p := onGPUs(t, 2, []uint64{4000, 1000, 2000, 1000})
 	x := NewIndex(p)
 	gs := GPUsOf(p)
-	sp, _ := x.SplitByGPU(gs, x.Kernels[0], 1.1, 1.1)
+	sp, _ := SplitByGPU(p, gs, x.Kernels[0], 1.1, 1.1)
 	if sp.Slowest != 0 || !near(sp.Ratio, 2) || !near(sp.Within, 4.0/3) || !near(sp.Between, 1.5) || !near(sp.Ratio, sp.Within*sp.Between) ||
 		sp.Where != "within and between GPUs" || len(sp.Per[0].Heavy) != 1 || len(sp.Per[1].Heavy) != 0 {
 		t.Fatalf("split %+v", sp)
@@ -117,7 +117,7 @@ func TestGPULoadWithBalancedRanks(t *testing.T) {
 	if as := Imbalance(x, DefaultImbalance); len(as) != 0 {
 		t.Fatalf("advice on balanced ranks: %+v", as)
 	}
-	sp, _ := x.SplitByGPU(GPUsOf(p), x.Kernels[0], 1.1, 1.1)
+	sp, _ := SplitByGPU(p, GPUsOf(p), x.Kernels[0], 1.1, 1.1)
 	if sp.Where != "" || !near(sp.MeanRatio, 1) || !near(sp.LoadRatio, 20000/15000.0) || sp.Per[0].Ranks != 2 || sp.Per[1].Ranks != 1 {
 		t.Fatalf("split %+v", sp)
 	}

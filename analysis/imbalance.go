@@ -235,12 +235,14 @@ func Imbalance(x *Index, th ImbalanceThresholds) []Advice {
 			st.Ranks, fmtNs(float64(st.Time.Raw.Max)), st.Time.Raw.ArgMax, fmtNs(mean), fmtNs(minOver(st, x, k)),
 			st.Launches.Imbalance(), fmtNs(st.InstanceMean), fmtNs(st.InstanceMin), fmtNs(st.InstanceMax), strings.Join(per, " "))
 		// Ranks sharing GPUs: is it the ranks of one GPU or the GPUs?
-		if sp, ok := x.SplitByGPU(gpus, k, th.MinRatio, th.Heavy); ok && sp.Where != "" {
+		if sp, ok := SplitByGPU(x.P, gpus, k, th.MinRatio, th.Heavy); ok && sp.Where != "" {
 			a.Hint += " " + sp.Sentence(gpus)
 			if h := sp.HeavyOn(gpus); h != "" {
 				a.Hint += " Heavy: " + h + "."
 			}
-			a.Evidence += "; " + sp.Evidence(gpus)
+			if !sp.OneRankPerGPU {
+				a.Evidence += "; " + sp.Evidence(gpus)
+			}
 		}
 		out = append(out, a)
 	}
@@ -322,11 +324,11 @@ type GPUSplit struct {
 	minRatio      float64
 }
 
-// SplitByGPU splits kernel context k's GPU time over ranks by GPU (ok
+// SplitByGPU splits kernel context k's GPU time in p (gs = GPUsOf(p)) over ranks by GPU (ok
 // false when the ranks' GPUs are not known, or there is one rank on one
 // GPU). minRatio decides which part counts as imbalanced, heavy names the
 // ranks above heavy × μ.
-func (x *Index) SplitByGPU(gs GPUs, k profile.NodeID, minRatio, heavy float64) (GPUSplit, bool) {
+func SplitByGPU(p *profile.Profile, gs GPUs, k profile.NodeID, minRatio, heavy float64) (GPUSplit, bool) {
 	if !gs.Grouped() {
 		return GPUSplit{}, false
 	}
@@ -338,7 +340,7 @@ func (x *Index) SplitByGPU(gs GPUs, k profile.NodeID, minRatio, heavy float64) (
 		s := &sp.Per[i]
 		s.GPU, s.Ranks, s.ArgMax = i, len(g.Ranks), -1
 		for _, r := range g.Ranks {
-			t := x.P.PerRank[r][k].Get(profile.GPUTime)
+			t := p.PerRank[r][k].Get(profile.GPUTime)
 			s.Sum += t
 			if s.ArgMax < 0 || t > s.Max {
 				s.Max, s.ArgMax = t, r
@@ -364,7 +366,7 @@ func (x *Index) SplitByGPU(gs GPUs, k profile.NodeID, minRatio, heavy float64) (
 	for i, g := range gs.List {
 		s := &sp.Per[i]
 		for _, r := range g.Ranks {
-			if float64(x.P.PerRank[r][k].Get(profile.GPUTime)) > heavy*sp.Mean {
+			if float64(p.PerRank[r][k].Get(profile.GPUTime)) > heavy*sp.Mean {
 				s.Heavy = append(s.Heavy, r)
 			}
 		}
