@@ -185,15 +185,20 @@ func GPUsOf(p *profile.Profile) GPUs {
 // kernel times only, or "" when no rank gave kernel times only (every
 // sampled rank had its GPU to itself, or no pass sampled).
 func (gs GPUs) SamplingNote() string {
-	var sampled, only []string
-	nOnly := 0
+	var sampled []string
+	var only []int32
 	for i, g := range gs.List {
 		for _, r := range g.Sampled {
-			sampled = append(sampled, fmt.Sprintf("%d (%s)", r, gs.Label(i)))
+			if len(sampled) == 8 {
+				sampled = append(sampled, "… (one per GPU)")
+			}
+			if len(sampled) < 8 {
+				sampled = append(sampled, fmt.Sprintf("%d (%s)", r, gs.Label(i)))
+			}
 		}
-		nOnly += len(g.TimesOnly)
-		only = append(only, rankInts(g.TimesOnly)...)
+		only = append(only, g.TimesOnly...)
 	}
+	nOnly := len(only)
 	if nOnly == 0 {
 		return ""
 	}
@@ -202,15 +207,42 @@ func (gs GPUs) SamplingNote() string {
 		s = strings.Join(sampled, ", ")
 	}
 	return fmt.Sprintf("one process per GPU is PC-sampled: ranks %s sampled; %d other rank%s gave kernel times only, as the policy has it, not a failure (ranks %s)",
-		s, nOnly, plural(nOnly), strings.Join(only, ", "))
+		s, nOnly, plural(nOnly), RankSet(only))
 }
 
-func rankInts(rs []int32) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = strconv.Itoa(int(r))
+// RankSet writes ranks compactly, sorting a copy: runs of three or more
+// with one stride as "0-7" (stride 1) or "0-62/2" (every second rank:
+// ranks spread over two GPUs by local rank), the rest one by one.
+func RankSet(rs []int32) string {
+	rs = append([]int32(nil), rs...)
+	sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		if i+1 < len(rs) {
+			d := rs[i+1] - rs[i]
+			for j+1 < len(rs) && rs[j+1]-rs[j] == d {
+				j++
+			}
+			switch {
+			case j-i >= 2 && d == 1:
+				parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
+				i = j + 1
+				continue
+			case j-i >= 2:
+				parts = append(parts, fmt.Sprintf("%d-%d/%d", rs[i], rs[j], d))
+				i = j + 1
+				continue
+			case j-i == 1 && d == 1:
+				parts = append(parts, fmt.Sprintf("%d,%d", rs[i], rs[j]))
+				i = j + 1
+				continue
+			}
+		}
+		parts = append(parts, fmt.Sprint(rs[i]))
+		i++
 	}
-	return out
+	return strings.Join(parts, ",")
 }
 
 // samplesOf says on which ranks' PC samples advice about kernel context k

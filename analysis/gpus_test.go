@@ -84,7 +84,7 @@ func TestImbalanceBetweenGPUs(t *testing.T) {
 		!near(sp.MeanRatio, 1.5) || !near(sp.LoadRatio, 1.5) || !near(sp.WithinMax, 1) || sp.Where != "between GPUs" {
 		t.Fatalf("split %+v", sp)
 	}
-	if h := sp.HeavyOn(gs); h != "rank 0 on GPU 0, rank 2 on GPU 0" {
+	if h := sp.HeavyOn(gs); h != "ranks 0,2 on GPU 0" {
 		t.Errorf("heavy %q", h)
 	}
 	a := Imbalance(x, DefaultImbalance)[0]

@@ -393,23 +393,23 @@ func SplitByGPU(p *profile.Profile, gs GPUs, k profile.NodeID, minRatio, heavy f
 	return sp, true
 }
 
-// HeavyOn names the heavy ranks with their GPUs: "rank 2 on GPU 0, rank
-// 1 on GPU 1" (by rank).
+// HeavyOn names the heavy ranks with their GPUs, by lowest rank: "rank
+// 1 on GPU 1, rank 2 on GPU 0" (at most 8 GPUs).
 func (sp GPUSplit) HeavyOn(gs GPUs) string {
-	type rg struct {
-		r int32
-		g int
-	}
-	var hs []rg
+	var per []GPUShare
 	for _, s := range sp.Per {
-		for _, r := range s.Heavy {
-			hs = append(hs, rg{r, s.GPU})
+		if len(s.Heavy) > 0 {
+			per = append(per, s)
 		}
 	}
-	sort.Slice(hs, func(i, j int) bool { return hs[i].r < hs[j].r })
-	parts := make([]string, len(hs))
-	for i, h := range hs {
-		parts[i] = fmt.Sprintf("rank %d on %s", h.r, gs.Label(h.g))
+	sort.Slice(per, func(i, j int) bool { return per[i].Heavy[0] < per[j].Heavy[0] })
+	var parts []string
+	for i, s := range per {
+		if i == 8 {
+			parts = append(parts, fmt.Sprintf("and on %d more GPUs", len(per)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("rank%s %s on %s", plural(len(s.Heavy)), RankSet(s.Heavy), gs.Label(s.GPU)))
 	}
 	return strings.Join(parts, ", ")
 }

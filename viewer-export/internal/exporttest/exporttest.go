@@ -73,14 +73,16 @@ func Extra(r int32, seq uint32) *profile.Profile {
 	return extra(r, seq, slow)
 }
 
-// MultiGPU returns the merged, sealed profile of ranks 0..ranks-1 spread
-// over gpus GPUs of one host by rank (GPU r mod gpus, as MPI codes bind
-// local ranks), measured in PC sampling (and redundancy): the lowest rank
-// of each GPU sampled it, the others gave kernel times only (one process
-// per GPU). The heavy ranks take three times the others' time in the
-// stencil kernel.
-func MultiGPU(ranks, gpus int, heavy ...int32) *profile.Profile {
+// MultiGPU returns the merged, sealed profile of ranks 0..ranks-1 on
+// `hosts` hosts (consecutive ranks per host, as mpirun fills slots), each
+// host's ranks spread over its gpus GPUs by local rank (GPU = local rank
+// mod gpus, as MPI codes bind them), measured in PC sampling (and
+// redundancy): the lowest local rank of each GPU sampled it, the others
+// gave kernel times only (one process per GPU). The heavy ranks take
+// three times the others' time in the stencil kernel.
+func MultiGPU(ranks, hosts, gpus int, heavy ...int32) *profile.Profile {
 	p := profile.New(Job)
+	perHost := (ranks + hosts - 1) / hosts
 	for r := int32(0); r < int32(ranks); r++ {
 		must(p.Merge(proftest.Item(Job, 7, Shape, r, 0, false, 0)))
 		slow := uint64(1)
@@ -91,23 +93,27 @@ func MultiGPU(ranks, gpus int, heavy ...int32) *profile.Profile {
 		}
 		x := extra(r, 1, slow)
 		ri := x.Ranks[r]
-		d := int(r) % gpus
+		h, local := int(r)/perHost, int(r)%perHost
+		d := local % gpus
 		ri.Device = fmt.Sprint(d)
-		ri.GPUUUID = GPUUUID(d)
+		ri.GPUUUID = GPUUUID(h, d)
 		ri.Mode = "pcsampling+redundancy"
 		ri.PCSampling = "sampled"
-		if int(r) >= gpus {
+		if local >= gpus {
 			ri.PCSampling = "kernel times only: another process PC-samples " + ri.GPUUUID
 		}
 		must(p.Merge(x))
 		must(p.Merge(proftest.Item(Job, 7, Shape, r, 2, true, 2)))
+		p.Ranks[r].Host = fmt.Sprintf("gpu%02d", h) // the items' hosts follow another layout
 	}
 	must(p.Validate())
 	return p
 }
 
-// GPUUUID is the UUID MultiGPU gives GPU d.
-func GPUUUID(d int) string { return fmt.Sprintf("GPU-%08x-5e17-4c3a-9d1e-%012x", 0x3f2a1b90+d, d) }
+// GPUUUID is the UUID MultiGPU gives GPU d of host h.
+func GPUUUID(h, d int) string {
+	return fmt.Sprintf("GPU-%08x-5e17-4c3a-9d1e-%012x", 0x3f2a1b90+16*h+d, d)
+}
 
 func extra(r int32, seq uint32, slow uint64) *profile.Profile {
 	p := profile.New(Job)

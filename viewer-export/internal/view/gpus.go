@@ -2,7 +2,6 @@ package view
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"gpuprof/analysis"
@@ -74,40 +73,8 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// RankSet writes ranks compactly, sorting a copy: runs of three or more
-// with one stride as "0-7" (stride 1) or "0-62/2" (every second rank:
-// ranks spread over two GPUs by local rank), the rest one by one.
-func RankSet(rs []int32) string {
-	rs = append([]int32(nil), rs...)
-	sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
-	var parts []string
-	for i := 0; i < len(rs); {
-		j := i
-		if i+1 < len(rs) {
-			d := rs[i+1] - rs[i]
-			for j+1 < len(rs) && rs[j+1]-rs[j] == d {
-				j++
-			}
-			switch {
-			case j-i >= 2 && d == 1:
-				parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
-				i = j + 1
-				continue
-			case j-i >= 2:
-				parts = append(parts, fmt.Sprintf("%d-%d/%d", rs[i], rs[j], d))
-				i = j + 1
-				continue
-			case j-i == 1 && d == 1:
-				parts = append(parts, fmt.Sprintf("%d,%d", rs[i], rs[j]))
-				i = j + 1
-				continue
-			}
-		}
-		parts = append(parts, fmt.Sprint(rs[i]))
-		i++
-	}
-	return strings.Join(parts, ",")
-}
+// RankSet writes ranks compactly (analysis.RankSet).
+func RankSet(rs []int32) string { return analysis.RankSet(rs) }
 
 // GPUSummary is the provenance's line on GPUs: "2 GPUs on 1 host, 2
 // ranks each" ("" when the ranks' GPUs are not known).
