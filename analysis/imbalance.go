@@ -244,9 +244,38 @@ func Imbalance(x *Index, th ImbalanceThresholds) []Advice {
 				a.Evidence += "; " + sp.Evidence(gpus)
 			}
 		}
+		if note := sampledHeavy(gpus, heavy); note != "" {
+			a.Evidence += "; " + note
+		}
 		out = append(out, a)
 	}
 	return out
+}
+
+// sampledHeavy warns when heavy ranks were PC-sampled while other ranks
+// gave kernel times only: sampling (serialized, per kernel) lengthens the
+// sampled ranks' kernels, so their times and the others' are not measured
+// alike ("" otherwise).
+func sampledHeavy(gs GPUs, heavy []int32) string {
+	sampled := map[int32]bool{}
+	only := 0
+	for _, g := range gs.List {
+		for _, r := range g.Sampled {
+			sampled[r] = true
+		}
+		only += len(g.TimesOnly)
+	}
+	var hs []int32
+	for _, r := range heavy {
+		if sampled[r] {
+			hs = append(hs, r)
+		}
+	}
+	if len(hs) == 0 || only == 0 {
+		return ""
+	}
+	return fmt.Sprintf("heavy rank%s %s PC-sampled %s GPU%s, which lengthens kernels, while %d rank%s gave kernel times only: compare with a pass without PC sampling before rebalancing",
+		plural(len(hs)), joinRanks(hs), map[bool]string{true: "their", false: "its"}[len(hs) > 1], plural(len(hs)), only, plural(only))
 }
 
 // minOver is the smallest time of any rank, 0 if some rank did not run the
