@@ -121,6 +121,12 @@ func TestMultiGPUReplay(t *testing.T) {
 	if !strings.Contains(stderr.String(), "4 of 4 ranks reported, 0 incomplete") {
 		t.Errorf("not every rank completed:\n%s", stderr.String())
 	}
+	// The figures docs/scale.md's two-GPU table takes from run's log.
+	if m := costLine.FindStringSubmatch(stderr.String()); m == nil || m[3] != "4" {
+		t.Errorf("run's summary lacks its cost line:\n%s", stderr.String())
+	} else {
+		t.Log(m[0])
+	}
 	p, err := profile.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
