@@ -199,3 +199,17 @@ func TestSampledRanksNote(t *testing.T) {
 		t.Errorf("imbalance advice %+v", imb)
 	}
 }
+
+func TestRankSet(t *testing.T) {
+	for _, c := range []struct {
+		in   []int32
+		want string
+	}{
+		{nil, ""}, {[]int32{3}, "3"}, {[]int32{1, 0}, "0,1"}, {[]int32{0, 1, 2, 3}, "0-3"},
+		{[]int32{0, 2, 4, 6, 8}, "0-8/2"}, {[]int32{1, 3, 5, 6, 7, 8}, "1-5/2,6-8"}, {[]int32{0, 5, 9}, "0,5,9"},
+	} {
+		if got := RankSet(c.in); got != c.want {
+			t.Errorf("RankSet(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -186,7 +186,7 @@ func provenanceRows(p *profile.Profile, pv view.Provenance, gs analysis.GPUs) []
 				parts = append(parts, s)
 			}
 		}
-		return strings.Join(parts, " · ")
+		return strings.Join(parts, "\u00a0·\u00a0") // no break inside
 	}
 	one := func(r int32) rankRow {
 		ri := p.Ranks[r]

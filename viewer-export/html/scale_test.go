@@ -192,8 +192,8 @@ func TestMultiGPUGrouping(t *testing.T) {
 		"64 ranks on 1 hosts and 2 GPUs, grouped by host and GPU",
 		`<div class="caller split">imbalance within GPUs: `,
 		`"name":"gpu00 · GPU 0","n":32`,
-		`<td class="mono">1 · GPU-3f2a1b91</td><td>sampled</td>`,
-		`<td>3</td><td>gpu00</td><td>NVIDIA H100 80GB HBM3</td><td class="mono">1 · GPU-3f2a1b91</td><td>kernel times only</td>`,
+		"<td class=\"mono\">1\u00a0·\u00a0GPU-3f2a1b91</td><td>sampled</td>",
+		"<td>3</td><td>gpu00</td><td>NVIDIA H100 80GB HBM3</td><td class=\"mono\">1\u00a0·\u00a0GPU-3f2a1b91</td><td>kernel times only</td>",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -202,7 +202,7 @@ func TestMultiGPUGrouping(t *testing.T) {
 	// Past groupRanksAbove ranks, one provenance row per GPU of a host.
 	p = exporttest.MultiGPU(groupRanksAbove+2, 1, 2, 1, 2)
 	rows := provenanceRows(p, view.ProvenanceOf(p), analysis.GPUsOf(p))
-	if len(rows) != 2 || rows[0].Rank != "0-64/2" || rows[0].PCS != "rank 0 sampled, ranks 2-64/2 kernel times only" || rows[0].Device != "0 · GPU-3f2a1b90" {
+	if len(rows) != 2 || rows[0].Rank != "0-64/2" || rows[0].PCS != "rank 0 sampled, ranks 2-64/2 kernel times only" || rows[0].Device != "0\u00a0·\u00a0GPU-3f2a1b90" {
 		t.Errorf("grouped rows %+v", rows)
 	}
 	if testing.Short() {
