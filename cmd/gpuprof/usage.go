@@ -38,7 +38,7 @@ func runCost(stats *reducer.TreeStats, ranks int, embedded bool) string {
 		sys := time.Duration(ru.Stime.Nano())
 		// Maxrss is in KiB on Linux.
 		parts = append(parts, fmt.Sprintf("gpuprof run's own process (%s): CPU %.2fs (user %.2fs + sys %.2fs), peak RSS %.1f MiB",
-			what, (user + sys).Seconds(), user.Seconds(), sys.Seconds(), float64(ru.Maxrss)/1024))
+			what, (user+sys).Seconds(), user.Seconds(), sys.Seconds(), float64(ru.Maxrss)/1024))
 	}
 	return "gpuprof: " + strings.Join(parts, "; ")
 }
