@@ -52,6 +52,11 @@ type Advice struct {
 	// SpeedupNA says why no speedup is shown although the model gave one
 	// (the estimate exceeded what the model can justify; Speedup is 0).
 	SpeedupNA string
+	// SampledRanks are the ranks whose PC samples the advice rests on,
+	// for advice built from PC samples when the profile records which
+	// ranks' GPUs were sampled (one process per GPU is: the others give
+	// kernel times only).
+	SampledRanks []int32
 
 	red    *redInfo    // what the speedup estimate of a redundancy insight needs
 	static []staticRef // the instructions a static finding flags

@@ -118,8 +118,10 @@ func Advise(p *profile.Profile, mods ModuleSource, opts Options) ([]Advice, erro
 		}
 	}
 	out = dropWaiting(x, out, waiting, waitFns)
+	gpus := GPUsOf(p)
 	for i := range out {
 		out[i].Phase = x.advicePhase(out[i])
+		noteSampledRanks(x, gpus, &out[i])
 	}
 	SortAdvice(out)
 	if opts.Top > 0 && len(out) > opts.Top {

@@ -347,6 +347,7 @@ func runJob(cfg jobConfig) error {
 		}
 	}
 	writeSummary(os.Stderr, cfg.Out, p, adv, cfg.Ranks, exit)
+	fmt.Fprintln(os.Stderr, runCost(res.stats, len(p.Items), emb != nil))
 	if exit != 0 {
 		return exitError{exit}
 	}

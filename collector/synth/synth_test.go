@@ -132,3 +132,34 @@ func TestParsePattern(t *testing.T) {
 		t.Error("unknown pattern accepted")
 	}
 }
+
+// Four ranks on two GPUs of one host in PC sampling: ranks 0 and 1 sample
+// their GPUs (0 and 1), ranks 2 and 3 share them, say so in HELLO and
+// carry kernel times but no PC samples; the heavy ranks launch more.
+func TestMultiGPUStreams(t *testing.T) {
+	o := Options{Ranks: 4, Seed: 3, Mode: rawstream.ModePCSampling, KernelSampling: 1, GPUs: 2, Heavy: []int{1, 2}, Imbalance: 1}
+	var launches [4]int
+	uuids := map[int32]string{}
+	for r := 0; r < 4; r++ {
+		fs := decode(t, write(t, r, o))
+		h := fs[rawstream.KindHello][0].(*rawstream.Hello)
+		elsewhere := h.Flags&rawstream.HelloPCSElsewhere != 0
+		if h.Device != int32(r%2) || h.Host != "synth00" || elsewhere != (r >= 2) {
+			t.Errorf("rank %d: device %d host %s flags %#x", r, h.Device, h.Host, h.Flags)
+		}
+		if u, ok := uuids[h.Device]; ok && u != h.GPUUUID {
+			t.Errorf("rank %d: GPU %d has UUID %s, another rank saw %s", r, h.Device, h.GPUUUID, u)
+		}
+		uuids[h.Device] = h.GPUUUID
+		if n := len(fs[rawstream.KindPCSamples]); (n == 0) != elsewhere || (len(fs[rawstream.KindStallReasons]) == 0) != elsewhere {
+			t.Errorf("rank %d: %d PC_SAMPLES frames, PC-sampled elsewhere %v", r, n, elsewhere)
+		}
+		if len(fs[rawstream.KindKernelEnd]) == 0 {
+			t.Errorf("rank %d: no kernel times", r)
+		}
+		launches[r] = len(fs[rawstream.KindLaunch])
+	}
+	if uuids[0] == uuids[1] || launches[1] <= launches[0] || launches[2] != launches[1] || launches[3] != launches[0] {
+		t.Errorf("UUIDs %v, launches %v: want two GPUs and ranks 1 and 2 heavy", uuids, launches)
+	}
+}

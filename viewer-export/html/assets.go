@@ -51,11 +51,11 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <section id="heatmap">
 <h2>GPU time per rank and kernel context</h2>
 {{if .Heat.Rows}}
-<p class="muted">Each row is a kernel launch context and each cell a rank: {{.Heat.Ranks}} ranks on {{.Heat.Hosts}} hosts, grouped by host (a line or a gap between hosts). Red cells are ranks slower than the row's mean (full red at 1.5x the mean), blue cells faster (full blue at 0.5x); max/mean of 1.2 and above is flagged. Cells shrink with the number of ranks, then wrap into bands of ranks; hover a cell for its rank, host and time.</p>
+<p class="muted">Each row is a kernel launch context and each cell a rank: {{.Heat.Ranks}} ranks on {{.Heat.Hosts}} hosts{{if .Heat.GPUs}} and {{.Heat.GPUs}} GPUs, grouped by host and GPU (a line or a gap between GPUs){{else}}, grouped by host (a line or a gap between hosts){{end}}. Red cells are ranks slower than the row's mean (full red at 1.5x the mean), blue cells faster (full blue at 0.5x); max/mean of 1.2 and above is flagged. Cells shrink with the number of ranks, then wrap into bands of ranks; hover a cell for its rank, host and time.</p>
 <div class="heat-wrap"><table class="heat">
 <colgroup><col class="c-name"><col><col class="c-num"><col class="c-num"><col class="c-slow"></colgroup>
 <thead><tr><th>kernel</th><th class="strip"><canvas id="heat-axis" class="heat-axis"></canvas></th><th class="r">mean</th><th class="r">max/mean</th><th class="r">slowest</th></tr></thead>
-<tbody>{{range $i, $r := .Heat.Rows}}<tr{{if .Hot}} class="hot"{{end}}><td class="name" title="{{.Caller}}">{{.Kernel}}<div class="caller">{{.Caller}}</div></td><td class="strip"><canvas class="heat-strip" data-row="{{$i}}"></canvas></td><td class="r">{{.Mean}}</td><td class="r ratio">{{.Ratio}}</td><td class="r">rank {{.Slowest}}</td></tr>{{end}}</tbody>
+<tbody>{{range $i, $r := .Heat.Rows}}<tr{{if .Hot}} class="hot"{{end}}><td class="name" title="{{.Caller}}">{{.Kernel}}<div class="caller">{{.Caller}}</div>{{with .Split}}<div class="caller split">{{.}}</div>{{end}}</td><td class="strip"><canvas class="heat-strip" data-row="{{$i}}"></canvas></td><td class="r">{{.Mean}}</td><td class="r ratio">{{.Ratio}}</td><td class="r"{{with .SlowestGPU}} title="{{.}}"{{end}}>rank {{.Slowest}}{{with .SlowestGPU}}<div class="caller">{{.}}</div>{{end}}</td></tr>{{end}}</tbody>
 </table><div id="heat-tip" class="tip" hidden></div></div>
 <script type="application/json" id="heat-data">{{.Heat.Data}}</script>
 {{else}}<p class="muted">No per-rank kernel time in this profile.</p>{{end}}
@@ -97,8 +97,14 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 
 <section id="provenance">
 <h2>Provenance</h2>
-<div class="{{if gt (len .Ranks) 32}}prov-scroll{{end}}"><table class="grid"><thead><tr><th>rank</th><th>host</th><th>GPU</th><th>mode</th><th>source</th><th>sampling</th><th class="r">launches traced</th><th class="r">records</th><th class="r">dropped</th><th>status</th></tr></thead><tbody>
-{{range .Ranks}}<tr{{if .Bad}} class="worse"{{end}}><td>{{.Rank}}</td><td>{{.Host}}</td><td>{{.GPU}}</td><td>{{.Mode}}</td><td>{{.Source}}</td><td>{{.Sampling}}</td><td class="r">{{.Launches}}</td><td class="r">{{.Records}}</td><td class="r{{if .Dropped}} warn{{end}}">{{.Dropped}}</td><td>{{.Status}}</td></tr>{{end}}
+{{if .GPUs}}<h3>Ranks by host and GPU</h3>
+<div class="{{if gt (len .GPUs) 32}}prov-scroll{{end}}"><table class="grid" id="gpus"><thead><tr><th>host</th><th>GPU</th><th>UUID</th><th>name</th><th>ranks</th><th class="r">count</th>{{if $.HasPCS}}<th>PC sampling</th>{{end}}</tr></thead><tbody>
+{{range .GPUs}}<tr><td>{{.Host}}</td><td>{{.Device}}</td><td class="mono">{{.UUID}}</td><td>{{.Name}}</td><td>{{.Ranks}}</td><td class="r">{{.NRanks}}</td>{{if $.HasPCS}}<td>{{.Sampling}}</td>{{end}}</tr>{{end}}
+</tbody></table></div>
+{{if $.HasPCS}}<p class="muted small">CUPTI PC-samples one process per GPU: the first rank of the job to create a context on a GPU samples it, the others give kernel times only (by policy, not a failure).</p>{{end}}
+<h3>Ranks</h3>{{end}}
+<div class="{{if gt (len .Ranks) 32}}prov-scroll{{end}}"><table class="grid"><thead><tr><th>rank</th><th>host</th><th>GPU</th>{{if .GPUs}}<th>device</th>{{end}}{{if .HasPCS}}<th>PC sampling</th>{{end}}<th>mode</th><th>source</th><th>sampling</th><th class="r">launches traced</th><th class="r">records</th><th class="r">dropped</th><th>status</th></tr></thead><tbody>
+{{range .Ranks}}<tr{{if .Bad}} class="worse"{{end}}><td>{{.Rank}}</td><td>{{.Host}}</td><td>{{.GPU}}</td>{{if $.GPUs}}<td class="mono">{{.Device}}</td>{{end}}{{if $.HasPCS}}<td>{{.PCS}}</td>{{end}}<td>{{.Mode}}</td><td>{{.Source}}</td><td>{{.Sampling}}</td><td class="r">{{.Launches}}</td><td class="r">{{.Records}}</td><td class="r{{if .Dropped}} warn{{end}}">{{.Dropped}}</td><td>{{.Status}}</td></tr>{{end}}
 </tbody></table></div>
 <h3>Metrics</h3>
 <table class="kv">{{range .Metrics}}<tr><th class="mono">{{.K}}</th><td>{{.V}}</td></tr>{{end}}</table>

@@ -69,6 +69,8 @@ type data struct {
 	Prov       view.Provenance
 	Summary    []kv
 	Ranks      []rankRow
+	GPUs       []view.GPURow // host → GPU → ranks, when that says more than the rank list
+	HasPCS     bool          // some rank has a PC-sampling state
 	Advice     []adviceRow
 	AdviceMore int         // cards folded away
 	Waiting    []adviceRow // notes on waiting kernels (no advice)
@@ -91,6 +93,8 @@ type kv struct{ K, V string }
 type rankRow struct {
 	Rank                                                 string // a rank, or a host's ranks as ranges
 	Host, GPU, Mode, Source, Sampling, Launches, Records string
+	Device                                               string // CUDA ordinal · short UUID
+	PCS                                                  string // PC-sampling state (view.RankSampling)
 	Dropped                                              uint64
 	Status                                               string
 	Bad                                                  bool
@@ -186,7 +190,22 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	if pv.SamplesDropped > 0 {
 		d.Summary = append(d.Summary, kv{"PC samples", fmt.Sprintf("%d dropped by the GPU's sampling hardware", pv.SamplesDropped)})
 	}
-	d.Ranks = provenanceRows(p, pv)
+	gs := analysis.GPUsOf(p)
+	if gs.Grouped() {
+		d.Summary = append(d.Summary, kv{"GPUs", view.GPUSummary(gs) + " (Provenance groups the ranks by host and GPU)"})
+		// With a GPU per rank past groupRanksAbove ranks, the host rows
+		// of the rank table name the GPUs.
+		if gs.Shared() || len(gs.List) <= groupRanksAbove {
+			d.GPUs = view.GPURows(gs)
+		}
+	}
+	if l := gs.SamplingNote(); l != "" {
+		d.Summary = append(d.Summary, kv{"PC sampling", l})
+	}
+	d.Ranks = provenanceRows(p, pv, gs)
+	for _, r := range d.Ranks {
+		d.HasPCS = d.HasPCS || r.PCS != ""
+	}
 	for i, g := range adviceGroups(p, text.Advice(advice)) {
 		a := g[0]
 		row := card(p, a, i+1)

@@ -8,9 +8,9 @@ import (
 	"sort"
 	"strings"
 
+	"gpuprof/analysis"
 	"gpuprof/profile"
 	"gpuprof/viewer-export/internal/view"
-	"gpuprof/viewer-export/text"
 )
 
 // The per-rank views at scale: the heatmap draws every rank of every
@@ -26,12 +26,16 @@ const groupRanksAbove = 64
 type heatRow struct {
 	Kernel, Caller, Mean, Ratio, Slowest string
 	Hot                                  bool
+	// SlowestGPU and Split, when ranks share GPUs: the slowest rank's GPU
+	// and whether the imbalance is within GPUs or between them.
+	SlowestGPU, Split string
 }
 
 type heat struct {
 	Rows  []heatRow
 	Ranks int
 	Hosts int
+	GPUs  int // GPUs when ranks share them (columns grouped by GPU), else 0
 	// Data is the strips' JSON for the page's script: column order
 	// (ranks grouped by host), host groups, and per row the values and
 	// their mean.
@@ -45,9 +49,13 @@ type heatData struct {
 	Rows  []heatVal `json:"rows"`
 }
 
+// hostRun is a run of columns: a host's ranks, or the ranks of one GPU
+// of a host.
 type hostRun struct {
 	Name  string `json:"name"`
 	Count int    `json:"n"`
+	host  string
+	gpu   int // index in analysis.GPUs.List, -1 for a whole host
 }
 
 type heatVal struct {
@@ -56,15 +64,24 @@ type heatVal struct {
 }
 
 // rankOrder orders the ranks by host (hosts in order of their lowest
-// rank), then by rank, and returns the host runs.
-func rankOrder(p *profile.Profile) ([]int32, []hostRun) {
+// rank), then by GPU when ranks share GPUs, then by rank, and returns the
+// runs of consecutive columns: one per host, or one per GPU of each host
+// when ranks share GPUs (host → GPU → ranks).
+func rankOrder(p *profile.Profile, gs analysis.GPUs) ([]int32, []hostRun) {
 	ranks := p.SortedRanks()
+	byGPU := gs.Known && gs.Shared()
 	first := map[string]int32{}
 	host := func(r int32) string {
 		if ri := p.Ranks[r]; ri != nil {
 			return ri.Host
 		}
 		return ""
+	}
+	gpu := func(r int32) int {
+		if i, ok := gs.Of[r]; ok && byGPU {
+			return i
+		}
+		return -1
 	}
 	for _, r := range ranks {
 		if _, ok := first[host(r)]; !ok {
@@ -76,12 +93,24 @@ func rankOrder(p *profile.Profile) ([]int32, []hostRun) {
 		if hi != hj {
 			return first[hi] < first[hj]
 		}
+		if gi, gj := gpu(ranks[i]), gpu(ranks[j]); gi != gj {
+			return gi < gj
+		}
 		return ranks[i] < ranks[j]
 	})
 	var runs []hostRun
 	for i, r := range ranks {
-		if i == 0 || host(r) != host(ranks[i-1]) {
-			runs = append(runs, hostRun{Name: host(r)})
+		if i == 0 || host(r) != host(ranks[i-1]) || gpu(r) != gpu(ranks[i-1]) {
+			run := hostRun{Name: host(r), host: host(r), gpu: gpu(r)}
+			if run.gpu >= 0 {
+				g := gs.List[run.gpu]
+				dev := g.Device
+				if dev == "" {
+					dev = analysis.ShortUUID(g.UUID)
+				}
+				run.Name = strings.TrimPrefix(host(r)+" · GPU "+dev, " · ")
+			}
+			runs = append(runs, run)
 		}
 		runs[len(runs)-1].Count++
 	}
@@ -89,16 +118,31 @@ func rankOrder(p *profile.Profile) ([]int32, []hostRun) {
 }
 
 func heatmap(p *profile.Profile, kernels []view.Kernel, top int) heat {
-	order, runs := rankOrder(p)
-	h := heat{Ranks: len(order), Hosts: len(runs)}
+	gs := analysis.GPUsOf(p)
+	order, runs := rankOrder(p, gs)
+	h := heat{Ranks: len(order), Hosts: gs.Hosts}
+	if gs.Known && gs.Shared() {
+		h.GPUs = len(gs.List)
+	}
+	splits := view.SplitKernels(p, kernels)
 	d := heatData{Ranks: order, Hosts: runs}
 	for i, k := range kernels {
 		if i == top || k.Imbalance.Max == 0 {
 			break
 		}
 		im := k.Imbalance
-		h.Rows = append(h.Rows, heatRow{Kernel: k.Name, Caller: k.Caller, Mean: view.Duration(im.Mean), Ratio: fmt.Sprintf("%.2f", im.Ratio()),
-			Slowest: fmt.Sprint(im.ArgMax), Hot: im.Ratio() >= 1.2})
+		row := heatRow{Kernel: k.Name, Caller: k.Caller, Mean: view.Duration(im.Mean), Ratio: fmt.Sprintf("%.2f", im.Ratio()),
+			Slowest: fmt.Sprint(im.ArgMax), Hot: im.Ratio() >= 1.2}
+		if sp, ok := splits[k.Node]; ok && gs.Shared() {
+			if g, ok := gs.Of[im.ArgMax]; ok {
+				row.SlowestGPU = gs.Label(g)
+			}
+			row.Split = "balanced across GPUs"
+			if sp.Where != "" {
+				row.Split = fmt.Sprintf("imbalance %s: %.2f = %.2f within %s × %.2f between", sp.Where, sp.Ratio, sp.Within, gs.Label(sp.SlowestGPU), sp.Between)
+			}
+		}
+		h.Rows = append(h.Rows, row)
 		v := heatVal{Mean: math.Round(im.Mean*10) / 10}
 		for _, r := range order {
 			v.Values = append(v.Values, im.PerRank[r])
@@ -126,12 +170,27 @@ func hostList(hosts []string) string {
 }
 
 // provenanceRows are the provenance table's rows: one per rank, or past
-// groupRanksAbove ranks one per host (its ranks as ranges) with every
-// incomplete rank on a row of its own.
-func provenanceRows(p *profile.Profile, pv view.Provenance) []rankRow {
+// groupRanksAbove ranks one per host, or per GPU of a host when ranks
+// share GPUs (its ranks as ranges), with every incomplete rank on a row of
+// its own.
+func provenanceRows(p *profile.Profile, pv view.Provenance, gs analysis.GPUs) []rankRow {
+	device := func(r int32) string {
+		i, ok := gs.Of[r]
+		if !ok || !gs.Known {
+			return ""
+		}
+		g := gs.List[i]
+		var parts []string
+		for _, s := range []string{g.Device, analysis.ShortUUID(g.UUID)} {
+			if s != "" {
+				parts = append(parts, s)
+			}
+		}
+		return strings.Join(parts, "\u00a0·\u00a0") // no break inside
+	}
 	one := func(r int32) rankRow {
 		ri := p.Ranks[r]
-		row := rankRow{Rank: fmt.Sprint(r), Host: ri.Host, GPU: ri.GPU, Mode: ri.Mode, Source: ri.Source,
+		row := rankRow{Rank: fmt.Sprint(r), Host: ri.Host, GPU: ri.GPU, Device: device(r), PCS: view.RankSampling(ri), Mode: ri.Mode, Source: ri.Source,
 			Sampling: fmt.Sprintf("1/%d blocks, 1/%d launches", ri.BlockP, ri.KernelK),
 			Launches: fmt.Sprintf("%d / %d", ri.LaunchesTraced, ri.Launches), Records: view.Count(float64(ri.Records)),
 			Dropped: ri.Dropped + ri.HostDropped, Status: "complete"}
@@ -148,15 +207,15 @@ func provenanceRows(p *profile.Profile, pv view.Provenance) []rankRow {
 		}
 		return rows
 	}
-	order, runs := rankOrder(p)
+	order, runs := rankOrder(p, gs)
 	var rows []rankRow
 	i := 0
 	for _, run := range runs {
 		group := order[i : i+run.Count]
 		i += run.Count
-		var ok []int32
+		var ok, sampled, timesOnly []int32
 		var launches, traced, records, dropped uint64
-		gpus, modes, sources, sampling := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+		gpus, modes, sources, sampling, devices := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 		for _, r := range group {
 			if _, bad := pv.Incomplete[r]; bad {
 				rows = append(rows, one(r))
@@ -168,13 +227,20 @@ func provenanceRows(p *profile.Profile, pv view.Provenance) []rankRow {
 			traced += ri.LaunchesTraced
 			records += ri.Records
 			dropped += ri.Dropped + ri.HostDropped
-			gpus[ri.GPU], modes[ri.Mode], sources[ri.Source] = true, true, true
+			gpus[ri.GPU], modes[ri.Mode], sources[ri.Source], devices[device(r)] = true, true, true, true
+			switch view.RankSampling(ri) {
+			case "sampled":
+				sampled = append(sampled, r)
+			case "kernel times only":
+				timesOnly = append(timesOnly, r)
+			}
 			sampling[fmt.Sprintf("1/%d blocks, 1/%d launches", ri.BlockP, ri.KernelK)] = true
 		}
 		if len(ok) == 0 {
 			continue
 		}
-		rows = append(rows, rankRow{Rank: text.RankRanges(ok), Host: run.Name, GPU: keys(gpus), Mode: keys(modes), Source: keys(sources),
+		pcs := view.SamplingOf(analysis.GPU{Sampled: sampled, TimesOnly: timesOnly})
+		rows = append(rows, rankRow{Rank: view.RankSet(ok), Host: run.host, GPU: keys(gpus), Device: keys(devices), PCS: pcs, Mode: keys(modes), Source: keys(sources),
 			Sampling: keys(sampling), Launches: fmt.Sprintf("%d / %d", traced, launches), Records: view.Count(float64(records)),
 			Dropped: dropped, Status: fmt.Sprintf("complete (%d ranks)", len(ok))})
 	}

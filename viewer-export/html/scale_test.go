@@ -16,6 +16,7 @@ import (
 	"gpuprof/analysis"
 	"gpuprof/profile"
 	"gpuprof/viewer-export/internal/exporttest"
+	"gpuprof/viewer-export/internal/view"
 	"gpuprof/viewer-export/text"
 )
 
@@ -164,5 +165,53 @@ func TestSiblingAdviceOneItem(t *testing.T) {
 	}
 	if len(seen) == 0 || !strings.Contains(objs, `class="use"`) {
 		t.Errorf("no data object, or none used by several kernel contexts: %d objects", len(seen))
+	}
+}
+
+// TestMultiGPUGrouping: 64 ranks on two GPUs of one host (ranks spread by
+// local rank, one PC-sampled per GPU, heavy ranks 1 and 2): the provenance
+// groups ranks by host and GPU and says who was sampled, the heatmap's
+// columns run by GPU and each row says whether its imbalance is within or
+// between GPUs; in Chromium the heatmap draws without console errors.
+func TestMultiGPUGrouping(t *testing.T) {
+	p := exporttest.MultiGPU(64, 1, 2, 1, 2)
+	adv, err := analysis.Advise(p, nil, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Write(&b, p, adv, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		"2 GPUs on 1 host, 32 ranks each",
+		"ranks 0 (GPU 0), 1 (GPU 1) sampled; 62 other ranks gave kernel times only",
+		`<tr><td>gpu00</td><td>0</td><td class="mono">GPU-3f2a1b90</td><td>NVIDIA H100 80GB HBM3</td><td>0-62/2</td><td class="r">32</td><td>rank 0 sampled, ranks 2-62/2 kernel times only</td></tr>`,
+		`<tr><td>gpu00</td><td>1</td><td class="mono">GPU-3f2a1b91</td><td>NVIDIA H100 80GB HBM3</td><td>1-63/2</td><td class="r">32</td><td>rank 1 sampled, ranks 3-63/2 kernel times only</td></tr>`,
+		"64 ranks on 1 hosts and 2 GPUs, grouped by host and GPU",
+		`<div class="caller split">imbalance within GPUs: `,
+		`"name":"gpu00 · GPU 0","n":32`,
+		"<td class=\"mono\">1\u00a0·\u00a0GPU-3f2a1b91</td><td>sampled</td>",
+		"<td>3</td><td>gpu00</td><td>NVIDIA H100 80GB HBM3</td><td class=\"mono\">1\u00a0·\u00a0GPU-3f2a1b91</td><td>kernel times only</td>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// Past groupRanksAbove ranks, one provenance row per GPU of a host.
+	p = exporttest.MultiGPU(groupRanksAbove+2, 1, 2, 1, 2)
+	rows := provenanceRows(p, view.ProvenanceOf(p), analysis.GPUsOf(p))
+	if len(rows) != 2 || rows[0].Rank != "0-64/2" || rows[0].PCS != "rank 0 sampled, ranks 2-64/2 kernel times only" || rows[0].Device != "0\u00a0·\u00a0GPU-3f2a1b90" {
+		t.Errorf("grouped rows %+v", rows)
+	}
+	if testing.Short() {
+		return
+	}
+	file := filepath.Join(t.TempDir(), "report.html")
+	os.WriteFile(file, b.Bytes(), 0o644)
+	dom := headless(t, file, 1400, 2000)
+	if !strings.Contains(dom, `data-heat-overflow="false"`) || !strings.Contains(dom, "data-heat-layout=") {
+		t.Error("heatmap not drawn within the window")
 	}
 }

@@ -46,6 +46,22 @@ type Document struct {
 	ObjectStats []ObjectStat `json:"object_stats"`
 	Advice      []Advice     `json:"advice"`
 	GPUTime     GPUTime      `json:"gpu_time"`
+	// GPUs groups the ranks by host and GPU (analysis.GPUsOf); kernels'
+	// per-GPU imbalance refers to them by index.
+	GPUs []GPU `json:"gpus"`
+}
+
+// GPU is one GPU of the job and the ranks that used it.
+type GPU struct {
+	Host    string  `json:"host"`
+	Device  string  `json:"device"`
+	UUID    string  `json:"uuid"`
+	Name    string  `json:"name"`
+	Ranks   []int32 `json:"ranks"`
+	Sampled []int32 `json:"pc_sampled_ranks"`
+	// TimesOnly: ranks of a PC-sampling pass that gave kernel times only
+	// because another process sampled this GPU (by policy, not a failure).
+	TimesOnly []int32 `json:"kernel_times_only_ranks"`
 }
 
 // GPUTime divides the kernels' GPU time (view.SplitTime).
@@ -81,6 +97,8 @@ type Rank struct {
 	ExitCode       int32  `json:"exit_code"`
 	Sealed         bool   `json:"sealed"`
 	Incomplete     string `json:"incomplete"`
+	Device         string `json:"device"`      // CUDA device ordinal on its host ("" if unknown)
+	PCSampling     string `json:"pc_sampling"` // "sampled", "kernel times only: ...", or "" outside PC sampling
 }
 
 // Metric describes a metric name.
@@ -151,6 +169,35 @@ type Imbalance struct {
 	ArgMax int32            `json:"argmax"`
 	Ratio  float64          `json:"max_over_mean"`
 	Ranks  map[string]int64 `json:"per_rank_time_ns"`
+	// ByGPU splits the imbalance by GPU when ranks share GPUs or use
+	// several (analysis.SplitByGPU).
+	ByGPU *GPUSplit `json:"by_gpu,omitempty"`
+}
+
+// GPUSplit is a kernel context's imbalance within and between GPUs: the
+// slowest rank's max/mean = within × between.
+type GPUSplit struct {
+	Where      string     `json:"where"` // "within GPUs", "between GPUs", "within and between GPUs", or "" (balanced)
+	Slowest    int32      `json:"slowest_rank"`
+	SlowestGPU int        `json:"slowest_gpu"`
+	Ratio      float64    `json:"max_over_mean"`
+	Within     float64    `json:"within"`
+	Between    float64    `json:"between"`
+	MeanRatio  float64    `json:"gpu_mean_max_over_mean"`
+	LoadRatio  float64    `json:"gpu_load_max_over_mean"`
+	GPUs       []GPUShare `json:"gpus"`
+}
+
+// GPUShare is one GPU's ranks' time in a kernel context.
+type GPUShare struct {
+	GPU    int     `json:"gpu"`
+	Ranks  int     `json:"ranks"`
+	Sum    uint64  `json:"sum_ns"`
+	Mean   float64 `json:"mean_ns"`
+	Max    uint64  `json:"max_ns"`
+	ArgMax int32   `json:"argmax"`
+	Within float64 `json:"within"`
+	Heavy  []int32 `json:"heavy_ranks"`
 }
 
 // Kernel is a kernel context's summary row.
@@ -271,6 +318,9 @@ type Advice struct {
 	Evidence   string  `json:"evidence"`
 	Phase      string  `json:"phase"`
 	SpeedupNA  string  `json:"speedup_na"`
+	// SampledRanks: for advice built from PC samples, the ranks whose
+	// samples it rests on.
+	SampledRanks []int32 `json:"sampled_ranks,omitempty"`
 }
 
 func hex(v uint64) string { return fmt.Sprintf("%016x", v) }
@@ -322,7 +372,13 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 			Mode: ri.Mode, Source: ri.Source, BlockPeriod: ri.BlockP, KernelPeriod: ri.KernelK, Launches: ri.Launches,
 			LaunchesTraced: ri.LaunchesTraced, Blocks: ri.Blocks, BlocksTraced: ri.BlocksTraced, Records: ri.Records,
 			Dropped: ri.Dropped, HostDropped: ri.HostDropped, SamplesDropped: ri.SamplesDropped, Batches: ri.Batches, ExitCode: ri.ExitCode,
-			Sealed: p.Sealed(r), Incomplete: ri.Incomplete})
+			Sealed: p.Sealed(r), Incomplete: ri.Incomplete, Device: ri.Device, PCSampling: ri.PCSampling})
+	}
+	gs := analysis.GPUsOf(p)
+	d.GPUs = []GPU{}
+	for _, g := range gs.List {
+		d.GPUs = append(d.GPUs, GPU{Host: g.Host, Device: g.Device, UUID: g.UUID, Name: g.Name, Ranks: g.Ranks,
+			Sampled: orEmpty(g.Sampled), TimesOnly: orEmpty(g.TimesOnly)})
 	}
 	for _, m := range view.Metrics(p) {
 		unit := "count"
@@ -381,11 +437,21 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 	split := view.SplitTime(kernels)
 	d.GPUTime = GPUTime{Total: split.Total, Waiting: split.Waiting, Autotuning: split.Phase[analysis.PhaseAutotuning],
 		Compile: split.Phase[analysis.PhaseCompile], Compute: split.Compute}
+	splits := view.SplitKernels(p, kernels)
 	for _, k := range kernels {
 		im := Imbalance{Min: k.Imbalance.Min, Mean: k.Imbalance.Mean, Max: k.Imbalance.Max, ArgMin: k.Imbalance.ArgMin,
 			ArgMax: k.Imbalance.ArgMax, Ratio: k.Imbalance.Ratio(), Ranks: map[string]int64{}}
 		for r, v := range k.Imbalance.PerRank {
 			im.Ranks[fmt.Sprint(r)] = int64(v)
+		}
+		if sp, ok := splits[k.Node]; ok && k.Imbalance.Max > 0 {
+			js := &GPUSplit{Where: sp.Where, Slowest: sp.Slowest, SlowestGPU: sp.SlowestGPU, Ratio: sp.Ratio, Within: sp.Within, Between: sp.Between,
+				MeanRatio: sp.MeanRatio, LoadRatio: sp.LoadRatio, GPUs: []GPUShare{}}
+			for _, g := range sp.Per {
+				js.GPUs = append(js.GPUs, GPUShare{GPU: g.GPU, Ranks: g.Ranks, Sum: g.Sum, Mean: g.Mean, Max: g.Max, ArgMax: g.ArgMax,
+					Within: g.Within, Heavy: orEmpty(g.Heavy)})
+			}
+			im.ByGPU = js
 		}
 		d.Kernels = append(d.Kernels, Kernel{Node: hex(uint64(k.Node)), Name: k.Full, Caller: k.CallerFull, TimeNS: k.Time,
 			Waiting: k.Waiting, Phase: k.Phase,
@@ -436,7 +502,7 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 	}
 	for _, a := range advice {
 		ja := Advice{Kind: a.Kind, Category: a.Category, Hint: a.Hint, Importance: finite(a.Importance), Speedup: finite(a.Speedup),
-			Hotspots: []Where{}, Ranks: a.Ranks, Evidence: a.Evidence, Phase: a.Phase, SpeedupNA: a.SpeedupNA}
+			Hotspots: []Where{}, Ranks: a.Ranks, Evidence: a.Evidence, Phase: a.Phase, SpeedupNA: a.SpeedupNA, SampledRanks: a.SampledRanks}
 		if ja.Ranks == nil {
 			ja.Ranks = []int32{}
 		}
@@ -454,6 +520,13 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		d.Advice = append(d.Advice, ja)
 	}
 	return d
+}
+
+func orEmpty(rs []int32) []int32 {
+	if rs == nil {
+		return []int32{}
+	}
+	return rs
 }
 
 // finite keeps NaN and infinities (which JSON cannot hold) out.

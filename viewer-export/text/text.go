@@ -32,8 +32,9 @@ func Write(w io.Writer, p *profile.Profile, advice []analysis.Advice, o Options)
 	if o.Top <= 0 {
 		o.Top = 10
 	}
-	r := &report{p: p, o: o, b: &strings.Builder{}}
+	r := &report{p: p, o: o, b: &strings.Builder{}, gpus: analysis.GPUsOf(p)}
 	r.header()
+	r.gpuTable()
 	r.advice(advice)
 	kernels := view.Kernels(p)
 	view.Classify(p, kernels, advice)
@@ -57,9 +58,10 @@ func String(p *profile.Profile, advice []analysis.Advice) string {
 }
 
 type report struct {
-	p *profile.Profile
-	o Options
-	b *strings.Builder
+	p    *profile.Profile
+	o    Options
+	b    *strings.Builder
+	gpus analysis.GPUs
 }
 
 func (r *report) section(title string) {
@@ -156,8 +158,14 @@ func (r *report) header() {
 	rows = append(rows,
 		[]string{"Hosts:", strings.Join(pv.Hosts, ", ")},
 		[]string{"GPU:", strings.Join(pv.GPUs, ", ")},
-		[]string{"Mode:", strings.Join(pv.Modes, ", ")},
 	)
+	if r.gpus.Grouped() {
+		rows = append(rows, []string{"GPUs:", view.GPUSummary(r.gpus) + " (Ranks by host and GPU below)"})
+	}
+	rows = append(rows, []string{"Mode:", strings.Join(pv.Modes, ", ")})
+	if l := r.gpus.SamplingNote(); l != "" {
+		rows = append(rows, []string{"PC sampling:", l})
+	}
 	var bp, kk []string
 	for _, v := range pv.BlockP {
 		bp = append(bp, fmt.Sprintf("1/%d", v))
@@ -185,6 +193,40 @@ func (r *report) header() {
 		rows = append(rows, []string{"PC samples:", fmt.Sprintf("%d dropped by the GPU's sampling hardware (its buffer was full): stall shares are measured on the samples kept", pv.SamplesDropped)})
 	}
 	r.table(rows)
+}
+
+// gpuTable groups the ranks by host and GPU, with which ranks' GPUs were
+// PC-sampled, when that says more than the rank list.
+func (r *report) gpuTable() {
+	if !r.gpus.Grouped() {
+		return
+	}
+	r.section("Ranks by host and GPU")
+	rows := view.GPURows(r.gpus)
+	sampling := false
+	for _, g := range rows {
+		sampling = sampling || g.Sampling != ""
+	}
+	head := []string{"host", "GPU", "UUID", "name", "ranks"}
+	if sampling {
+		head = append(head, "PC sampling")
+	}
+	out := [][]string{head}
+	max := 4 * r.o.Top
+	for i, g := range rows {
+		if i == max {
+			break
+		}
+		row := []string{g.Host, g.Device, g.UUID, g.Name, fmt.Sprintf("%s (%d)", g.Ranks, g.NRanks)}
+		if sampling {
+			row = append(row, g.Sampling)
+		}
+		out = append(out, row)
+	}
+	r.table(out)
+	if len(rows) > max {
+		fmt.Fprintf(r.b, "... %d more GPUs in profile.json and report.html\n", len(rows)-max)
+	}
 }
 
 // SortAdvice orders advice across the job by the share of the job's GPU
@@ -554,6 +596,59 @@ func (r *report) imbalance(ks []view.Kernel) {
 		return
 	}
 	r.table(rows)
+	r.gpuImbalance(byRatio)
+}
+
+// gpuImbalance splits the first kernel contexts' imbalance by GPU: each
+// GPU's ranks (their sum, mean and slowest rank, max/mean among them), and
+// whether the imbalance is within GPUs or between them
+// (analysis.SplitByGPU).
+func (r *report) gpuImbalance(ks []view.Kernel) {
+	if !r.gpus.Shared() {
+		return // one rank per GPU: the per-rank table says it all
+	}
+	splits := view.SplitKernels(r.p, ks)
+	const maxKernels, maxGPUs = 5, 8
+	rows := [][]string{{"kernel", "imbalance", "GPU", "ranks", "sum", "mean/rank", "max (rank)", "within"}}
+	var lines []string
+	for _, k := range ks {
+		sp, ok := splits[k.Node]
+		if !ok || k.Imbalance.Max == 0 {
+			continue
+		}
+		if len(lines) == maxKernels {
+			break
+		}
+		for i, s := range sp.Per {
+			if i == maxGPUs {
+				rows = append(rows, []string{"", "", fmt.Sprintf("... %d more", len(sp.Per)-i)})
+				break
+			}
+			name, where := "", ""
+			if i == 0 {
+				name, where = k.Name, sp.Where
+				if where == "" {
+					where = "balanced"
+				}
+			}
+			rows = append(rows, []string{name, where, r.gpus.Label(s.GPU), view.RankSet(r.gpus.List[s.GPU].Ranks), view.Duration(float64(s.Sum)), view.Duration(s.Mean),
+				fmt.Sprintf("%s (%d)", view.Duration(float64(s.Max)), s.ArgMax), fmt.Sprintf("%.2f", s.Within)})
+		}
+		l := fmt.Sprintf("%s: slowest rank %d: %.2f = %.2f within %s × %.2f between; mean per rank max/mean across GPUs %.2f, GPU load max/mean %.2f",
+			k.Name, sp.Slowest, sp.Ratio, sp.Within, r.gpus.Label(sp.SlowestGPU), sp.Between, sp.MeanRatio, sp.LoadRatio)
+		if h := sp.HeavyOn(r.gpus); h != "" && sp.Where != "" {
+			l += "; heavy: " + h
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) == 0 {
+		return
+	}
+	r.b.WriteString("\nBy GPU (within = max/mean among the GPU's ranks; docs/advice.md, \"Imbalance within and between GPUs\"):\n")
+	r.table(rows)
+	for _, l := range lines {
+		r.b.WriteString(l + "\n")
+	}
 }
 
 // instances lists the kernel contexts' per-instance times (CUDAAdvisor's

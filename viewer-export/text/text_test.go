@@ -191,3 +191,31 @@ func TestFrameworkReportGolden(t *testing.T) {
 		t.Errorf("first advice is not on the program's own work")
 	}
 }
+
+// Four ranks on two GPUs (ranks 0 and 2 on GPU 0, 1 and 3 on GPU 1), one
+// PC-sampled per GPU, heavy ranks 1 and 2 (one per GPU): the report groups
+// the ranks by host and GPU, says who was sampled, and finds the
+// imbalance within the GPUs.
+func TestReportMultiGPU(t *testing.T) {
+	p := exporttest.MultiGPU(4, 1, 2, 1, 2)
+	adv, err := analysis.Advise(p, nil, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := String(p, adv)
+	golden(t, "multigpu.golden", got)
+	for _, want := range []string{
+		"2 GPUs on 1 host, 2 ranks each",
+		"one process per GPU is PC-sampled: ranks 0 (GPU 0), 1 (GPU 1) sampled; 2 other ranks gave kernel times only, as the policy has it, not a failure (ranks 2,3)",
+		"gpu00  0    GPU-3f2a1b90  NVIDIA H100 80GB HBM3  0,2 (2)  rank 0 sampled, rank 2 kernel times only",
+		"gpu00  1    GPU-3f2a1b91  NVIDIA H100 80GB HBM3  1,3 (2)  rank 1 sampled, rank 3 kernel times only",
+		"stencil_2d   within GPUs              GPU 0  0,2",
+		"stencil_2d: slowest rank 2: 1.50 = 1.50 within GPU 0 × 1.00 between",
+		"heavy: rank 1 on GPU 1, rank 2 on GPU 0",
+		"The imbalance is among the ranks sharing a GPU",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
