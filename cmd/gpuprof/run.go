@@ -259,6 +259,9 @@ func runJob(cfg jobConfig) error {
 			cmd, n, err = wrapLauncher(append(append([]string{}, cfg.Launcher...), "replay"), wrap)
 			if err == nil {
 				cmd = cmd[:len(cmd)-1]
+				if !launchers[filepath.Base(cfg.Launcher[0])] {
+					cmd = cmd[:len(wrap)] // a plain command: one rank replays, nothing runs
+				}
 			}
 		} else {
 			cmd, n, err = wrapLauncher(cfg.Launcher, append(wrap, "--"))
