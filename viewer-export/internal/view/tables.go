@@ -50,7 +50,23 @@ func (k Kernel) Label() string {
 	case k.Phase != "":
 		return k.Name + " [" + k.Phase + "]"
 	}
-	return k.Name
+	return k.Name + k.graphMark()
+}
+
+// graphMark says how many of the context's launches ran as kernel nodes of
+// CUDA graph launches, and that they were not timed where the pass could
+// not time them (the value-tracing pass lists graph kernels untimed).
+func (k Kernel) graphMark() string {
+	g, l := k.Inclusive.Get(profile.GPUGraph), k.Inclusive.Get(profile.GPULaunches)
+	switch {
+	case g == 0:
+		return ""
+	case k.Time == 0:
+		return fmt.Sprintf(" [CUDA graph: %d of %d launches, not timed]", g, l)
+	case g == l:
+		return " [CUDA graph]"
+	}
+	return fmt.Sprintf(" [CUDA graph: %d of %d launches]", g, l)
 }
 
 // Classify marks the kernels the advice notes as waiting
