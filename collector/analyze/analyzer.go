@@ -236,6 +236,7 @@ type Analyzer struct {
 	byName     map[string]*funcInfo // functions of known modules, by name
 	unknownMod *modInfo
 	fsnap      *funcSnap
+	fpending   []*funcInfo // reported since fsnap was built (funcSnapshot)
 
 	ctxs     []*ctxInfo
 	ctxByID  map[profile.NodeID]uint32
@@ -582,16 +583,43 @@ func (a *Analyzer) function(f *rawstream.Function, off int64) {
 	}
 	m.funcs = append(m.funcs, f.Name)
 	if f.PC != 0 && f.Size != 0 {
-		n := &funcSnap{byPC: make([]*funcInfo, 0, len(a.fsnap.byPC)+1)}
-		for _, g := range a.fsnap.byPC {
-			if g.pc+uint64(g.size) <= f.PC || g.pc >= f.PC+uint64(f.Size) { // a reloaded range replaces the old one
-				n.byPC = append(n.byPC, g)
-			}
-		}
-		n.byPC = append(n.byPC, fi)
-		sort.Slice(n.byPC, func(i, j int) bool { return n.byPC[i].pc < n.byPC[j].pc })
-		a.fsnap = n
+		// The snapshot launches take is rebuilt once at the next launch,
+		// not per function: a framework module's thousands of FUNCTION
+		// frames would otherwise copy and sort it thousands of times.
+		a.fpending = append(a.fpending, fi)
 	}
+}
+
+// funcSnapshot returns the functions by PC, with those reported since the
+// last snapshot in place: a later function's range replaces the earlier
+// ones it overlaps (a reloaded module).
+func (a *Analyzer) funcSnapshot() *funcSnap {
+	if len(a.fpending) == 0 {
+		return a.fsnap
+	}
+	all := make([]*funcInfo, 0, len(a.fsnap.byPC)+len(a.fpending))
+	all = append(append(all, a.fsnap.byPC...), a.fpending...)
+	sort.SliceStable(all, func(i, j int) bool { return all[i].pc < all[j].pc })
+	overlap := false
+	for i := 1; i < len(all) && !overlap; i++ {
+		overlap = all[i-1].pc+uint64(all[i-1].size) > all[i].pc
+	}
+	if overlap { // rare: replay the insertions in order
+		byPC := a.fsnap.byPC
+		for _, fi := range a.fpending {
+			n := make([]*funcInfo, 0, len(byPC)+1)
+			for _, g := range byPC {
+				if g.pc+uint64(g.size) <= fi.pc || g.pc >= fi.pc+uint64(fi.size) {
+					n = append(n, g)
+				}
+			}
+			byPC = append(n, fi)
+			sort.Slice(byPC, func(i, j int) bool { return byPC[i].pc < byPC[j].pc })
+		}
+		all = byPC
+	}
+	a.fsnap, a.fpending = &funcSnap{byPC: all}, nil
+	return a.fsnap
 }
 
 func (a *Analyzer) hostFrames(stack []uint64) []profile.Frame {
@@ -671,7 +699,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 		a.endLaunch(old)
 	}
 	a.nextSeq++
-	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.fsnap,
+	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.funcSnapshot(),
 		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers)),
 		wunits: map[uint64]uint64{}, bunits: map[uint32]uint32{}}
 	blocks, warps := a.tracedBlocks(f)
