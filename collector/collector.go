@@ -89,6 +89,9 @@ type Options struct {
 	Share *broker.Conn
 	// OnModule is called once per module content hash with its cubin.
 	OnModule func(hash profile.ModuleHash, cubin []byte)
+	// HashValues, when set, keeps no value read from the application's
+	// memory: value sketches hold keyed hashes (analyze.Options.HashValues).
+	HashValues *analyze.ValueHasher
 
 	// The application's standard streams (default: the collector's).
 	Stdin          io.Reader
@@ -548,7 +551,7 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			in = io.TeeReader(raw, t)
 		}
 	}
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule})
+	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule, HashValues: c.o.HashValues})
 	defer a.Close()
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of

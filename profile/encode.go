@@ -18,9 +18,9 @@ import (
 
 const (
 	profileMagic   = "GPPF"
-	profileVersion = 3
-	// Version 1 lacks RankInfo.SamplesDropped, version 2 RankInfo.ReuseP;
-	// both are still read.
+	profileVersion = 4
+	// Version 1 lacks RankInfo.SamplesDropped, version 2 RankInfo.ReuseP,
+	// version 3 Profile.Interrupted; all are still read.
 	oldestVersion = 1
 )
 
@@ -392,6 +392,7 @@ func (p *Profile) Encode() []byte {
 	} else {
 		e0.u(0)
 	}
+	e0.s(p.Interrupted)
 	e0.u(uint64(len(names)))
 	for _, n := range names {
 		e0.s(n)
@@ -789,6 +790,10 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 	d.field = "job"
 	p.Job = d.s()
 	p.Synthetic = d.u() == 1
+	if d.version >= 4 {
+		d.field = "interrupted"
+		p.Interrupted = d.s()
+	}
 	nm := d.count("metric names", 1)
 	for k := 0; k < nm; k++ {
 		d.metrics = append(d.metrics, Metric(d.s()))

@@ -77,6 +77,7 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	fs.IntVar(&o.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 16)")
 	window := fs.Int("window", 64, "batches published and not yet acknowledged at most (backpressure)")
 	local := fs.String("local", "", "no broker: merge this rank's batches into a profile file")
+	noValues := fs.Bool("no-values", false, "store no value read from the application's memory: value sketches keep keyed hashes (counts and redundancy fractions stay)")
 	nats := natsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,6 +90,13 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 		o.SASSFiles = strings.Split(*sassFiles, ",")
 	}
 	o.Logf = func(format string, a ...any) { slog.Debug(fmt.Sprintf(format, a...)) }
+	if *noValues {
+		h, err := valueHasher()
+		if err != nil {
+			return err
+		}
+		o.HashValues = h
+	}
 	if o.Job == "" {
 		o.Job = "local"
 	}

@@ -53,6 +53,9 @@ type jobConfig struct {
 	// permissions, gpuprof nats-config): they replace Broker's for the ranks.
 	CollectorNKey, CollectorCreds string
 	StreamMaxBytes                int64 // 0: broker.DefaultStreamMaxBytes
+	// Env is what the ranks get beyond run's own environment (NAME=value):
+	// secrets travel here, never on a command line.
+	Env []string
 }
 
 func newJobID() string {
@@ -88,6 +91,7 @@ application's.
 	batchInterval := fs.Duration("batch-interval", 0, "and at least this often (default 5s)")
 	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
+	noValues := fs.Bool("no-values", false, "store no value read from the application's memory (value sketches hold them by default): keyed hashes only; counts and redundancy fractions stay")
 	nats := natsFlags(fs)
 	fs.StringVar(&cfg.CollectorNKey, "collector-nkey", "", "nkey seed the collectors use instead of run's own credentials (gpuprof nats-config writes J.collector.nk)")
 	fs.StringVar(&cfg.CollectorCreds, "collector-creds", "", "NATS credentials file the collectors use instead of run's own")
@@ -126,6 +130,10 @@ application's.
 	}
 	if cfg.SASS != "" {
 		cfg.Collect = append(cfg.Collect, "--sass", absList(cfg.SASS))
+	}
+	if *noValues {
+		cfg.Collect = append(cfg.Collect, "--no-values")
+		cfg.Env = append(cfg.Env, ValueKeyEnv+"="+newValueKey())
 	}
 	return runJob(cfg)
 }
@@ -490,24 +498,9 @@ from the stream; merging is idempotent, so the result is the same.`)
 		}
 		return err
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for _, s := range strings.Split(*nodes, ",") {
-		name, err := reducer.ParseNodeName(s)
-		if err != nil {
-			return err
-		}
-		c := cfg
-		c.Node = name
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := reducer.RunNode(ctx, c); err != nil {
-				errs <- fmt.Errorf("node %s: %w", name, err)
-			}
-		}()
+	names, err := parseNodes(*nodes)
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return runNodes(ctx, cfg, names)
 }

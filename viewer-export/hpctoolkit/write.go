@@ -583,6 +583,9 @@ func (b *builder) description() string {
 	if p.Synthetic {
 		d.WriteString("**Synthetic data**: some of the merged items were generated, not measured.\n\n")
 	}
+	if p.Interrupted != "" {
+		d.WriteString("**" + view.InterruptedNote(p.Interrupted) + "**\n\n")
+	}
 	fmt.Fprintf(&d, "%d items merged from %d ranks (%d sealed).\n\n", p.MergedItems(), len(p.Items), p.SealedRanks())
 	d.WriteString("| rank | host | GPU | mode | source | block P | kernel K | launches traced | dropped | incomplete |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range b.ranks {

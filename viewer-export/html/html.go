@@ -197,6 +197,9 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	if pv.SamplesDropped > 0 {
 		d.Summary = append(d.Summary, kv{"PC samples", fmt.Sprintf("%d dropped by the GPU's sampling hardware", pv.SamplesDropped)})
 	}
+	if n := view.ValuesNote(pv.Values); n != "" {
+		d.Summary = append(d.Summary, kv{"Values", n})
+	}
 	for _, r := range p.SortedRanks() {
 		ri := p.Ranks[r]
 		row := rankRow{Rank: r, Host: ri.Host, GPU: ri.GPU, Mode: ri.Mode, Source: ri.Source,
