@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"gpuprof/collector/proctree"
 )
 
 // run starts the application with the injection library and collects the
@@ -58,17 +60,16 @@ func (c *Collector) run(ctx context.Context) error {
 		return fmt.Errorf("rank %d: starting %s: %w", c.rank, c.o.Command[0], err)
 	}
 	c.logf("started %s (pid %d)", c.o.Command[0], cmd.Process.Pid)
-
-	// Cancellation is passed on to the application as SIGTERM; its
-	// streams then end and are analysed to their end.
-	waited := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			cmd.Process.Signal(syscall.SIGTERM)
-		case <-waited:
-		}
-	}()
+	// Interruptions reach the application through c.proc (Interrupt); an
+	// interruption that came before it started is passed on now. Its
+	// streams then end and are analysed until ctx (the analysis' stop).
+	c.mu.Lock()
+	c.proc = cmd.Process
+	early := c.intr
+	c.mu.Unlock()
+	if early != nil {
+		cmd.Process.Signal(early)
+	}
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -89,10 +90,10 @@ func (c *Collector) run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer conn.Close()
-			// Streams are read to their end even after ctx is cancelled:
-			// the application is being stopped and its data is still
-			// worth keeping.
-			if err := c.stream(context.WithoutCancel(ctx), conn, fmt.Sprintf("stream %d", i), rec); err != nil {
+			// ctx is cancelled only when an interruption's StopTimeout is
+			// over: until then the streams of an application being stopped
+			// are read and analysed, their data still worth keeping.
+			if err := c.stream(ctx, conn, fmt.Sprintf("stream %d", i), rec); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -112,12 +113,16 @@ func (c *Collector) run(ctx context.Context) error {
 	}()
 
 	werr := cmd.Wait()
-	close(waited)
+	c.mu.Lock()
+	c.proc = nil
+	c.mu.Unlock()
 	code := -1
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			code = 128 + int(ws.Signal())
+			// Its measurements stop where the signal struck.
+			c.issue("application ended by " + proctree.SignalName(ws.Signal()))
 		}
 	}
 	if code < 0 && werr != nil {
@@ -127,6 +132,7 @@ func (c *Collector) run(ctx context.Context) error {
 	c.exit = code
 	c.mu.Unlock()
 	c.logf("application exited with status %d", code)
+	c.appExited(code)
 
 	// Connections still queued are taken; then no new ones.
 	ln.SetDeadline(time.Now().Add(200 * time.Millisecond))

@@ -18,10 +18,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"gpuprof/broker"
 	"gpuprof/collector/analyze"
+	"gpuprof/collector/proctree"
 	"gpuprof/collector/rawstream"
 	"gpuprof/profile"
 )
@@ -99,6 +101,20 @@ type Options struct {
 	// DrainTimeout bounds how long streams may stay open after the
 	// application exited (default 30s).
 	DrainTimeout time.Duration
+	// Interrupts delivers the signals the rank gets (gpuprof collect
+	// passes SIGINT and SIGTERM). The first is passed on to the
+	// application (a replay stops reading); the rank's done item names it,
+	// which makes the rank incomplete; what was measured is still analysed
+	// and published, for at most StopTimeout. A second one kills the
+	// application with its children and cuts the analysis at once.
+	// Cancelling Run's context is a first interruption by SIGTERM.
+	Interrupts <-chan os.Signal
+	// StopTimeout bounds the analysis after an interruption (default 5s).
+	StopTimeout time.Duration
+	// OnAppExit is called once when the application has exited (for a
+	// replay, when its stream's END is analysed) with its status: the
+	// collector may go on analysing after it.
+	OnAppExit func(code int)
 	// Logf receives progress and warnings (nil: silent).
 	Logf func(format string, args ...any)
 }
@@ -178,12 +194,19 @@ type Collector struct {
 	bytes, frames, records, items atomic.Uint64
 
 	mu     sync.Mutex // publishing: sequence numbers and the done item's inputs
+	intr   os.Signal  // the first interruption, nil if none
+	proc   *os.Process
 	seq    uint32
 	hello  *rawstream.Hello
 	end    int32
 	issues []string
 	exit   int
 	recErr error
+
+	// stopRead ends a replay's reading (the first interruption); cut ends
+	// the analysis (StopTimeout after it, or a second one).
+	stopRead, cut context.CancelFunc
+	exitOnce      sync.Once
 }
 
 // New checks the options and finds the rank.
@@ -213,6 +236,9 @@ func New(o Options) (*Collector, error) {
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 30 * time.Second
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 5 * time.Second
 	}
 	if o.Stdin == nil {
 		o.Stdin = os.Stdin
@@ -295,14 +321,26 @@ func (c *Collector) issue(s string) {
 // with the application's non-zero status, or what went wrong (joined with
 // the exit status).
 func (c *Collector) Run(ctx context.Context) error {
+	// Interruptions end the reading (a replay) and, later, the analysis,
+	// not the publishing of what was measured: those contexts are the
+	// collector's own.
+	readCtx, stopRead := context.WithCancel(context.WithoutCancel(ctx))
+	cutCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRead()
+	defer cut()
+	c.mu.Lock()
+	c.stopRead, c.cut = stopRead, cut
+	c.mu.Unlock()
+	stopWatch := c.watchInterrupts(ctx)
 	var err error
 	if c.o.Replay != "" {
-		err = c.replay(ctx)
+		err = c.replay(readCtx)
 	} else {
-		err = c.run(ctx)
+		err = c.run(cutCtx)
 	}
+	stopWatch()
 	dctx := ctx
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || c.Interrupted() != nil {
 		// Interrupted: the done item still goes out, within a bound, so
 		// that the reducers know this rank's count of items.
 		var cancel context.CancelFunc
@@ -328,6 +366,82 @@ func (c *Collector) Run(ctx context.Context) error {
 		errs = append(errs, &ExitError{Code: code})
 	}
 	return errors.Join(errs...)
+}
+
+// Interrupted is the signal that interrupted the rank, nil if none did.
+func (c *Collector) Interrupted() os.Signal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.intr
+}
+
+// watchInterrupts follows Options.Interrupts and Run's context until the
+// returned function is called.
+func (c *Collector) watchInterrupts(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctxDone := ctx.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctxDone:
+				ctxDone = nil
+				c.Interrupt(syscall.SIGTERM)
+			case sig := <-c.o.Interrupts:
+				c.Interrupt(sig)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// Interrupt handles a signal for the rank: the first is passed on to the
+// application (a replay stops reading) and bounds what is left of the
+// analysis by StopTimeout; a second kills the application and its
+// children and cuts the analysis now.
+func (c *Collector) Interrupt(sig os.Signal) {
+	c.mu.Lock()
+	first := c.intr == nil
+	if first {
+		c.intr = sig
+		c.issues = append(c.issues, "interrupted by "+proctree.SignalName(sig))
+	}
+	proc, stopRead, cut := c.proc, c.stopRead, c.cut
+	c.mu.Unlock()
+	if !first {
+		c.logf("second interruption (%s): killing the application, cutting the analysis", proctree.SignalName(sig))
+		if proc != nil {
+			proctree.Signal(proctree.Descendants(proc.Pid), syscall.SIGKILL)
+			proc.Kill()
+		}
+		if cut != nil {
+			cut()
+		}
+		return
+	}
+	c.logf("interrupted by %s: passing it on; the analysis gets %v", proctree.SignalName(sig), c.o.StopTimeout)
+	if proc != nil {
+		proc.Signal(sig)
+	}
+	if stopRead != nil {
+		stopRead()
+	}
+	if cut != nil {
+		time.AfterFunc(c.o.StopTimeout, cut)
+	}
+}
+
+// appExited reports the application's end once.
+func (c *Collector) appExited(code int) {
+	c.exitOnce.Do(func() {
+		if c.o.OnAppExit != nil {
+			c.o.OnAppExit(code)
+		}
+	})
 }
 
 func (c *Collector) replay(ctx context.Context) error {
@@ -616,7 +730,11 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 	for {
 		select {
 		case <-ctx.Done():
-			c.issue("interrupted: " + ctx.Err().Error())
+			if c.Interrupted() == nil {
+				c.issue("interrupted: " + ctx.Err().Error())
+			} else {
+				c.issue(source + ": stopped by the interruption; what was analysed by then is published")
+			}
 			// What was analysed still goes out, within a bound.
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			c.publish(pctx, a, source, &failed)
@@ -666,6 +784,9 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 				c.mu.Lock()
 				c.end = f.ExitCode
 				c.mu.Unlock()
+				if c.o.Replay != "" {
+					c.appExited(int(f.ExitCode))
+				}
 			case *rawstream.Access:
 				c.records.Add(uint64(f.Count))
 			}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,6 +139,19 @@ func RunTree(ctx context.Context, cfg Config) (*profile.Profile, *TreeStats, err
 // exits). It is stored in the stream, so reducers started or restarted
 // later see it too; signalling twice keeps the first.
 func SignalEnd(ctx context.Context, conn *broker.Conn, job string, exitCode int) error {
+	return signalEnd(ctx, conn, job, fmt.Sprintf("exit %d", exitCode), "end")
+}
+
+// SignalInterrupted tells job's reducers that the job was interrupted (by
+// a signal): ranks missing within of it are sealed as incomplete then,
+// however long the rank timeout, so that the report is written before the
+// batch system's kill. It is kept beside SignalEnd's message, not instead
+// of it: a node takes the earlier of the two deadlines.
+func SignalInterrupted(ctx context.Context, conn *broker.Conn, job string, exitCode int, within time.Duration) error {
+	return signalEnd(ctx, conn, job, fmt.Sprintf("exit %d within %s", exitCode, within), "interrupted/"+within.String())
+}
+
+func signalEnd(ctx context.Context, conn *broker.Conn, job, body, id string) error {
 	if err := broker.ValidateJob(job); err != nil {
 		return err
 	}
@@ -152,12 +165,28 @@ func SignalEnd(ctx context.Context, conn *broker.Conn, job string, exitCode int)
 		{broker.EndSubject(job), broker.StreamName(job)},
 		{broker.TreeEndSubject(job), broker.TreeStreamName(job)},
 	} {
-		m := &nats.Msg{Subject: t.subj, Data: []byte("exit " + strconv.Itoa(exitCode)), Header: nats.Header{}}
-		if _, _, err := broker.PublishRetry(ctx, js, m, job+"/end", t.stream, broker.DefaultRetry, nil); err != nil {
+		m := &nats.Msg{Subject: t.subj, Data: []byte(body), Header: nats.Header{}}
+		if _, _, err := broker.PublishRetry(ctx, js, m, job+"/"+id, t.stream, broker.DefaultRetry, nil); err != nil {
 			return fmt.Errorf("reducer: end signal of job %s on %s: %w", job, t.subj, err)
 		}
 	}
 	return nil
+}
+
+// endClock is the clock an end message starts for a node whose rank
+// timeout is timeout: the message's time, or, for an interruption that
+// gives the ranks less ("within D"), a clock set back so that the node's
+// deadline falls D after the message.
+func endClock(at time.Time, body []byte, timeout time.Duration) time.Time {
+	_, rest, ok := strings.Cut(string(body), " within ")
+	if !ok {
+		return at
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(rest))
+	if err != nil || d < 0 || d >= timeout {
+		return at
+	}
+	return at.Add(d - timeout)
 }
 
 // WaitFinal waits until job's final profile is in the tree stream

@@ -7,15 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"gpuprof/broker"
 	"gpuprof/collector"
+	"gpuprof/collector/proctree"
 	"gpuprof/collector/publish"
 	"gpuprof/profile"
 )
@@ -27,9 +27,9 @@ func init() {
 // natsFlags adds the broker connection flags shared by collect, reduce and
 // run, and returns a function that builds the options after parsing.
 func natsFlags(fs *flag.FlagSet) func(name string) broker.Options {
-	url := fs.String("nats", os.Getenv("GPUPROF_NATS"), "NATS server URL(s), comma-separated (default $GPUPROF_NATS)")
+	url := fs.String("nats", os.Getenv(NATSEnv), "NATS server URL(s), comma-separated (default $"+NATSEnv+")")
 	creds := fs.String("creds", os.Getenv("GPUPROF_CREDS"), "NATS credentials file")
-	nkey := fs.String("nkey", "", "NATS nkey seed file")
+	nkey := fs.String("nkey", "", "NATS nkey seed file (default: the seed in $"+NKeySeedEnv+", which gpuprof run sets for its ranks)")
 	user := fs.String("user", "", "NATS user")
 	pass := fs.String("password", os.Getenv("GPUPROF_NATS_PASSWORD"), "NATS password (default $GPUPROF_NATS_PASSWORD)")
 	ca := fs.String("tls-ca", "", "CA certificate that signed the servers' certificates")
@@ -40,6 +40,7 @@ func natsFlags(fs *flag.FlagSet) func(name string) broker.Options {
 		if *url != "" {
 			o.URLs = []string{*url}
 		}
+		envCredentials(&o)
 		return o
 	}
 }
@@ -76,6 +77,7 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	fs.Uint64Var(&o.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 16384)")
 	fs.IntVar(&o.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 16)")
 	window := fs.Int("window", 64, "batches published and not yet acknowledged at most (backpressure)")
+	fs.DurationVar(&o.StopTimeout, "stop-timeout", 5*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the analysis may go on before what it has is published")
 	local := fs.String("local", "", "no broker: merge this rank's batches into a profile file")
 	noValues := fs.Bool("no-values", false, "store no value read from the application's memory: value sketches keep keyed hashes (counts and redundancy fractions stay)")
 	nats := natsFlags(fs)
@@ -104,8 +106,22 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := context.Background()
+	sigs, stopSigs := notifyInterrupts()
+	defer stopSigs()
+	intr := make(chan os.Signal, 2)
+	o.Interrupts = intr
+	var reporter atomic.Pointer[statusReporter] // heartbeats, with a broker
+	var interrupted atomic.Bool
+	go func() {
+		for sig := range sigs {
+			if rep := reporter.Load(); interrupted.CompareAndSwap(false, true) && rep != nil {
+				rep.update(func(s *rankStatus) { s.State, s.Signal = stateInterrupted, proctree.SignalName(sig) })
+			}
+			intr <- sig
+		}
+	}()
+	var rep *statusReporter
 	var closePub func(context.Context) error
 	switch {
 	case *local != "":
@@ -128,6 +144,18 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 			return err
 		}
 		defer conn.Close()
+		if rank, _, err := collector.ResolveRank(o.Rank, os.Getenv); err == nil {
+			rep = newStatusReporter(conn.NC, o.Job, rank)
+			reporter.Store(rep)
+			o.OnAppExit = func(code int) {
+				rep.update(func(s *rankStatus) {
+					if s.State == stateRunning {
+						s.State = stateAnalysing
+					}
+					s.Exit, s.AppEnd = &code, time.Now().UnixNano()
+				})
+			}
+		}
 		pub, err := publish.New(conn, publish.Config{Job: o.Job, Window: *window})
 		if err != nil {
 			return err
@@ -142,8 +170,14 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 		}
 		closePub = pub.Close
 	}
-	runErr, rank := collectPasses(ctx, o)
-	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	runErr, rank, sig := collectPasses(ctx, o)
+	// Publishing what is left waits for the broker's acknowledgements:
+	// 2 minutes at most, the stop timeout once interrupted.
+	wait := 2 * time.Minute
+	if sig != nil {
+		wait = o.StopTimeout
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := closePub(cctx); err != nil {
 		// The application's result stands; the lost batches are named.
@@ -152,14 +186,33 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 			runErr = err
 		}
 	}
+	if rep != nil {
+		if runErr != nil && collector.ExitCode(runErr) == 1 && sig == nil {
+			rep.close(stateFailed, firstLineOf(runErr))
+		} else {
+			rep.close(stateDone, "")
+		}
+	}
 	var ee *collector.ExitError
 	if errors.As(runErr, &ee) {
 		return exitError{ee.Code}
+	}
+	if sig != nil {
+		// Interrupted with no application status of its own to report (a
+		// replay, or an application that never started): as a shell
+		// reports a command ended by the signal.
+		slog.Info("rank interrupted", "rank", rank, "signal", proctree.SignalName(sig), "err", runErr)
+		return exitError{128 + signalNumber(sig)}
 	}
 	if runErr != nil {
 		return fmt.Errorf("rank %d: %w", rank, runErr)
 	}
 	return nil
+}
+
+func firstLineOf(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }
 
 // localPublisher merges a rank's items into one profile in memory, for runs
@@ -177,8 +230,9 @@ func (l *localPublisher) Publish(_ context.Context, item *profile.Profile, _ boo
 
 // collectPasses runs one collection per pass (each replayed stream, or each
 // measurement kind of --mode all) through one passPublisher, so the rank
-// publishes one sequence of items. It returns the last pass's result.
-func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
+// publishes one sequence of items. It returns the last pass's result, the
+// rank, and the signal that interrupted it (no pass follows one).
+func collectPasses(ctx context.Context, o collector.Options) (error, int32, os.Signal) {
 	type pass struct{ replay, mode string }
 	var passes []pass
 	switch {
@@ -192,13 +246,14 @@ func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
 	default:
 		c, err := collector.New(o)
 		if err != nil {
-			return err, -1
+			return err, -1, nil
 		}
-		return c.Run(ctx), c.Rank()
+		err = c.Run(ctx)
+		return err, c.Rank(), c.Interrupted()
 	}
 	rank, _, err := collector.ResolveRank(o.Rank, os.Getenv)
 	if err != nil {
-		return err, -1
+		return err, -1, nil
 	}
 	// Kernel times of an instrumented (redundancy) pass are host-timed around
 	// patched code: drop them when a CUPTI pass measured the same kernels.
@@ -209,7 +264,7 @@ func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
 		if ps.replay != "" {
 			m, err := streamMode(collector.ExpandRank(ps.replay, rank))
 			if err != nil {
-				return err, rank
+				return err, rank, nil
 			}
 			modes[i] = m.String()
 		}
@@ -225,19 +280,28 @@ func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
 		if ps.mode != "" {
 			po.Mode = ps.mode
 		}
-		pp.startPass(i == len(passes)-1, cupti && modes[i] == "redundancy")
+		last := i == len(passes)-1
+		if !last {
+			po.OnAppExit = nil // the application ends with the last pass
+		}
+		pp.startPass(last, cupti && modes[i] == "redundancy")
 		c, err := collector.New(po)
 		if err != nil {
-			return err, rank
+			return err, rank, nil
 		}
+		// An interrupted pass is the last: its done item ends the rank.
+		pp.interrupted = func() bool { return c.Interrupted() != nil }
 		slog.Debug("collection pass", "rank", rank, "pass", i+1, "of", len(passes), "mode", modes[i], "replay", ps.replay)
 		runErr = c.Run(ctx)
+		if sig := c.Interrupted(); sig != nil {
+			return runErr, rank, sig
+		}
 		var ee *collector.ExitError
 		if runErr != nil && !errors.As(runErr, &ee) {
-			return runErr, rank
+			return runErr, rank, nil
 		}
 	}
-	return runErr, rank
+	return runErr, rank, nil
 }
 
 // envInt is the integer in the environment variable name, 0 when unset or

@@ -24,6 +24,9 @@ type passPublisher struct {
 	count    uint32 // items published so far
 	last     bool   // the current pass is the last
 	dropTime bool   // the current pass's kernel times are not to be kept
+	// interrupted reports that the current pass was interrupted: it is
+	// then the last.
+	interrupted func() bool
 }
 
 func (pp *passPublisher) startPass(last, dropTime bool) {
@@ -39,7 +42,7 @@ func (pp *passPublisher) Publish(ctx context.Context, item *profile.Profile, don
 		item.Items[r] = roaring.BitmapOf(seq)
 		ri := item.Rank(r)
 		switch {
-		case done && !pp.last:
+		case done && !pp.last && (pp.interrupted == nil || !pp.interrupted()):
 			ri.Batches, done = -1, false
 		case done:
 			ri.Batches = int64(seq)

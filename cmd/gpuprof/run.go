@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -22,6 +21,7 @@ import (
 
 	"gpuprof/analysis"
 	"gpuprof/broker"
+	"gpuprof/collector/proctree"
 	"gpuprof/profile"
 	"gpuprof/reducer"
 	export "gpuprof/viewer-export"
@@ -56,6 +56,14 @@ type jobConfig struct {
 	// Env is what the ranks get beyond run's own environment (NAME=value):
 	// secrets travel here, never on a command line.
 	Env []string
+	// StopWait: after an interruption, how long the application and the
+	// collectors get before the report is written (lifecycle.go).
+	StopWait time.Duration
+	// Listen is the embedded broker's address (HOST[:PORT]; default the
+	// loopback address, or a routable one when MultiHost).
+	Listen string
+	// MultiHost: the launcher places ranks on other hosts.
+	MultiHost bool
 }
 
 func newJobID() string {
@@ -83,6 +91,8 @@ application's.
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "stream replicas (default 1 embedded, 3 with --nats)")
 	fs.DurationVar(&cfg.RankWait, "rank-timeout", 60*time.Second, "how long after the application ends missing ranks may still report")
 	fs.BoolVar(&cfg.ExtReduce, "external-reducers", false, "do not run the tree here: 'gpuprof reduce' processes run its nodes")
+	fs.DurationVar(&cfg.StopWait, "stop-timeout", 10*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the application and the collectors get before the report of what was merged is written; keep it well under the batch system's kill delay (Slurm's KillWait: 30s)")
+	fs.StringVar(&cfg.Listen, "broker-listen", os.Getenv("GPUPROF_BROKER_LISTEN"), "address the embedded broker listens on, HOST[:PORT] (default: 127.0.0.1, or this host's routable address when the launcher places ranks on other hosts; docs/cluster.md)")
 	mode := fs.String("mode", "", "redundancy | pcsampling | hybrid (default redundancy)")
 	p := fs.Int("block-sampling", 0, "block sampling period P (default 50)")
 	k := fs.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
@@ -104,6 +114,7 @@ application's.
 		fs.Usage()
 		return errors.New("no command after --")
 	}
+	cfg.MultiHost = multiHost(cfg.Launcher, os.Getenv)
 	cfg.Broker = nats("gpuprof run")
 	cfg.SASS = *sassFiles
 	if *mode != "" {
@@ -174,29 +185,26 @@ func runJob(cfg jobConfig) error {
 		return err
 	}
 	os.Chmod(cfg.Out, 0o700)
+	if cfg.StopWait <= 0 {
+		cfg.StopWait = 10 * time.Second
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// Signals are handled from here on (signals.go): the first interrupts
+	// the job, which still ends with a report.
+	sigs, stopSigs := notifyInterrupts()
+	defer stopSigs()
+	ctx := context.Background()
 
-	// The broker.
-	bo := cfg.Broker
-	var emb *broker.Embedded
-	if len(bo.URLs) == 0 {
-		os.RemoveAll(filepath.Join(cfg.Out, "broker"))
-		emb, err = broker.StartEmbedded(filepath.Join(cfg.Out, "broker"))
-		if err != nil {
-			return fmt.Errorf("embedded broker: %w", err)
-		}
+	// The broker, and what the ranks get to reach it.
+	bo, cb, emb, err := jobBroker(&cfg)
+	if err != nil {
+		return err
+	}
+	if emb != nil {
 		defer emb.Shutdown()
-		bo = emb.Options("gpuprof run")
-		if cfg.Replicas == 0 {
-			cfg.Replicas = 1
-		}
-	} else if cfg.Replicas == 0 {
-		cfg.Replicas = 3
 	}
 	bo.InboxPrefix = broker.InboxPrefix(cfg.Job, broker.RoleReducer)
 	conn, err := broker.Connect(bo)
@@ -213,14 +221,16 @@ func runJob(cfg jobConfig) error {
 	if err := conn.EnsureModuleBucket(ctx, cfg.Job, cfg.Replicas); err != nil {
 		return err
 	}
-
-	// The ranks' command line.
-	wrap := []string{self, "collect", "--job", cfg.Job, "--nats", strings.Join(bo.URLs, ",")}
-	cb := bo
-	if cfg.CollectorNKey != "" || cfg.CollectorCreds != "" {
-		cb.NKeySeedFile, cb.CredsFile, cb.User, cb.Password, cb.Token = absPath(cfg.CollectorNKey), absPath(cfg.CollectorCreds), "", "", ""
+	env, err := rankEnv(cfg.Job, cb)
+	if err != nil {
+		return err
 	}
+	env = append(env, cfg.Env...)
+
+	// The ranks' command line: the broker and its credentials are in env.
+	wrap := []string{self, "collect"}
 	wrap = append(wrap, brokerArgs(cb)...)
+	wrap = append(wrap, "--stop-timeout", (cfg.StopWait / 2).String())
 	wrap = append(wrap, cfg.Collect...)
 	var procs [][]string
 	switch {
@@ -254,7 +264,8 @@ func runJob(cfg jobConfig) error {
 		if cfg.Ranks == 0 {
 			return errors.New("the launcher does not say how many ranks: give --ranks N")
 		}
-		procs = [][]string{cmd}
+		procs = [][]string{forwardEnv(cmd, envNames(env))}
+		env = append(env, launcherEnv(cmd, cfg.StopWait)...)
 	}
 
 	// The reduction tree, merging while the ranks run.
@@ -263,13 +274,13 @@ func runJob(cfg jobConfig) error {
 		return err
 	}
 	slog.Info("job", "id", cfg.Job, "ranks", cfg.Ranks, "tree", tree.String(), "broker", strings.Join(bo.URLs, ","), "out", cfg.Out)
+	board, err := watchStatus(conn.NC, cfg.Job)
+	if err != nil {
+		return err
+	}
+	defer board.close()
 	prog := newProgress(cfg.Ranks)
 	rcfg := reducer.Config{Job: cfg.Job, Conn: conn, Tree: tree, RankTimeout: cfg.RankWait, Output: cfg.Out, OnProgress: prog.update}
-	type treeResult struct {
-		p     *profile.Profile
-		stats *reducer.TreeStats
-		err   error
-	}
 	done := make(chan treeResult, 1)
 	go func() {
 		var r treeResult
@@ -281,23 +292,21 @@ func runJob(cfg jobConfig) error {
 		done <- r
 	}()
 
-	// The application (or the replaying collectors).
-	appStart := time.Now()
-	exit := runProcs(ctx, procs)
-	appTime := time.Since(appStart)
-	if err := reducer.SignalEnd(ctx, conn, cfg.Job, exit); err != nil {
-		slog.Warn("signalling the end of the application", "err", err)
+	// The application (or the replaying collectors), until the tree's
+	// final profile; then whatever still runs is ended.
+	rp, err := startRanks(procs, env)
+	if err != nil {
+		return err
 	}
-	res := <-done
+	res, end := superviseJob(ctx, &cfg, conn, rp, board, done, sigs)
 	prog.finish()
 	if res.err != nil {
-		return fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit)
+		return fmt.Errorf("reduction: %w (the application exited with %d)", res.err, end.exit)
 	}
 	p := res.p
-	if cfg.ExtReduce {
-		if err := profile.WriteFile(filepath.Join(cfg.Out, profile.FileName), p); err != nil {
-			return err
-		}
+	board.explain(p, cfg.Ranks, end.final)
+	if end.interrupted != nil {
+		p.Interrupted = proctree.SignalName(end.interrupted)
 	}
 	for r, label := range cfg.RankLabels {
 		if ri := p.Ranks[r]; ri != nil {
@@ -305,12 +314,14 @@ func runJob(cfg jobConfig) error {
 		}
 	}
 	saveModules(ctx, conn, cfg.Job, cfg.Out, p)
-	if err := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks, cfg.Stdout); err != nil {
-		return err
+	werr := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks, cfg.Stdout)
+	exit := end.wait()
+	if werr != nil {
+		return werr
 	}
 	if res.stats != nil {
 		fmt.Fprintf(cfg.Stdout, "\nmerged %d batches (%.1f MB) from %d ranks through tree %s; application %.2fs, last done to final profile %.3fs, total %.2fs\n",
-			res.stats.ItemsMerged, float64(res.stats.BytesIn)/1e6, len(p.Items), tree.String(), appTime.Seconds(), res.stats.Tail.Seconds(), time.Since(start).Seconds())
+			res.stats.ItemsMerged, float64(res.stats.BytesIn)/1e6, len(p.Items), tree.String(), end.appTime.Seconds(), res.stats.Tail.Seconds(), time.Since(start).Seconds())
 	}
 	fmt.Fprintf(cfg.Stdout, "output: %s (report.txt, report.html, profile.pb.gz, profile.json, database/)\n", cfg.Out)
 	if exit != 0 {
@@ -319,54 +330,17 @@ func runJob(cfg jobConfig) error {
 	return nil
 }
 
-// brokerArgs passes the run's broker credentials to the collectors.
+// brokerArgs passes the collectors' broker files (paths, which must be
+// valid where the ranks run); secrets go in their environment (rankEnv).
 func brokerArgs(o broker.Options) []string {
 	var a []string
-	for _, kv := range [][2]string{{"--creds", absPath(o.CredsFile)}, {"--nkey", absPath(o.NKeySeedFile)}, {"--user", o.User},
+	for _, kv := range [][2]string{{"--creds", absPath(o.CredsFile)}, {"--user", o.User},
 		{"--tls-ca", absPath(o.CAFile)}, {"--tls-cert", absPath(o.CertFile)}, {"--tls-key", absPath(o.KeyFile)}} {
 		if kv[1] != "" {
 			a = append(a, kv[0], kv[1])
 		}
 	}
-	if o.Password != "" {
-		os.Setenv("GPUPROF_NATS_PASSWORD", o.Password) // not on the command line, where ps shows it
-	}
 	return a
-}
-
-// runProcs runs the commands concurrently and returns the exit status of
-// the first that failed (0 if none).
-func runProcs(ctx context.Context, procs [][]string) int {
-	var wg sync.WaitGroup
-	codes := make([]int, len(procs))
-	for i, argv := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-			if len(procs) == 1 {
-				cmd.Stdin = os.Stdin
-			}
-			err := cmd.Run()
-			var ee *exec.ExitError
-			switch {
-			case err == nil:
-			case errors.As(err, &ee):
-				codes[i] = ee.ExitCode()
-			default:
-				slog.Error("starting", "command", argv[0], "err", err)
-				codes[i] = 127
-			}
-		}()
-	}
-	wg.Wait()
-	for _, c := range codes {
-		if c != 0 {
-			return c
-		}
-	}
-	return 0
 }
 
 // saveModules copies the job's cubins from the broker into the output

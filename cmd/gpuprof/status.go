@@ -1,0 +1,261 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"gpuprof/broker"
+	"gpuprof/profile"
+)
+
+// Collector status heartbeats. Every collector publishes its state on its
+// rank's status subject (plain NATS, not stored) when it changes and every
+// statusEvery while it lives; gpuprof run follows them. They tell run when
+// every rank's application has ended (which starts the rank-timeout clock
+// although the collectors, and so the launcher, still run), and why a rank
+// the reducers sealed incomplete is so: its collector never connected,
+// stopped responding (crashed or stalled), is still analysing, or was
+// interrupted.
+
+// statusEvery is the heartbeat period; a collector silent for
+// statusSilent is taken for crashed or stalled.
+const (
+	statusEvery  = 2 * time.Second
+	statusSilent = 3 * statusEvery
+)
+
+// Collector states.
+const (
+	stateRunning     = "running"     // the application runs (or the replay is read)
+	stateAnalysing   = "analysing"   // the application exited; the analysis goes on
+	stateInterrupted = "interrupted" // a signal came; what was measured is being published
+	stateDone        = "done"        // the done item is published
+	stateFailed      = "failed"      // the collector gave up (its error in Detail)
+)
+
+// rankStatus is one heartbeat.
+type rankStatus struct {
+	Rank   int32  `json:"rank"`
+	State  string `json:"state"`
+	Exit   *int   `json:"exit,omitempty"`   // the application's status, once it exited
+	Signal string `json:"signal,omitempty"` // the interruption
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+	Detail string `json:"detail,omitempty"`
+	// AppEnd is when the application exited (Unix ns, the collector's
+	// clock), 0 while it runs.
+	AppEnd int64 `json:"app_end,omitempty"`
+}
+
+// statusReporter publishes one collector's heartbeats.
+type statusReporter struct {
+	nc   *nats.Conn
+	subj string
+	mu   sync.Mutex
+	st   rankStatus
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newStatusReporter(nc *nats.Conn, job string, rank int32) *statusReporter {
+	host, _ := os.Hostname()
+	r := &statusReporter{nc: nc, subj: broker.StatusSubject(job, rank), stop: make(chan struct{}),
+		st: rankStatus{Rank: rank, State: stateRunning, Host: host, PID: os.Getpid()}}
+	r.send()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTicker(statusEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.stop:
+				return
+			case <-t.C:
+				r.send()
+			}
+		}
+	}()
+	return r
+}
+
+// update changes the state and publishes it at once.
+func (r *statusReporter) update(f func(*rankStatus)) {
+	r.mu.Lock()
+	f(&r.st)
+	r.mu.Unlock()
+	r.send()
+}
+
+func (r *statusReporter) send() {
+	r.mu.Lock()
+	b, _ := json.Marshal(r.st)
+	r.mu.Unlock()
+	// Lost heartbeats cost nothing: the next one follows.
+	r.nc.Publish(r.subj, b)
+}
+
+// close publishes the last state and stops the heartbeats.
+func (r *statusReporter) close(state, detail string) {
+	close(r.stop)
+	r.wg.Wait()
+	r.update(func(s *rankStatus) { s.State, s.Detail = state, detail })
+	r.nc.FlushTimeout(time.Second)
+}
+
+// statusBoard is run's view of the collectors' heartbeats.
+type statusBoard struct {
+	mu      sync.Mutex
+	last    map[int32]rankStatus
+	heard   map[int32]time.Time
+	changed chan struct{} // a rank's application ended (buffered, 1)
+	sub     *nats.Subscription
+}
+
+func watchStatus(nc *nats.Conn, job string) (*statusBoard, error) {
+	b := &statusBoard{last: map[int32]rankStatus{}, heard: map[int32]time.Time{}, changed: make(chan struct{}, 1)}
+	sub, err := nc.Subscribe(broker.StatusSubjects(job), func(m *nats.Msg) {
+		var st rankStatus
+		if json.Unmarshal(m.Data, &st) != nil {
+			return
+		}
+		b.mu.Lock()
+		prev, had := b.last[st.Rank]
+		b.last[st.Rank], b.heard[st.Rank] = st, time.Now()
+		b.mu.Unlock()
+		if !had || (prev.Exit == nil) != (st.Exit == nil) || prev.State != st.State {
+			slog.Debug("collector status", "rank", st.Rank, "state", st.State, "host", st.Host, "pid", st.PID)
+			select {
+			case b.changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.sub = sub
+	return b, nil
+}
+
+func (b *statusBoard) close() {
+	if b != nil && b.sub != nil {
+		b.sub.Unsubscribe()
+	}
+}
+
+// appsEnded reports whether every one of ranks ranks said its application
+// ended, and when the first one did (zero if none).
+func (b *statusBoard) appsEnded(ranks int) (all bool, first time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	all = ranks > 0
+	for r := int32(0); int(r) < ranks; r++ {
+		st, ok := b.last[r]
+		if !ok || st.Exit == nil {
+			all = false
+			continue
+		}
+		if t := b.heard[r]; first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	return all, first
+}
+
+// exitCode is the applications' status as a launcher reports it: the
+// first non-zero one in rank order, else 0; known says whether every rank
+// reported one.
+func (b *statusBoard) exitCode(ranks int) (code int, known bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	known = true
+	for r := int32(0); int(r) < ranks; r++ {
+		st, ok := b.last[r]
+		if !ok || st.Exit == nil {
+			known = false
+			continue
+		}
+		if code == 0 {
+			code = *st.Exit
+		}
+	}
+	return code, known
+}
+
+// explain adds to each incomplete rank of p why its collector did not
+// finish, as its heartbeats tell it at time at (when the reducers gave
+// up). A profile whose job sent no heartbeat at all (a cluster whose
+// permissions predate them) is left as it is.
+func (b *statusBoard) explain(p *profile.Profile, ranks int, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.last) == 0 {
+		return
+	}
+	rs := p.IncompleteRanks()
+	seen := map[int32]bool{}
+	for _, r := range rs {
+		seen[r] = true
+	}
+	// A rank that published nothing at all is not in the profile.
+	for r := int32(0); int(r) < ranks; r++ {
+		if !seen[r] {
+			if _, ok := p.Items[r]; !ok {
+				rs = append(rs, r)
+			}
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
+	for _, r := range rs {
+		why := b.reason(r, at)
+		if why == "" {
+			continue
+		}
+		// Reasons are '+'-joined sets in a profile: none inside one.
+		why = strings.ReplaceAll(why, "+", " and ")
+		ri := p.Rank(r) // a rank that published nothing gets its entry here
+		if ri.Incomplete == "" {
+			ri.Incomplete = why
+		} else if !strings.Contains(ri.Incomplete, why) {
+			ri.Incomplete = why + ": " + ri.Incomplete
+		}
+	}
+}
+
+// reason says what rank r's collector was doing at time at ("" when its
+// heartbeats say nothing the reducer's reason does not).
+func (b *statusBoard) reason(r int32, at time.Time) string {
+	st, ok := b.last[r]
+	if !ok {
+		return "collector never connected"
+	}
+	silent := at.Sub(b.heard[r])
+	where := fmt.Sprintf("on %s pid %d", st.Host, st.PID)
+	switch {
+	case st.State == stateDone:
+		return ""
+	case st.State == stateFailed:
+		return fmt.Sprintf("collector failed %s (%s)", where, st.Detail)
+	case silent > statusSilent:
+		return fmt.Sprintf("collector stopped responding %s (silent for %s: crashed or stalled)", where, silent.Round(time.Second))
+	case st.State == stateInterrupted:
+		return fmt.Sprintf("collector still publishing after the interruption by %s %s", st.Signal, where)
+	case st.State == stateAnalysing || st.Exit != nil:
+		end := ""
+		if st.AppEnd != 0 {
+			end = fmt.Sprintf(" %s earlier", at.Sub(time.Unix(0, st.AppEnd)).Round(time.Second))
+		}
+		return fmt.Sprintf("collector still analysing %s (the application exited with status %d%s)", where, *st.Exit, end)
+	default:
+		return fmt.Sprintf("application still running %s", where)
+	}
+}
