@@ -177,3 +177,22 @@ func (e *Embedded) ClientOptions(role Role, name string) Options {
 	o.URLs = []string{e.URL}
 	return o
 }
+
+// ClientNames returns the names (Options.Name) of the clients connected
+// now, with how many connections carry each: gpuprof run tells a
+// collector that exited from one that stalls by it.
+func (e *Embedded) ClientNames() (map[string]int, error) {
+	s := e.Server()
+	if s == nil {
+		return nil, fmt.Errorf("broker: the embedded server is stopped")
+	}
+	cz, err := s.Connz(&server.ConnzOptions{State: server.ConnOpen, Limit: 1 << 20})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, c := range cz.Conns {
+		out[c.Name]++
+	}
+	return out, nil
+}

@@ -63,10 +63,10 @@ func (c *Collector) run(ctx context.Context) error {
 	// Interruptions reach the application through c.proc (Interrupt); an
 	// interruption that came before it started is passed on now. Its
 	// streams then end and are analysed until ctx (the analysis' stop).
-	c.mu.Lock()
+	c.imu.Lock()
 	c.proc = cmd.Process
 	early := c.intr
-	c.mu.Unlock()
+	c.imu.Unlock()
 	if early != nil {
 		cmd.Process.Signal(early)
 	}
@@ -113,9 +113,9 @@ func (c *Collector) run(ctx context.Context) error {
 	}()
 
 	werr := cmd.Wait()
-	c.mu.Lock()
+	c.imu.Lock()
 	c.proc = nil
-	c.mu.Unlock()
+	c.imu.Unlock()
 	code := -1
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()

@@ -194,8 +194,6 @@ type Collector struct {
 	bytes, frames, records, items atomic.Uint64
 
 	mu     sync.Mutex // publishing: sequence numbers and the done item's inputs
-	intr   os.Signal  // the first interruption, nil if none
-	proc   *os.Process
 	seq    uint32
 	hello  *rawstream.Hello
 	end    int32
@@ -203,6 +201,11 @@ type Collector struct {
 	exit   int
 	recErr error
 
+	// Interruptions (their own lock: a publisher may ask Interrupted
+	// while the done item is published under mu).
+	imu  sync.Mutex
+	intr os.Signal // the first interruption, nil if none
+	proc *os.Process
 	// stopRead ends a replay's reading (the first interruption); cut ends
 	// the analysis (StopTimeout after it, or a second one).
 	stopRead, cut context.CancelFunc
@@ -328,9 +331,9 @@ func (c *Collector) Run(ctx context.Context) error {
 	cutCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRead()
 	defer cut()
-	c.mu.Lock()
+	c.imu.Lock()
 	c.stopRead, c.cut = stopRead, cut
-	c.mu.Unlock()
+	c.imu.Unlock()
 	stopWatch := c.watchInterrupts(ctx)
 	var err error
 	if c.o.Replay != "" {
@@ -370,8 +373,8 @@ func (c *Collector) Run(ctx context.Context) error {
 
 // Interrupted is the signal that interrupted the rank, nil if none did.
 func (c *Collector) Interrupted() os.Signal {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.imu.Lock()
+	defer c.imu.Unlock()
 	return c.intr
 }
 
@@ -404,14 +407,16 @@ func (c *Collector) watchInterrupts(ctx context.Context) (stop func()) {
 // analysis by StopTimeout; a second kills the application and its
 // children and cuts the analysis now.
 func (c *Collector) Interrupt(sig os.Signal) {
-	c.mu.Lock()
+	c.imu.Lock()
 	first := c.intr == nil
 	if first {
 		c.intr = sig
-		c.issues = append(c.issues, "interrupted by "+proctree.SignalName(sig))
 	}
 	proc, stopRead, cut := c.proc, c.stopRead, c.cut
-	c.mu.Unlock()
+	c.imu.Unlock()
+	if first {
+		c.issue("interrupted by " + proctree.SignalName(sig))
+	}
 	if !first {
 		c.logf("second interruption (%s): killing the application, cutting the analysis", proctree.SignalName(sig))
 		if proc != nil {

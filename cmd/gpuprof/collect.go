@@ -134,7 +134,11 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 			return err
 		}
 	default:
-		bo := nats("gpuprof collect")
+		name := "gpuprof collect"
+		if rank, _, err := collector.ResolveRank(o.Rank, os.Getenv); err == nil {
+			name = collectorConnName(rank)
+		}
+		bo := nats(name)
 		if len(bo.URLs) == 0 {
 			return errors.New("no broker: give --nats URL (gpuprof run sets it) or --local FILE")
 		}

@@ -279,6 +279,9 @@ func runJob(cfg jobConfig) error {
 		return err
 	}
 	defer board.close()
+	if emb != nil {
+		board.connected = emb.ClientNames
+	}
 	prog := newProgress(cfg.Ranks)
 	rcfg := reducer.Config{Job: cfg.Job, Conn: conn, Tree: tree, RankTimeout: cfg.RankWait, Output: cfg.Out, OnProgress: prog.update}
 	done := make(chan treeResult, 1)

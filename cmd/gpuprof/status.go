@@ -111,8 +111,15 @@ func (r *statusReporter) close(state, detail string) {
 	r.nc.FlushTimeout(time.Second)
 }
 
+// collectorConnName names rank's collector connection on the broker.
+func collectorConnName(rank int32) string { return fmt.Sprintf("gpuprof collect rank %d", rank) }
+
 // statusBoard is run's view of the collectors' heartbeats.
 type statusBoard struct {
+	// connected, when set (the embedded broker), lists the clients
+	// connected now: a collector whose connection is gone exited.
+	connected func() (map[string]int, error)
+
 	mu      sync.Mutex
 	last    map[int32]rankStatus
 	heard   map[int32]time.Time
@@ -196,6 +203,10 @@ func (b *statusBoard) exitCode(ranks int) (code int, known bool) {
 // up). A profile whose job sent no heartbeat at all (a cluster whose
 // permissions predate them) is left as it is.
 func (b *statusBoard) explain(p *profile.Profile, ranks int, at time.Time) {
+	var conns map[string]int
+	if b.connected != nil {
+		conns, _ = b.connected()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.last) == 0 {
@@ -216,7 +227,7 @@ func (b *statusBoard) explain(p *profile.Profile, ranks int, at time.Time) {
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
 	for _, r := range rs {
-		why := b.reason(r, at)
+		why := b.reason(r, at, conns)
 		if why == "" {
 			continue
 		}
@@ -232,8 +243,9 @@ func (b *statusBoard) explain(p *profile.Profile, ranks int, at time.Time) {
 }
 
 // reason says what rank r's collector was doing at time at ("" when its
-// heartbeats say nothing the reducer's reason does not).
-func (b *statusBoard) reason(r int32, at time.Time) string {
+// heartbeats say nothing the reducer's reason does not). conns, when not
+// nil, are the broker's open connections by name.
+func (b *statusBoard) reason(r int32, at time.Time, conns map[string]int) string {
 	st, ok := b.last[r]
 	if !ok {
 		return "collector never connected"
@@ -245,6 +257,8 @@ func (b *statusBoard) reason(r int32, at time.Time) string {
 		return ""
 	case st.State == stateFailed:
 		return fmt.Sprintf("collector failed %s (%s)", where, st.Detail)
+	case conns != nil && conns[collectorConnName(r)] == 0:
+		return fmt.Sprintf("collector crashed or was killed %s (its connection closed while %s)", where, st.State)
 	case silent > statusSilent:
 		return fmt.Sprintf("collector stopped responding %s (silent for %s: crashed or stalled)", where, silent.Round(time.Second))
 	case st.State == stateInterrupted:
