@@ -744,6 +744,12 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			c.publish(pctx, a, source, &failed)
 			cancel()
+			// The reader may be blocked on a stream that never ends (a
+			// hung application's socket, a pipe): closing it lets the
+			// reader go.
+			if cl, ok := r.(io.Closer); ok {
+				cl.Close()
+			}
 			return ctx.Err()
 		case <-tick.C:
 			if a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval {

@@ -13,7 +13,7 @@ import (
 // An interrupted job: the ranks that published are merged and the rest
 // are sealed incomplete within the interruption's bound, not the (long)
 // rank timeout, through a two-level tree.
-func TestSignalInterrupted(t *testing.T) {
+func TestSignalEndWithin(t *testing.T) {
 	e := startBroker(t)
 	c := connect(t, e, "reducer")
 	const job = "intr"
@@ -30,7 +30,7 @@ func TestSignalInterrupted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	if err := reducer.SignalInterrupted(ctx, c, job, 130, time.Second); err != nil {
+	if err := reducer.SignalEndWithin(ctx, c, job, 130, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-ec; err != nil {

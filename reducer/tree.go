@@ -142,13 +142,15 @@ func SignalEnd(ctx context.Context, conn *broker.Conn, job string, exitCode int)
 	return signalEnd(ctx, conn, job, fmt.Sprintf("exit %d", exitCode), "end")
 }
 
-// SignalInterrupted tells job's reducers that the job was interrupted (by
-// a signal): ranks missing within of it are sealed as incomplete then,
-// however long the rank timeout, so that the report is written before the
-// batch system's kill. It is kept beside SignalEnd's message, not instead
-// of it: a node takes the earlier of the two deadlines.
-func SignalInterrupted(ctx context.Context, conn *broker.Conn, job string, exitCode int, within time.Duration) error {
-	return signalEnd(ctx, conn, job, fmt.Sprintf("exit %d within %s", exitCode, within), "interrupted/"+within.String())
+// SignalEndWithin tells job's reducers that whatever the ranks have not
+// sent within of now will not come: ranks still missing then are sealed
+// as incomplete, however long the rank timeout. gpuprof run sends it when
+// the job is interrupted (so that the report is written before the batch
+// system's kill) and when the launcher, and with it every collector, has
+// exited. It is kept beside SignalEnd's message, not instead of it: a node
+// takes the earliest deadline.
+func SignalEndWithin(ctx context.Context, conn *broker.Conn, job string, exitCode int, within time.Duration) error {
+	return signalEnd(ctx, conn, job, fmt.Sprintf("exit %d within %s", exitCode, within), "within/"+within.String())
 }
 
 func signalEnd(ctx context.Context, conn *broker.Conn, job, body, id string) error {

@@ -297,14 +297,17 @@ func forwardEnv(cmd []string, names []string) []string {
 }
 
 // launcherEnv is what the launcher itself needs to give the collectors
-// time to publish once interrupted: Open MPI kills ranks 1 s after
-// passing SIGTERM on, unless told otherwise.
+// time to publish once interrupted. Open MPI's mpirun, signalled, waits
+// its kill delay (1 s by default), sends the ranks SIGTERM, waits it again
+// and kills them: a fifth of the stop timeout each puts the SIGTERM early
+// and leaves the collectors as long to publish, well before run ends the
+// launcher (at two thirds).
 func launcherEnv(cmd []string, stop time.Duration) []string {
 	const v = "OMPI_MCA_odls_base_sigkill_timeout"
 	if !openMPI(cmd) || os.Getenv(v) != "" {
 		return nil
 	}
-	s := int(math.Ceil(stop.Seconds()*3/4)) + 1
+	s := max(1, int(math.Round(stop.Seconds()/5)))
 	slog.Debug("Open MPI's kill delay", v, s)
 	return []string{fmt.Sprintf("%s=%d", v, s)}
 }

@@ -34,6 +34,11 @@ import (
 //     collectors cut at the rank timeout) is ended: SIGTERM, then SIGKILL
 //     for everything below gpuprof run, so no process of the job is left.
 
+// launcherGone is how long after the launcher's exit ranks still missing
+// are sealed: its collectors exited with it, and anything they sent is
+// stored by then.
+const launcherGone = 3 * time.Second
+
 type treeResult struct {
 	p     *profile.Profile
 	stats *reducer.TreeStats
@@ -164,10 +169,23 @@ func (rp *rankProcs) done() bool {
 }
 
 // signal passes sig to the launcher processes (a launcher passes it on to
-// its ranks: mpirun and srun do).
+// its ranks: mpirun and srun do) and straight to the collectors on this
+// host (gpuprof processes below run): Open MPI's mpirun, for one, passes
+// it on only after its kill delay.
 func (rp *rankProcs) signal(sig os.Signal) {
+	sent := map[int]bool{}
 	for _, c := range rp.cmds {
 		c.Process.Signal(sig)
+		sent[c.Process.Pid] = true
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return
+	}
+	for _, pid := range proctree.Descendants(os.Getpid()) {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == self && !sent[pid] {
+			syscall.Kill(pid, sig.(syscall.Signal))
+		}
 	}
 }
 
@@ -272,6 +290,13 @@ loop:
 			exited = nil
 			e.appTime = rp.appTime
 			endJob(rp.code, fmt.Sprintf("the launcher exited with status %d", rp.code))
+			if !cfg.RanksElsewhere {
+				// Its collectors exited with it: what they sent is in the
+				// stream (the reducers drain it first), nothing more comes.
+				if err := reducer.SignalEndWithin(ctx, conn, cfg.Job, rp.code, launcherGone); err != nil {
+					slog.Warn("signalling the end of the application", "err", err)
+				}
+			}
 		case <-board.changed:
 			all, first := board.appsEnded(cfg.Ranks)
 			switch {
@@ -294,7 +319,7 @@ loop:
 				e.interrupted = sig
 				slog.Warn(fmt.Sprintf("interrupted by %s: passing it to the application; the report of what was merged follows within %v (a second one stops waiting)", proctree.SignalName(sig), cfg.StopWait))
 				rp.signal(sig)
-				if err := reducer.SignalInterrupted(ctx, conn, cfg.Job, code, cfg.StopWait); err != nil {
+				if err := reducer.SignalEndWithin(ctx, conn, cfg.Job, code, cfg.StopWait); err != nil {
 					slog.Warn("signalling the interruption", "err", err)
 				}
 				// The collectors cut their analysis at half the stop
@@ -307,7 +332,7 @@ loop:
 			slog.Warn(fmt.Sprintf("interrupted again by %s: ending the application now and writing the report", proctree.SignalName(sig)))
 			// A second each for the collectors to publish their last.
 			go rp.end(time.Second)
-			if err := reducer.SignalInterrupted(ctx, conn, cfg.Job, code, 2*time.Second); err != nil {
+			if err := reducer.SignalEndWithin(ctx, conn, cfg.Job, code, 2*time.Second); err != nil {
 				slog.Warn("signalling the interruption", "err", err)
 			}
 		case <-stopTimer:
@@ -327,15 +352,15 @@ loop:
 	// itself (every rank done) gets a moment to report its status.
 	go func() {
 		defer close(e.stopped)
-		grace := time.Second
-		if res.p != nil && len(res.p.IncompleteRanks()) == 0 && e.interrupted == nil {
+		var grace time.Duration
+		if res.p != nil && len(res.p.IncompleteRanks()) == 0 {
 			grace = 5 * time.Second
 		}
 		select {
 		case <-rp.exited:
 		case <-time.After(grace):
 			slog.Info("ending the launcher: the final profile is written without what its collectors still do")
-			rp.end(2 * time.Second)
+			rp.end(time.Second)
 			<-rp.exited
 		}
 	}()

@@ -64,6 +64,10 @@ type jobConfig struct {
 	Listen string
 	// MultiHost: the launcher places ranks on other hosts.
 	MultiHost bool
+	// RanksElsewhere: some ranks' collectors run outside the launcher
+	// (torchrun --nnodes: each node starts its own), so its exit does not
+	// end them.
+	RanksElsewhere bool
 }
 
 func newJobID() string {
@@ -115,6 +119,7 @@ application's.
 		return errors.New("no command after --")
 	}
 	cfg.MultiHost = multiHost(cfg.Launcher, os.Getenv)
+	cfg.RanksElsewhere = cfg.MultiHost && launcherName(cfg.Launcher) == "torchrun"
 	cfg.Broker = nats("gpuprof run")
 	cfg.SASS = *sassFiles
 	if *mode != "" {
