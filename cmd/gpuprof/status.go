@@ -200,8 +200,8 @@ func (b *statusBoard) exitCode(ranks int) (code int, known bool) {
 
 // explain adds to each incomplete rank of p why its collector did not
 // finish, as its heartbeats tell it at time at (when the reducers gave
-// up). A profile whose job sent no heartbeat at all (a cluster whose
-// permissions predate them) is left as it is.
+// up). On a cluster, a job that sent no heartbeat at all (permissions
+// that predate them) is left as it is.
 func (b *statusBoard) explain(p *profile.Profile, ranks int, at time.Time) {
 	var conns map[string]int
 	if b.connected != nil {
@@ -209,7 +209,7 @@ func (b *statusBoard) explain(p *profile.Profile, ranks int, at time.Time) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.last) == 0 {
+	if len(b.last) == 0 && b.connected == nil {
 		return
 	}
 	rs := p.IncompleteRanks()
