@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"gpuprof/broker"
+	"gpuprof/broker/brokertest"
 )
 
 // The embedded broker with a job's credentials admits only the job: a
@@ -118,51 +119,36 @@ func testEmbeddedJobAuth(t *testing.T, tlsOn bool) {
 
 	base := e.ClientOptions(broker.RoleCollector, "refused")
 	base.ConnectTimeout = 3 * time.Second
-	refuse := func(what string, o broker.Options, want ...string) {
-		t.Helper()
-		c, err := broker.Connect(o)
-		if err == nil {
-			c.Close()
-			t.Fatalf("%s: connected", what)
-		}
-		for _, w := range want {
-			if strings.Contains(strings.ToLower(err.Error()), w) {
-				t.Logf("%s: refused: %v", what, err)
-				return
-			}
-		}
-		t.Fatalf("%s: error %q does not say %q", what, err, want)
-	}
 	none := base
 	none.NKeySeedFile = ""
-	refuse("no credentials", none, "authorization violation")
+	brokertest.ExpectRefused(t, "no credentials", none, "authorization violation")
 	other, err := broker.WriteJobConfig(t.TempDir(), job, broker.JobConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stranger := base
 	stranger.NKeySeedFile = other.SeedFiles[broker.RoleReducer]
-	refuse("another job's key", stranger, "authorization violation")
+	brokertest.ExpectRefused(t, "another job's key", stranger, "authorization violation")
 	if !tlsOn {
 		return
 	}
 	noCA := base
 	noCA.CAPEM = nil
-	refuse("no CA (the system roots)", noCA, "unknown authority", "x509", "tls")
+	brokertest.ExpectRefused(t, "no CA (the system roots)", noCA, "unknown authority", "x509", "tls")
 	otherCA, err := broker.NewCA("another", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wrongCA := base
 	wrongCA.CAPEM = otherCA.PEM
-	refuse("another CA", wrongCA, "unknown authority", "x509")
+	brokertest.ExpectRefused(t, "another CA", wrongCA, "unknown authority", "x509")
 	plain := base
 	plain.URLs = []string{strings.Replace(e.URL, "tls://", "nats://", 1)}
 	plain.CAPEM = nil
-	refuse("plain TCP", plain, "tls", "secure connection")
+	brokertest.ExpectRefused(t, "plain TCP", plain, "tls", "secure connection")
 	byName := base
 	byName.URLs = []string{strings.Replace(e.URL, "127.0.0.1", "localhost", 1)}
-	refuse("a name the certificate does not carry", byName, "x509", "certificate")
+	brokertest.ExpectRefused(t, "a name the certificate does not carry", byName, "x509", "certificate")
 }
 
 func jetstreamAll() jetstream.OrderedConsumerConfig {

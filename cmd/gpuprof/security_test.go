@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"gpuprof/broker"
+	"gpuprof/broker/brokertest"
 	"gpuprof/collector/synth"
 	"gpuprof/profile"
 )
@@ -70,25 +71,13 @@ func TestRunBrokerAdmitsOnlyTheJob(t *testing.T) {
 	s := jobStream(t, url, job, reducerKey(out, job))
 	waitItems(t, s, broker.BatchSubject(job, 1), 1, 60*time.Second)
 
-	refused := func(what string, o broker.Options) {
-		t.Helper()
-		o.URLs, o.ConnectTimeout = []string{url}, 3*time.Second
-		c, err := broker.Connect(o)
-		if err == nil {
-			c.Close()
-			t.Fatalf("%s: connected to the job's broker", what)
-		}
-		if !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
-			t.Fatalf("%s: %v, want an authorization violation", what, err)
-		}
-		t.Logf("%s: refused: %v", what, err)
-	}
-	refused("a client without credentials", broker.Options{Name: "stranger"})
+	brokertest.ExpectRefused(t, "a client without credentials", broker.Options{URLs: []string{url}, Name: "stranger", ConnectTimeout: 3 * time.Second}, "authorization violation")
 	other, err := broker.WriteJobConfig(t.TempDir(), job, broker.JobConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused("a client with keys made for the same job name elsewhere", broker.Options{Name: "impostor", NKeySeedFile: other.SeedFiles[broker.RoleReducer]})
+	brokertest.ExpectRefused(t, "a client with keys made for the same job name elsewhere",
+		broker.Options{URLs: []string{url}, Name: "impostor", NKeySeedFile: other.SeedFiles[broker.RoleReducer], ConnectTimeout: 3 * time.Second}, "authorization violation")
 
 	col, err := broker.Connect(broker.Options{URLs: []string{url}, Name: "curious collector", NKeySeed: seed, InboxPrefix: broker.InboxPrefix(job, broker.RoleCollector)})
 	if err != nil {
@@ -141,13 +130,7 @@ func TestRunBrokerAdmitsOnlyTheJob(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("gpuprof run: %v\n%s", err, log.String())
 	}
-	p, err := profile.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.SealedRanks() != ranks || len(p.IncompleteRanks()) != 0 {
-		t.Fatalf("%d ranks sealed, incomplete %v\n%s", p.SealedRanks(), p.IncompleteRanks(), log.String())
-	}
+	completeProfile(t, out, ranks, log.String())
 	// No secret on a command line: the ranks' arguments hold no seed.
 	if args := l.file(t, "args"); strings.Contains(args, seed) {
 		t.Errorf("the ranks' command line holds a seed:\n%s", args)
@@ -161,4 +144,18 @@ func TestRunBrokerAdmitsOnlyTheJob(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// completeProfile reads the profile gpuprof run wrote into out and checks
+// that every one of ranks is in it, complete.
+func completeProfile(t *testing.T, out string, ranks int, log string) *profile.Profile {
+	t.Helper()
+	p, err := profile.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SealedRanks() != uint64(ranks) || len(p.IncompleteRanks()) != 0 {
+		t.Fatalf("%d ranks sealed, incomplete %v\n%s", p.SealedRanks(), p.IncompleteRanks(), log)
+	}
+	return p
 }
