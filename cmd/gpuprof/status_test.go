@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"gpuprof/broker"
 	"gpuprof/profile"
 )
 
@@ -59,5 +60,19 @@ func TestStatusReasons(t *testing.T) {
 	}
 	if got := p.Ranks[0]; got != nil && got.Incomplete != "" {
 		t.Errorf("rank 0 finished: %+v", got)
+	}
+}
+
+// On a cluster whose roles gpuprof nats-config wrote, run never hands the
+// collectors its own (reducer) key.
+func TestClusterCollectorsGetTheirOwnKey(t *testing.T) {
+	cfg := &jobConfig{Broker: broker.Options{URLs: []string{"tls://n1:4222"}, NKeySeedFile: "J.reducer.nk"}}
+	if _, _, _, err := jobBroker(cfg); err == nil || !strings.Contains(err.Error(), "--collector-nkey") {
+		t.Fatalf("run with its own key and none for the collectors: %v", err)
+	}
+	cfg.CollectorNKey = "J.collector.nk"
+	run, col, emb, err := jobBroker(cfg)
+	if err != nil || emb != nil || run.NKeySeedFile != "J.reducer.nk" || !strings.HasSuffix(col.NKeySeedFile, "J.collector.nk") || cfg.Replicas != 3 {
+		t.Fatalf("run %+v, collectors %+v, %v", run, col, err)
 	}
 }
