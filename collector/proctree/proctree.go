@@ -117,6 +117,10 @@ func End(pid int, grace time.Duration) (killed int) {
 	}
 	left := Alive(pids)
 	Signal(left, syscall.SIGKILL)
+	// SIGKILL is not instant: a process dies once it is scheduled.
+	for deadline := time.Now().Add(time.Second); len(Alive(left)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	// Processes that were reparented here die as zombies until reaped.
 	for _, p := range pids {
 		if pp, _, ok := stat(p); ok && pp == os.Getpid() {
