@@ -190,14 +190,14 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 			runErr = err
 		}
 	}
+	var ee *collector.ExitError
 	if rep != nil {
-		if runErr != nil && collector.ExitCode(runErr) == 1 && sig == nil {
+		if runErr != nil && !errors.As(runErr, &ee) && sig == nil {
 			rep.close(stateFailed, firstLineOf(runErr))
 		} else {
 			rep.close(stateDone, "")
 		}
 	}
-	var ee *collector.ExitError
 	if errors.As(runErr, &ee) {
 		return exitError{ee.Code}
 	}

@@ -309,7 +309,8 @@ func runJob(cfg jobConfig) error {
 	res, end := superviseJob(ctx, &cfg, conn, rp, board, done, sigs)
 	prog.finish()
 	if res.err != nil {
-		return fmt.Errorf("reduction: %w (the application exited with %d)", res.err, end.exit)
+		exit := end.wait() // nothing of the job outlives run
+		return fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit)
 	}
 	p := res.p
 	board.explain(p, cfg.Ranks, end.final)
