@@ -85,7 +85,6 @@ func jobBroker(cfg *jobConfig) (run, col broker.Options, emb *broker.Embedded, e
 	if len(tlsHosts) > 0 {
 		slog.Info("broker listens for other hosts", "url", emb.URL, "tls_names", strings.Join(tlsHosts, ","))
 	}
-	slog.Debug("reducer credentials for gpuprof reduce", "nkey", auth.SeedFiles[broker.RoleReducer])
 	return emb.Options("gpuprof run"), emb.ClientOptions(broker.RoleCollector, "gpuprof collect"), emb, nil
 }
 

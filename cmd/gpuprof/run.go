@@ -279,6 +279,13 @@ func runJob(cfg jobConfig) error {
 		return err
 	}
 	slog.Info("job", "id", cfg.Job, "ranks", cfg.Ranks, "tree", tree.String(), "broker", strings.Join(bo.URLs, ","), "out", cfg.Out)
+	if cfg.ExtReduce && emb != nil {
+		ca := ""
+		if len(bo.CAPEM) > 0 {
+			ca = " --tls-ca " + filepath.Join(cfg.Out, "broker", "auth", cfg.Job+".ca.pem")
+		}
+		slog.Info(fmt.Sprintf("the tree's nodes: gpuprof reduce --job %s --ranks %d --fan-in %d --nats %s --nkey %s%s --node NODES", cfg.Job, cfg.Ranks, cfg.FanIn, emb.URL, bo.NKeySeedFile, ca))
+	}
 	board, err := watchStatus(conn.NC, cfg.Job)
 	if err != nil {
 		return err
