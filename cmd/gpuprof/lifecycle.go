@@ -193,7 +193,7 @@ func (rp *rankProcs) signal(sig os.Signal) {
 // local descendant, SIGKILL after grace.
 func (rp *rankProcs) end(grace time.Duration) {
 	rp.mu.Lock()
-	rp.ended = true
+	rp.ended = rp.ended || !rp.done() // one that exited by itself keeps its status
 	rp.mu.Unlock()
 	if !rp.done() {
 		rp.signal(syscall.SIGTERM)
@@ -351,6 +351,9 @@ loop:
 	// itself (every rank done) gets a moment to report its status.
 	go func() {
 		defer close(e.stopped)
+		if rp.done() {
+			return // it exited by itself: its status stands
+		}
 		var grace time.Duration
 		if res.p != nil && len(res.p.IncompleteRanks()) == 0 {
 			grace = 5 * time.Second
