@@ -913,7 +913,7 @@ func (n *node) handleBatch(m jetstream.Msg) {
 		return
 	}
 	if subj.Kind == broker.SubjectEnd {
-		n.startClock(endClock(md.Timestamp, data, n.timeout()), "end signal")
+		n.startClock(endClock(md.Timestamp, data, n.cfg.RankTimeout), "end signal")
 		n.deferAck(m, -1, seq)
 		return
 	}
@@ -1053,7 +1053,7 @@ func (n *node) handlePartial(m jetstream.Msg) {
 		return
 	}
 	if subj.Kind == broker.SubjectEnd {
-		n.startClock(endClock(md.Timestamp, data, n.timeout()), "end signal")
+		n.startClock(endClock(md.Timestamp, data, n.cfg.RankTimeout), "end signal")
 		n.deferAck(m, -1, seq)
 		return
 	}

@@ -175,10 +175,12 @@ func signalEnd(ctx context.Context, conn *broker.Conn, job, body, id string) err
 	return nil
 }
 
-// endClock is the clock an end message starts for a node whose rank
-// timeout is timeout: the message's time, or, for an interruption that
-// gives the ranks less ("within D"), a clock set back so that the node's
-// deadline falls D after the message.
+// endClock is the clock an end message starts, for rank timeout timeout:
+// the message's time, or, for one that gives the ranks less ("within D"),
+// a clock set back so that a leaf's deadline falls D after the message.
+// An inner node's deadline is ChildGrace per level later, as always: its
+// children seal their ranks first and may be slow to deliver (a cluster's
+// election).
 func endClock(at time.Time, body []byte, timeout time.Duration) time.Time {
 	_, rest, ok := strings.Cut(string(body), " within ")
 	if !ok {

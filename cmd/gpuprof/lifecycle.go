@@ -261,6 +261,23 @@ func (e *jobEnd) wait() int {
 	return e.exit
 }
 
+// abandonOnSignals follows the signals while the report is written: the
+// first says what is going on, the next abandons the report, ending what
+// is left of the job first.
+func abandonOnSignals(sigs <-chan os.Signal, e *jobEnd) {
+	warned := false
+	for sig := range sigs {
+		if !warned {
+			warned = true
+			slog.Warn(fmt.Sprintf("%s: the report of what was merged is being written; another signal abandons it", proctree.SignalName(sig)))
+			continue
+		}
+		slog.Error(fmt.Sprintf("%s: the report is abandoned", proctree.SignalName(sig)))
+		e.rp.end(0)
+		os.Exit(128 + signalNumber(sig))
+	}
+}
+
 // superviseJob follows the ranks, their collectors' heartbeats and the
 // signals until the tree's final profile is there (done), and starts
 // ending whatever still runs.

@@ -315,6 +315,7 @@ func runJob(cfg jobConfig) error {
 	}
 	res, end := superviseJob(ctx, &cfg, conn, rp, board, done, sigs)
 	prog.finish()
+	go abandonOnSignals(sigs, end)
 	if res.err != nil {
 		exit := end.wait() // nothing of the job outlives run
 		return fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit)
