@@ -174,7 +174,13 @@ func (rp *rankProcs) done() bool {
 func (rp *rankProcs) signal(sig os.Signal) {
 	sent := map[int]bool{}
 	for _, c := range rp.cmds {
-		c.Process.Signal(sig)
+		s := sig
+		if launcherName(c.Args) == "srun" && sig == os.Interrupt {
+			// srun answers one SIGINT with its tasks' status; it passes
+			// SIGTERM on to them.
+			s = syscall.SIGTERM
+		}
+		c.Process.Signal(s)
 		sent[c.Process.Pid] = true
 	}
 	self, err := os.Executable()
