@@ -1,6 +1,12 @@
 package analysis
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"gpuprof/profile"
+)
 
 // MemorySpec is what the block-lifetime floor (lifetime.go) needs of a
 // GPU's memory system. Its values are measured, not taken from data
@@ -60,4 +66,60 @@ var h100Memory = MemorySpec{
 		{1291.3, 418.7}, {1827.2, 443.8}, {2246.3, 481.4},
 	},
 	StreamGBs: 3068.4,
+}
+
+// measuredGPU names the GPU whose memory system the probes measured
+// (h100Memory); other GPUs of the same architecture get no memory-based
+// floor until their own probe log exists.
+const measuredGPU = "NVIDIA H100 80GB HBM3"
+
+// DeviceSpec is the spec of the GPU a profile's ranks ran on: the
+// architecture's constants (SpecFor) with the SM count, registers,
+// threads and shared memory per SM and the clock taken from what the
+// library read off the device, so that GPUs of one compute capability (an
+// H100 SXM or PCIe, an H200, a GH200) each get their own figures. It
+// returns nil for an unknown architecture, and the architecture's spec
+// unchanged when no rank carries device properties (older streams).
+func DeviceSpec(p *profile.Profile, sm uint16) *GPUSpec {
+	base := SpecFor(sm)
+	if base == nil {
+		return nil
+	}
+	for _, r := range p.SortedRanks() {
+		ri := p.Ranks[r]
+		d := ri.Props
+		if d.SMs == 0 {
+			continue
+		}
+		g := *base
+		g.Name = strings.TrimPrefix(ri.GPU, "NVIDIA ")
+		g.SMs = int(d.SMs)
+		if d.RegsPerSM > 0 {
+			g.RegsPerSM = int(d.RegsPerSM)
+		}
+		if d.ThreadsPerSM > 0 {
+			g.ThreadsPerSM = int(d.ThreadsPerSM)
+		}
+		if d.SharedPerSM > 0 {
+			g.SharedPerSM = int(d.SharedPerSM)
+		}
+		if d.ClockKHz > 0 {
+			g.ClockGHz = float64(d.ClockKHz) / 1e6
+		}
+		if ri.GPU != measuredGPU || g.SMs != base.SMs {
+			g.Memory = MemorySpec{}
+		}
+		return &g
+	}
+	return base
+}
+
+// Describe says which spec an estimate used, for the report.
+func (g GPUSpec) Describe() string {
+	mem := "memory system not measured on this GPU (no block-lifetime floor)"
+	if g.Memory.Measured() {
+		mem = "memory system measured by the probes (docs/machine.md)"
+	}
+	return fmt.Sprintf("%s: %d SMs, %.0f MHz, %d KB shared memory and %d registers per SM; %s",
+		g.Name, g.SMs, g.ClockGHz*1000, g.SharedPerSM>>10, g.RegsPerSM, mem)
 }

@@ -23,8 +23,10 @@ import (
 
 	"gpuprof/broker"
 	"gpuprof/collector/analyze"
+	"gpuprof/collector/launcher"
 	"gpuprof/collector/proctree"
 	"gpuprof/collector/rawstream"
+	"gpuprof/collector/symbolize"
 	"gpuprof/profile"
 )
 
@@ -38,9 +40,19 @@ type Publisher interface {
 // Options configure one rank's collection.
 type Options struct {
 	Job string // default: $GPUPROF_JOB
-	// Rank: -1 finds it in the environment (OMPI_COMM_WORLD_RANK,
-	// PMIX_RANK, PMI_RANK, SLURM_PROCID, in that order; 0 if none).
+	// Rank: the collector's own rank; -1 finds it in the environment
+	// (launcher.RankVars: RANK with WORLD_SIZE, OMPI_COMM_WORLD_RANK,
+	// PMIX_RANK, PMI_RANK, SLURM_PROCID, in that order; 0 if none). A
+	// replay is this rank; a process started under the collector is
+	// measured as the rank its own launcher environment gives it, else
+	// in order of first CUDA use (docs/launchers.md).
 	Rank int
+	// Ranks is the job's rank count (gpuprof run passes what the launcher
+	// asked for); 0: the torch launcher being wrapped says, else the
+	// launcher's environment (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+	// SLURM_NTASKS), else one. The job's only collector publishes a done
+	// item for every expected rank no process claimed.
+	Ranks int
 
 	// Replay reads a recorded stream instead of running an application;
 	// "{rank}" or "{rank:N}" in the path is replaced (see ExpandRank).
@@ -57,8 +69,16 @@ type Options struct {
 	// defaults (P = 50, K = 1).
 	BlockSampling, KernelSampling int
 	// Record tees the raw stream to this file (the rank expanded as in
-	// Replay).
+	// Replay; without {rank}, a second stream goes to FILE.1, ...).
 	Record string
+	// PythonFrames starts the application with CPython's perf trampoline
+	// (PYTHONPERFSUPPORT=1), so that Python functions appear in host
+	// stacks as perf-map entries; the maps are removed when read.
+	PythonFrames bool
+	// PerfMap is a CPython perf map (perf-PID.map) for a replayed
+	// stream's host frames. A live stream reads /tmp/perf-PID.map of its
+	// process when there is one.
+	PerfMap string
 
 	Publisher Publisher
 	// BatchRecords: publish an item every this many access records
@@ -81,13 +101,21 @@ type Options struct {
 	CandidateLimit int64
 	// QueueDepth: frames each analysis worker's queue holds (0: default).
 	QueueDepth int
-	// Structures gives GPU module structure; default: nvdisasm when on
-	// PATH, else the nvdisasm outputs in SASSFiles.
+	// Structures gives GPU function structure; default: an analyze.SASS
+	// with the disk cache (analyze.DefaultDiskCache), nvdisasm when on PATH
+	// and the nvdisasm outputs in SASSFiles.
 	Structures analyze.StructureSource
 	SASSFiles  []string
+	// StructureWait bounds the waits for structure (0: the analysis'
+	// default; analyze.Options.StructureWait).
+	StructureWait time.Duration
+	// HostSymbols are symbol tables (files, or directories of *.syms) for
+	// host modules that are not on this machine: a replayed capture's
+	// binaries (collector/symbolize, gpuprof symtab).
+	HostSymbols []string
 	// Share, when set, shares nvdisasm listings with the job's other ranks
 	// through the broker's module bucket (one rank disassembles each
-	// module; docs/sass.md). Used by the default Structures only.
+	// function; docs/sass.md). Used by the default Structures only.
 	Share *broker.Conn
 	// OnModule is called once per module content hash with its cubin.
 	OnModule func(hash profile.ModuleHash, cubin []byte)
@@ -101,23 +129,38 @@ type Options struct {
 	// DrainTimeout bounds how long streams may stay open after the
 	// application exited (default 30s).
 	DrainTimeout time.Duration
-	// Interrupts delivers the signals the rank gets (gpuprof collect
+	// Interrupts delivers the signals the collector gets (gpuprof collect
 	// passes SIGINT and SIGTERM). The first is passed on to the
-	// application (a replay stops reading); the rank's done item names it,
-	// which makes the rank incomplete; what was measured is still analysed
-	// and published, for at most StopTimeout. A second one kills the
-	// application with its children and cuts the analysis at once.
-	// Cancelling Run's context is a first interruption by SIGTERM.
+	// application (a replay stops reading); every rank's done item names
+	// it, which makes the ranks not done by then incomplete; what was
+	// measured is still analysed and published, for at most StopTimeout.
+	// A second one kills the application with its children and cuts the
+	// analysis at once. Cancelling Run's context is a first interruption
+	// by SIGTERM.
 	Interrupts <-chan os.Signal
 	// StopTimeout bounds the analysis after an interruption (default 5s).
 	StopTimeout time.Duration
-	// OnAppExit is called once when the application has exited (for a
-	// replay, when its stream's END is analysed) with its status: the
-	// collector may go on analysing after it.
-	OnAppExit func(code int)
+	// OnRank, when set, is told where each rank this collector publishes
+	// stands (gpuprof collect's heartbeats): running (the rank is the
+	// collector's: claimed by a process, a replay, or owed by it from the
+	// start), its application exited (a replay's END; the command's exit,
+	// for every rank of it, done or not: it may start more ranks until
+	// then; the analysis may go on), and its done item published. It is
+	// called with the collector's locks held and must not call back into
+	// it.
+	OnRank func(rank int32, state RankState, exit int)
 	// Logf receives progress and warnings (nil: silent).
 	Logf func(format string, args ...any)
 }
+
+// RankState is where a rank stands (Options.OnRank).
+type RankState int
+
+const (
+	RankRunning RankState = iota // its application runs (a replay is read)
+	RankExited                   // its application exited; the analysis goes on
+	RankDone                     // its done item is published
+)
 
 // Progress counts what a collector has done so far.
 type Progress struct {
@@ -160,11 +203,8 @@ func (e *StreamError) Error() string {
 
 func (e *StreamError) Unwrap() error { return e.Err }
 
-// RankEnv are the environment variables the rank is taken from, in order.
-var RankEnv = []string{"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}
-
-// ResolveRank returns explicit if it is >= 0, else the first of RankEnv
-// that is set (naming it), else 0.
+// ResolveRank returns explicit if it is >= 0, else the first of
+// launcher.RankVars that is set (naming it), else 0 ("default").
 func ResolveRank(explicit int, getenv func(string) string) (int32, string, error) {
 	if explicit >= 0 {
 		if explicit > 1<<30 {
@@ -172,45 +212,55 @@ func ResolveRank(explicit int, getenv func(string) string) (int32, string, error
 		}
 		return int32(explicit), "--rank", nil
 	}
-	for _, v := range RankEnv {
-		s := getenv(v)
-		if s == "" {
-			continue
-		}
-		r, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || r < 0 || r > 1<<30 {
-			return 0, v, fmt.Errorf("environment %s=%q is not a rank", v, s)
-		}
-		return int32(r), v, nil
+	r, ok, err := launcher.RankOf(getenv)
+	if err != nil {
+		return 0, r.Var, err
 	}
-	return 0, "default", nil
+	if !ok {
+		return 0, "default", nil
+	}
+	return r.Rank, r.Var, nil
 }
 
-// Collector collects one rank.
+// Collector collects the ranks of one command: a replayed stream, or
+// every CUDA process of the application, each as its own rank
+// (ranks.go).
 type Collector struct {
-	o    Options
-	rank int32
+	o     Options
+	place placement
 
 	bytes, frames, records, items atomic.Uint64
 
-	mu     sync.Mutex // publishing: sequence numbers and the done item's inputs
-	seq    uint32
-	hello  *rawstream.Hello
-	end    int32
-	issues []string
-	exit   int
+	mu     sync.Mutex
+	ranks  map[int32]*rankState
+	order  []*rankState // in the order they were claimed
+	extras int          // extra rank ids handed out
+	exit   int          // the application's exit status (-1: not known)
 	recErr error
+	// appPID is the application's process; appExited is closed once its
+	// exit status is in exit.
+	appPID    int
+	appExited chan struct{}
+
+	tables *symbolize.Tables // HostSymbols, read once
+	// ownSASS: Structures was made here, and is closed after the run.
+	ownSASS bool
+	// appEnded: the application exited (or never started): ranks claimed
+	// from now on are told exited at once (OnRank).
+	appEnded bool
 
 	// Interruptions (their own lock: a publisher may ask Interrupted
-	// while the done item is published under mu).
+	// while a rank's item is published under its lock).
 	imu  sync.Mutex
 	intr os.Signal // the first interruption, nil if none
 	proc *os.Process
 	// stopRead ends a replay's reading (the first interruption); cut ends
 	// the analysis (StopTimeout after it, or a second one).
 	stopRead, cut context.CancelFunc
-	exitOnce      sync.Once
 }
+
+// doneTimeout bounds the done items of an interrupted collection.
+const doneTimeout = 10 * time.Second
 
 // New checks the options and finds the rank.
 func New(o Options) (*Collector, error) {
@@ -252,20 +302,30 @@ func New(o Options) (*Collector, error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	r, _, err := ResolveRank(o.Rank, os.Getenv)
+	pl, err := place(o, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("collector: %w", err)
 	}
-	if o.Structures == nil {
-		st := &analyze.SASS{Files: o.SASSFiles, Logf: o.Logf}
+	r := pl.base
+	own := o.Structures == nil
+	if own {
+		st := &analyze.SASS{Files: o.SASSFiles, Logf: o.Logf, Cache: analyze.DefaultDiskCache()}
 		if o.Share != nil {
 			st.Share = BrokerListings(o.Share, o.Job, r)
 		}
 		o.Structures = st
 	}
 	o.Replay = ExpandRank(o.Replay, r)
-	o.Record = ExpandRank(o.Record, r)
-	return &Collector{o: o, rank: r, end: -1, exit: -1}, nil
+	if o.Replay != "" {
+		o.Record = ExpandRank(o.Record, r)
+	}
+	c := &Collector{o: o, place: pl, ranks: map[int32]*rankState{}, exit: -1, appExited: make(chan struct{}), ownSASS: own}
+	if len(o.HostSymbols) > 0 {
+		if c.tables, err = symbolize.ReadTables(o.HostSymbols...); err != nil {
+			return nil, fmt.Errorf("collector: host symbols: %w", err)
+		}
+	}
+	return c, nil
 }
 
 var rankPattern = regexp.MustCompile(`\{rank(?::([0-9]))?\}`)
@@ -291,8 +351,10 @@ func Collect(ctx context.Context, o Options) error {
 	return c.Run(ctx)
 }
 
-// Rank is the rank being collected.
-func (c *Collector) Rank() int32 { return c.rank }
+// Rank is the collector's own rank: the rank of a replay, and of a
+// process without a launcher rank of its own. Ranks lists every rank
+// published.
+func (c *Collector) Rank() int32 { return c.place.base }
 
 // Progress returns the counters so far; safe to call at any time.
 func (c *Collector) Progress() Progress {
@@ -309,21 +371,18 @@ func (c *Collector) ExitCode() int {
 
 func (c *Collector) logf(format string, args ...any) {
 	if c.o.Logf != nil {
-		c.o.Logf("rank %d: "+format, append([]any{c.rank}, args...)...)
+		c.o.Logf("collector of rank %d: "+format, append([]any{c.place.base}, args...)...)
 	}
 }
 
-func (c *Collector) issue(s string) {
-	c.mu.Lock()
-	c.issues = append(c.issues, s)
-	c.mu.Unlock()
-}
-
 // Run collects until the application and its streams are done (or the
-// replay ends), publishes the done item and returns: nil, an *ExitError
-// with the application's non-zero status, or what went wrong (joined with
-// the exit status).
+// replay ends), publishes each rank's done item and returns: nil, an
+// *ExitError with the application's non-zero status, or what went wrong
+// (joined with the exit status).
 func (c *Collector) Run(ctx context.Context) error {
+	if s, ok := c.o.Structures.(*analyze.SASS); ok && c.ownSASS {
+		defer s.Close()
+	}
 	// Interruptions end the reading (a replay) and, later, the analysis,
 	// not the publishing of what was measured: those contexts are the
 	// collector's own.
@@ -339,18 +398,19 @@ func (c *Collector) Run(ctx context.Context) error {
 	if c.o.Replay != "" {
 		err = c.replay(readCtx)
 	} else {
+		c.mu.Lock()
+		for _, r := range c.owed() {
+			c.note(r, RankRunning, 0)
+		}
+		c.mu.Unlock()
 		err = c.run(cutCtx)
+		if err != nil {
+			// The application could not be started (or the collector
+			// failed): the ranks it owes still report, saying why.
+			err = errors.Join(err, c.missing(cutCtx, strings.TrimPrefix(firstLine(err), fmt.Sprintf("rank %d: ", c.place.base))))
+		}
 	}
 	stopWatch()
-	dctx := ctx
-	if ctx.Err() != nil || c.Interrupted() != nil {
-		// Interrupted: the done item still goes out, within a bound, so
-		// that the reducers know this rank's count of items.
-		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-	}
-	derr := c.publishDone(dctx)
 	c.mu.Lock()
 	code := c.exit
 	recErr := c.recErr
@@ -362,16 +422,13 @@ func (c *Collector) Run(ctx context.Context) error {
 	if recErr != nil {
 		errs = append(errs, recErr)
 	}
-	if derr != nil {
-		errs = append(errs, derr)
-	}
 	if code > 0 {
 		errs = append(errs, &ExitError{Code: code})
 	}
 	return errors.Join(errs...)
 }
 
-// Interrupted is the signal that interrupted the rank, nil if none did.
+// Interrupted is the signal that interrupted the collector, nil if none did.
 func (c *Collector) Interrupted() os.Signal {
 	c.imu.Lock()
 	defer c.imu.Unlock()
@@ -402,11 +459,13 @@ func (c *Collector) watchInterrupts(ctx context.Context) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-// Interrupt handles a signal for the rank: the first is passed on to the
-// application (a replay stops reading) and bounds what is left of the
+// Interrupt handles a signal for the collector's ranks: the first is
+// passed on to the application (a replay stops reading), named in every
+// rank's done item still to come, and bounds what is left of the
 // analysis by StopTimeout; a second kills the application and its
 // children and cuts the analysis now.
 func (c *Collector) Interrupt(sig os.Signal) {
+	c.mu.Lock()
 	c.imu.Lock()
 	first := c.intr == nil
 	if first {
@@ -415,8 +474,12 @@ func (c *Collector) Interrupt(sig os.Signal) {
 	proc, stopRead, cut := c.proc, c.stopRead, c.cut
 	c.imu.Unlock()
 	if first {
-		c.issue("interrupted by " + proctree.SignalName(sig))
+		// Ranks claimed later say so when they are claimed.
+		for _, rs := range c.order {
+			rs.issue("interrupted by " + proctree.SignalName(sig))
+		}
 	}
+	c.mu.Unlock()
 	if !first {
 		c.logf("second interruption (%s): killing the application, cutting the analysis", proctree.SignalName(sig))
 		if proc != nil {
@@ -440,92 +503,50 @@ func (c *Collector) Interrupt(sig os.Signal) {
 	}
 }
 
-// appExited reports the application's end once.
-func (c *Collector) appExited(code int) {
-	c.exitOnce.Do(func() {
-		if c.o.OnAppExit != nil {
-			c.o.OnAppExit(code)
-		}
-	})
+// note tells Options.OnRank where rank r stands.
+func (c *Collector) note(r int32, st RankState, exit int) {
+	if c.o.OnRank != nil {
+		c.o.OnRank(r, st, exit)
+	}
 }
 
 func (c *Collector) replay(ctx context.Context) error {
+	c.mu.Lock()
+	rs := c.claim(c.place.base, 0, "replay")
+	c.mu.Unlock()
 	f, err := os.Open(c.o.Replay)
 	if err != nil {
-		c.issue("replay: " + err.Error())
-		return fmt.Errorf("rank %d: %w", c.rank, err)
+		rs.issue("replay: " + err.Error())
+		err = fmt.Errorf("rank %d: %w", rs.rank, err)
+	} else {
+		defer f.Close()
+		_, err = c.stream(ctx, rs, nil, f, "replay "+c.o.Replay, c.o.Record)
 	}
-	defer f.Close()
-	err = c.stream(ctx, f, "replay "+c.o.Replay, c.o.Record)
+	rs.mu.Lock()
+	end := rs.end
+	rs.mu.Unlock()
 	c.mu.Lock()
-	if c.end >= 0 {
-		c.exit = int(c.end) // the recorded application's status
+	if end >= 0 {
+		c.exit = int(end) // the recorded application's status
 	}
 	c.mu.Unlock()
-	return err
-}
-
-// publish sends one item with the next sequence number. An analysis that
-// fails while building the item sets *failed (the stream is then only
-// drained) and is recorded for the done item; only a publishing error is
-// returned.
-func (c *Collector) publish(ctx context.Context, a *analyze.Analyzer, source string, failed *bool) error {
-	if *failed {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p, err := a.Flush(c.seq)
-	if err != nil {
-		*failed = true
-		c.issues = append(c.issues, fmt.Sprintf("%s: analysis stopped: %s", source, firstLine(err)))
-		if c.o.Logf != nil {
-			c.o.Logf("rank %d: %s: analysis stopped: %v", c.rank, source, err)
-		}
-		return nil
-	}
-	if p == nil {
-		return nil
-	}
-	if err := c.o.Publisher.Publish(ctx, p, false); err != nil {
-		return fmt.Errorf("rank %d: publishing item %d: %w", c.rank, c.seq, err)
-	}
-	c.seq++
-	c.items.Add(1)
-	return nil
-}
-
-func (c *Collector) publishDone(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	exit := int32(c.exit)
-	if c.o.Replay != "" || c.exit < 0 {
-		exit = c.end
-	}
-	done, err := analyze.DoneItem(c.o.Job, c.rank, c.seq, c.hello, exit, strings.Join(c.issues, "; "))
-	if err != nil {
-		return err
-	}
-	if err := c.o.Publisher.Publish(ctx, done, true); err != nil {
-		return fmt.Errorf("rank %d: publishing the done item (%d items before it): %w", c.rank, c.seq, err)
-	}
-	c.items.Add(1)
-	return nil
+	return errors.Join(err, rs.publishDone(ctx))
 }
 
 // tee writes the stream to the record file. A failing write (a full disk)
 // stops the recording, not the collection.
 type tee struct {
-	f   *os.File
-	c   *Collector
-	err error
+	f    *os.File
+	c    *Collector
+	what string // the stream, for errors
+	err  error
 }
 
 func (t *tee) Write(p []byte) (int, error) {
 	if t.err == nil {
 		if _, err := t.f.Write(p); err != nil {
 			t.err = err
-			t.c.recordFailed(fmt.Errorf("rank %d: recording the stream to %s: %w (the recording is cut; the analysis went on)", t.c.rank, t.f.Name(), err))
+			t.c.recordFailed(fmt.Errorf("%s: recording the stream to %s: %w (the recording is cut; the analysis went on)", t.what, t.f.Name(), err))
 		}
 	}
 	return len(p), nil
@@ -533,7 +554,7 @@ func (t *tee) Write(p []byte) (int, error) {
 
 func (t *tee) close() {
 	if err := t.f.Close(); err != nil && t.err == nil {
-		t.c.recordFailed(fmt.Errorf("rank %d: recording the stream to %s: %w", t.c.rank, t.f.Name(), err))
+		t.c.recordFailed(fmt.Errorf("%s: recording the stream to %s: %w", t.what, t.f.Name(), err))
 	}
 }
 
@@ -625,12 +646,12 @@ func (b *byteBudget) close() {
 // the workers' busy time against the wall time, how long the reader had
 // to wait (the analysis was the bottleneck), and how long the analysis ran
 // on after the stream's END, for the overhead table's accounts.
-func (c *Collector) logAnalysis(a *analyze.Analyzer, source string, wall, readerWait, endAt time.Duration) {
+func (rs *rankState) logAnalysis(a *analyze.Analyzer, source string, recs uint64, wall, readerWait, endAt time.Duration) {
+	c := rs.c
 	if c.o.Logf == nil {
 		return
 	}
 	b := a.Busy()
-	recs := c.records.Load()
 	rate := 0.0
 	if b.WorkerBusy > 0 {
 		rate = float64(recs) / b.WorkerBusy.Seconds()
@@ -647,31 +668,63 @@ func (c *Collector) logAnalysis(a *analyze.Analyzer, source string, wall, reader
 	}
 	if s, ok := c.o.Structures.(*analyze.SASS); ok {
 		st := s.Stats()
-		msg += fmt.Sprintf("; modules: %d disassembled, %d shared by other ranks, %d fallbacks", st.Disassembled, st.Shared, st.Fallbacks)
+		msg += fmt.Sprintf("; structure: %d functions disassembled in %d nvdisasm runs (%d modules whole), %d from the disk cache, %d shared by other ranks, %d fallbacks",
+			st.Functions, st.Disassembled, st.Whole, st.CacheHits, st.Shared, st.Fallbacks)
 	}
-	c.logf("%s", msg)
+	if miss := a.Missing(); len(miss) > 0 {
+		msg += fmt.Sprintf("; %d functions without structure (%s)", len(miss), strings.Join(miss[:min(len(miss), 5)], "; "))
+	}
+	rs.logf("%s", msg)
 }
 
 // stream decodes and analyses one raw stream, publishing items as it goes.
-// A stream that ends early or is corrupt is an error naming the rank and
-// the offset; everything before it is published. When the analysis fails,
+// rs is the stream's rank, or nil: claim then gives it at the stream's
+// first GPU work (the frames before are kept until then), and a stream
+// with none is no rank: stream returns a nil rank and no error. A stream
+// that ends early or is corrupt is an error naming the rank and the
+// offset; everything before it is published. When the analysis fails,
 // the rest of the stream is still read (and recorded) so that the
 // application never blocks on a collector that stopped listening.
-func (c *Collector) stream(ctx context.Context, r io.Reader, source, record string) (err error) {
+func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *rankState, r io.Reader, source, record string) (_ *rankState, err error) {
 	raw := io.Reader(counter{r, &c.bytes})
 	in := raw
 	if record != "" {
 		rec, err := os.Create(record)
 		if err != nil {
-			c.recordFailed(fmt.Errorf("rank %d: recording the stream: %w", c.rank, err))
+			c.recordFailed(fmt.Errorf("%s: recording the stream: %w", source, err))
 		} else {
-			t := &tee{f: rec, c: c}
+			t := &tee{f: rec, c: c, what: source}
 			defer t.close()
 			in = io.TeeReader(raw, t)
 		}
 	}
-	a := analyze.New(analyze.Options{Job: c.o.Job, Rank: c.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, OnModule: c.o.OnModule, HashValues: c.o.HashValues})
-	defer a.Close()
+	// Host frames: the process's modules, and CPython's perf map for its
+	// Python functions (a replay's given one; a live process's own, once
+	// HELLO names its pid).
+	host := symbolize.New()
+	host.Tables = c.tables
+	host.SetPerfMap(c.o.PerfMap)
+	var a *analyze.Analyzer
+	var pre []decoded // frames before the rank is known
+	var hello *rawstream.Hello
+	var recs uint64 // this stream's access records
+	defer func() {
+		if a != nil {
+			a.Close()
+		}
+	}()
+	// begin starts the analysis once the rank is known.
+	begin := func() {
+		a = analyze.New(analyze.Options{Job: c.o.Job, Rank: rs.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, StructureWait: c.o.StructureWait, OnModule: c.o.OnModule, Host: host, HashValues: c.o.HashValues})
+		rs.mu.Lock()
+		if rs.hello == nil {
+			rs.hello = hello
+		}
+		rs.mu.Unlock()
+	}
+	if rs != nil {
+		begin()
+	}
 
 	// The reader runs ahead of the analysis by up to readAhead bytes of
 	// decoded frames: the library's bursts (a drained device buffer at each
@@ -684,12 +737,16 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 	var endAt time.Duration      // when END was read: the application's end
 	stop := make(chan struct{})
 	t0 := time.Now()
-	defer func() { c.logAnalysis(a, source, time.Since(t0), readerWait, endAt) }()
+	defer func() {
+		if rs != nil {
+			rs.logAnalysis(a, source, recs, time.Since(t0), readerWait, endAt)
+		}
+	}()
 	go func() {
 		defer close(frames)
 		d := rawstream.NewDecoder(in)
 		for {
-			prev := d.Offset()
+			prev := d.Bytes()
 			f, err := d.Next()
 			if err != nil {
 				if err == io.EOF {
@@ -708,7 +765,9 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 			if _, ok := f.(*rawstream.End); ok {
 				endAt = time.Since(t0)
 			}
-			size := d.Offset() - prev
+			// The bytes this frame took (a chunked module's chunks
+			// included): Offset would give the previous frame's size.
+			size := d.Bytes() - prev
 			if w := budget.acquire(size); w > 0 {
 				readerWait += w // read by the deferred log after the goroutine ended
 			}
@@ -727,95 +786,160 @@ func (c *Collector) stream(ctx context.Context, r io.Reader, source, record stri
 		}
 	}()
 
+	failed := false
+	// add analyses one frame; it reports whether an item is due.
+	add := func(d decoded) bool {
+		switch f := d.f.(type) {
+		case *rawstream.End:
+			rs.mu.Lock()
+			rs.end = f.ExitCode
+			rs.mu.Unlock()
+			if c.o.Replay != "" {
+				// The recorded application ended; the analysis goes on.
+				rs.exited(int(f.ExitCode))
+			}
+		case *rawstream.Access:
+			c.records.Add(uint64(f.Count))
+			recs += uint64(f.Count)
+		}
+		if aerr := a.Add(d.f, d.off); aerr != nil {
+			// Keep what was flushed; drain the rest.
+			failed = true
+			rs.issue(fmt.Sprintf("%s: analysis stopped at offset %d: %v", source, d.off, firstLine(aerr)))
+			rs.logf("analysis stopped at offset %d: %v", d.off, aerr)
+			return false
+		}
+		return a.Pending() >= c.o.BatchRecords*holdFactor(a)
+	}
+
 	tick := time.NewTicker(c.o.BatchInterval)
 	defer tick.Stop()
 	last := time.Now()
-	failed := false
 	var streamErr error
 	for {
 		select {
 		case <-ctx.Done():
-			if c.Interrupted() == nil {
-				c.issue("interrupted: " + ctx.Err().Error())
-			} else {
-				c.issue(source + ": stopped by the interruption; what was analysed by then is published")
-			}
-			// What was analysed still goes out, within a bound.
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			c.publish(pctx, a, source, &failed)
-			cancel()
 			// The reader may be blocked on a stream that never ends (a
 			// hung application's socket, a pipe): closing it lets the
 			// reader go.
-			if cl, ok := r.(io.Closer); ok {
-				cl.Close()
+			defer closeReader(r)
+			if rs == nil {
+				return nil, nil
 			}
-			return ctx.Err()
+			if c.Interrupted() == nil {
+				rs.issue("interrupted: " + ctx.Err().Error())
+			} else {
+				rs.issue(source + ": stopped by the interruption; what was analysed by then is published")
+			}
+			a.FinalWithin(0) // what waits for structure goes out flat
+			// What was analysed still goes out, within a bound.
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), doneTimeout)
+			rs.publish(pctx, a, source, &failed)
+			cancel()
+			return rs, ctx.Err()
 		case <-tick.C:
-			if a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval {
-				if perr := c.publish(ctx, a, source, &failed); perr != nil {
-					return perr
+			if a != nil && a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval*time.Duration(holdFactor(a)) {
+				if perr := rs.publish(ctx, a, source, &failed); perr != nil {
+					return rs, perr
 				}
 				last = time.Now()
 			}
 		case d, ok := <-frames:
 			if !ok {
-				return streamErr
+				return rs, streamErr
 			}
 			budget.release(d.size)
 			if d.err != nil || d.f == nil {
+				if rs == nil {
+					// No GPU work: not a rank, whatever became of the stream.
+					c.logf("%s: no kernel launched and no GPU memory allocated: not a rank (%d frames, stream end: %v)", source, len(pre), d.err)
+					return nil, nil
+				}
 				if d.err != nil {
 					var re *rawstream.Error
 					off := d.off
 					if errors.As(d.err, &re) {
 						off = re.Offset
 					}
-					streamErr = &StreamError{Rank: c.rank, Source: source, Offset: off, Err: d.err}
-					c.issue(streamErr.Error())
+					streamErr = &StreamError{Rank: rs.rank, Source: source, Offset: off, Err: d.err}
+					rs.issue(streamErr.Error())
 				}
-				if perr := c.publish(ctx, a, source, &failed); perr != nil {
-					return errors.Join(streamErr, perr)
+				// The stream is over: what is measured goes out now; the
+				// instructions whose function's structure is still on its
+				// way follow within the bound (analyze's placement.go).
+				if perr := rs.publishWith(ctx, a.FlushReady, source, &failed); perr != nil {
+					return rs, errors.Join(streamErr, perr)
+				}
+				a.Final()
+				if perr := rs.publish(ctx, a, source, &failed); perr != nil {
+					return rs, errors.Join(streamErr, perr)
 				}
 				if n, first := a.Anomalies(); n > 0 {
-					c.issue(fmt.Sprintf("%s: %d inconsistent frames skipped (first at %s)", source, n, first))
+					rs.issue(fmt.Sprintf("%s: %d inconsistent frames skipped (first at %s)", source, n, first))
 				}
-				return streamErr
+				return rs, streamErr
+			}
+			if h, ok := d.f.(*rawstream.Hello); ok && hello == nil {
+				hello = h
+				if c.o.Replay == "" && c.o.PerfMap == "" && h.PID != 0 {
+					host.SetPerfMap(perfMapOf(h.PID))
+					if c.o.PythonFrames {
+						// gpuprof asked for the map: it goes with the stream.
+						defer os.Remove(perfMapOf(h.PID))
+					}
+				}
+				if rs != nil {
+					rs.mu.Lock()
+					if rs.hello == nil {
+						rs.hello = h
+					}
+					rs.mu.Unlock()
+				}
+			}
+			if rs == nil {
+				if !gpuWork(d.f) {
+					pre = append(pre, d)
+					continue
+				}
+				rs = claim()
+				begin()
+				for _, p := range pre {
+					if !failed {
+						add(p)
+					}
+				}
+				pre = nil
 			}
 			if failed {
 				continue
 			}
-			switch f := d.f.(type) {
-			case *rawstream.Hello:
-				c.mu.Lock()
-				if c.hello == nil {
-					c.hello = f
-				}
-				c.mu.Unlock()
-			case *rawstream.End:
-				c.mu.Lock()
-				c.end = f.ExitCode
-				c.mu.Unlock()
-				if c.o.Replay != "" {
-					c.appExited(int(f.ExitCode))
-				}
-			case *rawstream.Access:
-				c.records.Add(uint64(f.Count))
-			}
-			if aerr := a.Add(d.f, d.off); aerr != nil {
-				// Keep what was flushed; drain the rest.
-				failed = true
-				c.issue(fmt.Sprintf("%s: analysis stopped at offset %d: %v", source, d.off, firstLine(aerr)))
-				c.logf("analysis stopped at offset %d: %v", d.off, aerr)
-				continue
-			}
-			if a.Pending() >= c.o.BatchRecords {
-				if perr := c.publish(ctx, a, source, &failed); perr != nil {
-					return perr
+			if add(d) {
+				if perr := rs.publish(ctx, a, source, &failed); perr != nil {
+					return rs, perr
 				}
 				last = time.Now()
 			}
 		}
 	}
+}
+
+// closeReader closes r if it can be closed.
+func closeReader(r io.Reader) {
+	if cl, ok := r.(io.Closer); ok {
+		cl.Close()
+	}
+}
+
+// holdFactor stretches the batch bounds while a launch of a kernel
+// reported before its module waits for the module (analyze's Holding): an
+// item published then would split the kernel's first launch from the rest
+// for good, so it may grow to twice its records or age first
+// (docs/collector.md, "Functions before their module").
+func holdFactor(a *analyze.Analyzer) uint64 {
+	if a.Holding() {
+		return 2
+	}
+	return 1
 }
 
 func firstLine(err error) string {
@@ -862,22 +986,23 @@ func BrokerListings(conn *broker.Conn, job string, rank int32) analyze.ListingSh
 	return &brokerListings{conn: conn, job: job, owner: owner}
 }
 
-func (b *brokerListings) Claim(ctx context.Context, h profile.ModuleHash) (bool, error) {
-	return b.conn.ClaimModule(ctx, b.job, h, broker.ModuleSASS, b.owner)
+func (b *brokerListings) Claim(ctx context.Context, h profile.ModuleHash, fn string) (bool, error) {
+	return b.conn.ClaimModule(ctx, b.job, h, broker.FunctionKind(fn), b.owner)
 }
 
-func (b *brokerListings) Store(ctx context.Context, h profile.ModuleHash, listing []byte, failure string) error {
+func (b *brokerListings) Store(ctx context.Context, h profile.ModuleHash, fn string, listing []byte, failure string) error {
 	var perr error
+	kind := broker.FunctionKind(fn)
 	if failure == "" {
-		if _, perr = b.conn.PutModule(ctx, b.job, h, broker.ModuleSASS, listing); perr != nil {
+		if _, perr = b.conn.PutModule(ctx, b.job, h, kind, listing); perr != nil {
 			failure = "storing the listing: " + perr.Error()
 		}
 	}
-	return errors.Join(perr, b.conn.SettleModule(ctx, b.job, h, broker.ModuleSASS, failure))
+	return errors.Join(perr, b.conn.SettleModule(ctx, b.job, h, kind, failure))
 }
 
-func (b *brokerListings) Await(ctx context.Context, h profile.ModuleHash) ([]byte, bool, error) {
-	data, err := b.conn.AwaitModule(ctx, b.job, h, broker.ModuleSASS)
+func (b *brokerListings) Await(ctx context.Context, h profile.ModuleHash, fn string) ([]byte, bool, error) {
+	data, err := b.conn.AwaitModule(ctx, b.job, h, broker.FunctionKind(fn))
 	if errors.Is(err, broker.ErrModuleNotClaimed) {
 		return nil, false, nil
 	}

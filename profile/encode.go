@@ -18,10 +18,18 @@ import (
 
 const (
 	profileMagic   = "GPPF"
-	profileVersion = 4
+	profileVersion = 5
 	// Version 1 lacks RankInfo.SamplesDropped, version 2 RankInfo.ReuseP,
-	// version 3 Profile.Interrupted; all are still read.
+	// version 3 RankInfo.Device, PCSampling and Props, version 4
+	// Profile.Interrupted; all are still read.
 	oldestVersion = 1
+)
+
+// FormatVersion is the version of the profile encoding (profile.gpuprof,
+// reducer partials) this package writes; it reads OldestFormatVersion up.
+const (
+	FormatVersion       = profileVersion
+	OldestFormatVersion = oldestVersion
 )
 
 type enc struct {
@@ -333,6 +341,12 @@ func (p *Profile) Encode() []byte {
 				e.i(ri.Batches)
 				e.i(int64(ri.ExitCode))
 				e.u(uint64(ri.ReuseP))
+				e.s(ri.Device)
+				e.s(ri.PCSampling)
+				for _, f := range ri.Props.fields() {
+					e.u(uint64(*f))
+				}
+				e.u(ri.Props.MemBytes)
 			}
 		}})
 	_, single := p.singleRank()
@@ -790,7 +804,7 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 	d.field = "job"
 	p.Job = d.s()
 	p.Synthetic = d.u() == 1
-	if d.version >= 4 {
+	if d.version >= 5 {
 		d.field = "interrupted"
 		p.Interrupted = d.s()
 	}
@@ -901,6 +915,13 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 		ri.ExitCode = int32(d.i())
 		if d.version >= 3 {
 			ri.ReuseP = uint32(d.u())
+		}
+		if d.version >= 4 {
+			ri.Device, ri.PCSampling = d.str(), d.str()
+			for _, f := range ri.Props.fields() {
+				*f = uint32(d.u())
+			}
+			ri.Props.MemBytes = d.u()
 		}
 		p.Ranks[ri.Rank] = ri
 	}

@@ -133,7 +133,7 @@ func refEncode(p *profile.Profile) []byte {
 	}
 
 	e.b = append(e.b, "GPPF"...)
-	e.u(4) // version 2 added RankInfo.SamplesDropped, version 3 RankInfo.ReuseP, version 4 Profile.Interrupted
+	e.u(5) // version 2 added RankInfo.SamplesDropped, version 3 RankInfo.ReuseP, version 4 RankInfo.Device, PCSampling and Props, version 5 Profile.Interrupted
 	e.s(p.Job)
 	if p.Synthetic {
 		e.u(1)
@@ -289,6 +289,13 @@ func refEncode(p *profile.Profile) []byte {
 		e.i(ri.Batches)
 		e.i(int64(ri.ExitCode))
 		e.u(uint64(ri.ReuseP))
+		e.s(ri.Device)
+		e.s(ri.PCSampling)
+		g := ri.Props
+		for _, v := range []uint32{g.SMs, g.ClockKHz, g.MemClockKHz, g.MemBusBits, g.L2Bytes, g.RegsPerSM, g.SharedPerSM, g.ThreadsPerSM} {
+			e.u(uint64(v))
+		}
+		e.u(g.MemBytes)
 	}
 	if _, single := refSingleRank(p); single {
 		e.u(0) // derived: see singleRank

@@ -59,3 +59,35 @@ func TestHashedSketch(t *testing.T) {
 		t.Fatalf("merged hashed sketch %+v", s)
 	}
 }
+
+// Profiles of version 4 (main's device fields, no interruption mark) still
+// decode: a version-4 encoding is the current one without the mark's
+// string after the synthetic flag.
+func TestDecodeVersion4(t *testing.T) {
+	p := New("v4")
+	if err := p.AsItem(2, 0); err != nil {
+		t.Fatal(err)
+	}
+	ri := p.Rank(2)
+	ri.Device, ri.PCSampling = "GPU-1234", "sampled"
+	ri.Props.SMs, ri.Props.MemBytes = 132, 80<<30
+	b := p.Encode()
+	// "GPPF", version, job (length, bytes), synthetic flag, then the mark
+	// (an empty string: one zero byte).
+	at := len(profileMagic) + 1 + 1 + len(p.Job) + 1
+	if b[len(profileMagic)] != profileVersion || b[at] != 0 {
+		t.Fatalf("unexpected header % x", b[:at+1])
+	}
+	v4 := append(append([]byte{}, b[:at]...), b[at+1:]...)
+	v4[len(profileMagic)] = 4
+	q, err := Decode(v4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Interrupted != "" || q.String() != p.String() {
+		t.Fatalf("version 4 decoded as\n%s\nwant\n%s", q.String(), p.String())
+	}
+	if got := q.Ranks[2]; got.Device != "GPU-1234" || got.Props.SMs != 132 {
+		t.Fatalf("rank 2: %+v", got)
+	}
+}

@@ -231,7 +231,7 @@ func (ri *RankInfo) merge(o *RankInfo) {
 		v   string
 	}{
 		{&ri.Host, o.Host}, {&ri.GPU, o.GPU}, {&ri.GPUUUID, o.GPUUUID}, {&ri.Driver, o.Driver},
-		{&ri.CUDA, o.CUDA}, {&ri.Source, o.Source}, {&ri.Mode, o.Mode},
+		{&ri.CUDA, o.CUDA}, {&ri.Source, o.Source}, {&ri.Mode, o.Mode}, {&ri.Device, o.Device}, {&ri.PCSampling, o.PCSampling},
 	} {
 		*f.dst = joinSet(*f.dst, f.v)
 	}
@@ -240,6 +240,12 @@ func (ri *RankInfo) merge(o *RankInfo) {
 	ri.BlockP = max(ri.BlockP, o.BlockP)
 	ri.KernelK = max(ri.KernelK, o.KernelK)
 	ri.ReuseP = max(ri.ReuseP, o.ReuseP)
+	// One GPU's properties; passes that saw none leave them.
+	of := o.Props.fields()
+	for i, f := range ri.Props.fields() {
+		*f = max(*f, *of[i])
+	}
+	ri.Props.MemBytes = max(ri.Props.MemBytes, o.Props.MemBytes)
 	ri.Launches += o.Launches
 	ri.LaunchesTraced += o.LaunchesTraced
 	ri.Blocks += o.Blocks

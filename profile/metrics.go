@@ -56,6 +56,7 @@ var (
 	GPUTime        = Metric("gpu.time_ns")         // kernel execution time
 	GPULaunches    = Metric("gpu.launches")        // kernel launches
 	GPUTraced      = Metric("gpu.launches_traced") // launches instrumented (kernel sampling)
+	GPUGraph       = Metric("gpu.launches_graph")  // launches as kernel nodes of CUDA graph launches
 	GPUBlocks      = Metric("gpu.blocks")          // blocks launched
 	GPUBlocksTrace = Metric("gpu.blocks_traced")   // blocks traced (block sampling)
 	InstSamples    = Metric("inst.samples")        // PC samples, all reasons

@@ -224,6 +224,12 @@ type RankInfo struct {
 	Host    string
 	GPU     string
 	GPUUUID string
+	// Device is the CUDA device ordinal the rank used on its host ("" if
+	// unknown; a set, like the strings below, when passes differ).
+	Device string
+	// Props are the GPU's properties as read from the device (zero when
+	// the stream did not carry them).
+	Props   GPUProps
 	Driver  string
 	CUDA    string
 	Mode    string // redundancy, pcsampling, hybrid, or a '+'-joined set after merging passes
@@ -250,6 +256,21 @@ type RankInfo struct {
 	Batches    int64
 	ExitCode   int32
 	Incomplete string // why the rank's data is incomplete ("" if complete)
+	// PCSampling says, for a rank measured with PC sampling, whether its
+	// GPU was sampled in this rank ("sampled"), or why not (one process
+	// per GPU can be; the others give kernel times only).
+	PCSampling string
+}
+
+// GPUProps are a GPU's properties as read from the device at run time.
+type GPUProps struct {
+	SMs, ClockKHz, MemClockKHz, MemBusBits, L2Bytes, RegsPerSM, SharedPerSM, ThreadsPerSM uint32
+	MemBytes                                                                              uint64
+}
+
+// fields lists the properties in their encoding order.
+func (g *GPUProps) fields() []*uint32 {
+	return []*uint32{&g.SMs, &g.ClockKHz, &g.MemClockKHz, &g.MemBusBits, &g.L2Bytes, &g.RegsPerSM, &g.SharedPerSM, &g.ThreadsPerSM}
 }
 
 // Profile is the whole model. The zero value is not usable: call New.

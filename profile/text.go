@@ -37,6 +37,15 @@ func (p *Profile) String() string {
 		if ri.Incomplete != "" {
 			fmt.Fprintf(&b, " incomplete=%q", ri.Incomplete)
 		}
+		if ri.Device != "" {
+			fmt.Fprintf(&b, " device=%s", ri.Device)
+		}
+		if ri.PCSampling != "" {
+			fmt.Fprintf(&b, " pc_sampling=%q", ri.PCSampling)
+		}
+		if g := ri.Props; g.SMs != 0 {
+			fmt.Fprintf(&b, " props=%d/%d/%d/%d/%d/%d/%d/%d/%d", g.SMs, g.ClockKHz, g.MemClockKHz, g.MemBusBits, g.L2Bytes, g.RegsPerSM, g.SharedPerSM, g.ThreadsPerSM, g.MemBytes)
+		}
 		b.WriteString("\n")
 	}
 	b.WriteString("tree:\n")

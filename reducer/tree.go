@@ -134,6 +134,40 @@ func RunTree(ctx context.Context, cfg Config) (*profile.Profile, *TreeStats, err
 	return root.Profile, st, nil
 }
 
+// RunNode runs node cfg.Node of cfg.Tree until it finishes (every rank
+// below it sealed, or its deadline passed) and returns its stats; the root
+// returns the final profile too. When ctx ends first it stops at once
+// without acknowledging anything, as a killed process would: a later
+// RunNode of the same node resumes from the broker and gives the same
+// result.
+func RunNode(ctx context.Context, cfg Config) (*NodeResult, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	spec, err := cfg.Tree.Node(cfg.Node)
+	if err != nil {
+		return nil, err
+	}
+	// A message larger than a fetch's byte bound is never delivered (the
+	// server ends the fetch with a 409 and the node would pull forever):
+	// every fetch must hold the largest message, with its subject and reply.
+	if mp := cfg.Conn.MaxPayload() + 4096; cfg.PullBytes < mp {
+		cfg.PullBytes = mp
+	}
+	n := &node{cfg: cfg, spec: spec, log: cfg.Logger.With("job", cfg.Job, "node", spec.Name.String())}
+	if spec.Leaf() {
+		n.role = newLeaf(n)
+	} else {
+		n.role = newInner(n)
+	}
+	// The root publishes the final profile at the end; until then an inner
+	// root's state is its children's partials, but a leaf that is also
+	// the root needs its own partials as its durable state.
+	n.partials = !spec.Root || spec.Leaf()
+	return n.run(ctx)
+}
+
 // SignalEnd tells job's reducers that the application has ended, which
 // starts their rank-timeout clocks (the launcher calls it when mpirun
 // exits). It is stored in the stream, so reducers started or restarted

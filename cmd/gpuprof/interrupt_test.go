@@ -65,17 +65,6 @@ func waitProc(t *testing.T, job, what string) {
 	})
 }
 
-// standinInject is a file in the injection library's place: the
-// applications here use no CUDA, so nothing loads it.
-func standinInject(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "libstandin.so")
-	if err := os.WriteFile(p, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // interruptRun starts cmd, sends it sigs (one second apart) once ready()
 // returned, and returns how long after the first it exited, its status
 // and its output.
@@ -163,7 +152,7 @@ func TestInterruptPlainCommand(t *testing.T) {
 		t.Skip("integration test")
 	}
 	bin := buildGpuprof(t)
-	inject := standinInject(t)
+	inject := fakeInject(t) // the applications here use no CUDA: nothing loads it
 	stubborn := filepath.Join(t.TempDir(), "stubborn.sh")
 	if err := os.WriteFile(stubborn, []byte("#!/bin/sh\ntrap '' INT TERM\nsleep 47.5\n"), 0o755); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gpuprof/collector/launcher"
 )
 
 // Ranks on other hosts: which launchers place them there, how the job's
@@ -20,17 +22,16 @@ import (
 // CA, the job's keys), and how the launcher forwards the environment that
 // carries it (docs/cluster.md, "Ranks on other hosts").
 
-// launcherName is the launcher's base name, and for "python -m
-// torch.distributed.run" torchrun.
+// launcherName is the launcher's base name, and for any torch launcher
+// (python -m torch.distributed.run or .launch) torchrun.
 func launcherName(cmd []string) string {
 	if len(cmd) == 0 {
 		return ""
 	}
-	b := filepath.Base(cmd[0])
-	if strings.HasPrefix(b, "python") && len(cmd) > 2 && cmd[1] == "-m" && cmd[2] == "torch.distributed.run" {
+	if _, ok := launcher.ParseTorch(cmd, func(string) string { return "" }); ok {
 		return "torchrun"
 	}
-	return b
+	return filepath.Base(cmd[0])
 }
 
 // optionValue returns the values of a launcher option in cmd's options

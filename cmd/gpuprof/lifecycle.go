@@ -30,9 +30,12 @@ import (
 //   - an interruption (SIGINT, SIGTERM) is passed to the launcher, the
 //     reducers seal what is missing stop-timeout later, and a launcher
 //     still alive then is ended; a second interruption ends it at once;
-//   - once the final profile is there, a launcher still running (its
-//     collectors cut at the rank timeout) is ended: SIGTERM, then SIGKILL
-//     for everything below gpuprof run, so no process of the job is left.
+//   - once the final profile is there, commands that still run (their
+//     ranks done, they may start more) and ranks beyond the plan are
+//     waited for, bounded alike (waitCommands); then a launcher still
+//     running (its collectors cut at the rank timeout) is ended: SIGTERM,
+//     then SIGKILL for everything below gpuprof run, so no process of the
+//     job is left.
 
 // launcherGone is how long after the launcher's exit ranks still missing
 // are sealed: its collectors exited with it, and anything they sent is
@@ -55,11 +58,11 @@ func jobBroker(cfg *jobConfig) (run, col broker.Options, emb *broker.Embedded, e
 			cfg.Replicas = 3
 		}
 		col = bo
-		switch {
-		case cfg.CollectorNKey != "" || cfg.CollectorCreds != "":
+		if err := checkCollectorCreds(cfg); err != nil {
+			return run, col, nil, err
+		}
+		if cfg.CollectorNKey != "" || cfg.CollectorCreds != "" {
 			col.NKeySeedFile, col.CredsFile, col.NKeySeed, col.User, col.Password, col.Token = absPath(cfg.CollectorNKey), absPath(cfg.CollectorCreds), "", "", "", ""
-		case bo.NKeySeedFile != "" || bo.CredsFile != "" || bo.NKeySeed != "":
-			return run, col, nil, errors.New("--nats with run's own nkey or credentials: give the collectors theirs (--collector-nkey or --collector-creds; gpuprof nats-config writes them), which may only publish: they must not get the reducer's rights")
 		}
 		return bo, col, nil, nil
 	}
@@ -86,6 +89,16 @@ func jobBroker(cfg *jobConfig) (run, col broker.Options, emb *broker.Embedded, e
 		slog.Info("broker listens for other hosts", "url", emb.URL, "tls_names", strings.Join(tlsHosts, ","))
 	}
 	return emb.Options("gpuprof run"), emb.ClientOptions(broker.RoleCollector, "gpuprof collect"), emb, nil
+}
+
+// checkCollectorCreds refuses to hand run's own cluster credentials to the
+// collectors: they would get the reducer's rights.
+func checkCollectorCreds(cfg *jobConfig) error {
+	bo := cfg.Broker
+	if len(bo.URLs) > 0 && cfg.CollectorNKey == "" && cfg.CollectorCreds == "" && (bo.NKeySeedFile != "" || bo.CredsFile != "" || bo.NKeySeed != "") {
+		return errors.New("--nats with run's own nkey or credentials: give the collectors theirs (--collector-nkey or --collector-creds; gpuprof nats-config writes them), which may only publish: they must not get the reducer's rights")
+	}
+	return nil
 }
 
 // rankProcs are the launcher processes of a job (one launcher, or the
@@ -369,6 +382,9 @@ loop:
 	if e.appTime == 0 {
 		e.appTime = time.Since(rp.started)
 	}
+	if res.err == nil {
+		waitCommands(cfg, rp, board, sigs, e)
+	}
 	// What still runs is cut: collectors past the rank timeout, or a
 	// launcher that outlived its ranks. A launcher about to exit by
 	// itself (every rank done) gets a moment to report its status.
@@ -390,4 +406,55 @@ loop:
 		}
 	}()
 	return res, e
+}
+
+// waitCommands waits, once the tree's final profile is there, for what
+// the tree did not wait for: a collector's command that still runs (its
+// ranks done, it may start more: a program's next CUDA process) and ranks
+// beyond the plan (more CUDA processes than the launcher said, merged
+// after the tree) whose collectors are still at work. The wait ends when
+// nothing is left (done, failed, silent or gone), when the launcher
+// exits, or at the bounds of the planned ranks: once a command exited,
+// twice the rank timeout after it (the rank timeout for the others to
+// end, one more for their collectors); after an interruption, two thirds
+// of the stop timeout; a second one ends the job at once. Without any
+// command's end a running command is waited for, as any application.
+func waitCommands(cfg *jobConfig, rp *rankProcs, board *statusBoard, sigs <-chan os.Signal, e *jobEnd) {
+	if e.interrupted != nil || rp.done() || !board.atWork(cfg.Ranks, time.Now()) {
+		return
+	}
+	slog.Info("the tree's ranks are done; waiting for the commands that still run and the ranks beyond the expected count (--ranks sets the count)")
+	tick := time.NewTicker(statusEvery)
+	defer tick.Stop()
+	var stopTimer <-chan time.Time
+	for {
+		select {
+		case <-rp.exited:
+			e.appTime = rp.appTime
+			return
+		case <-board.changed:
+		case <-tick.C:
+		case <-stopTimer:
+			return
+		case sig := <-sigs:
+			if e.interrupted == nil {
+				e.interrupted = sig
+				slog.Warn(fmt.Sprintf("interrupted by %s: passing it to the application; the report follows within %v (a second one stops waiting)", proctree.SignalName(sig), cfg.StopWait))
+				rp.signal(sig)
+				stopTimer = time.After(cfg.StopWait * 2 / 3)
+				continue
+			}
+			slog.Warn(fmt.Sprintf("interrupted again by %s: ending the application now and writing the report", proctree.SignalName(sig)))
+			go rp.end(time.Second)
+			return
+		}
+		now := time.Now()
+		if first := board.firstAppEnd(); !first.IsZero() && now.After(first.Add(2*cfg.RankWait)) {
+			slog.Warn("commands or ranks beyond the expected count still at work twice the rank timeout after the first application's end: not waited for")
+			return
+		}
+		if !board.atWork(cfg.Ranks, now) {
+			return
+		}
+	}
 }

@@ -40,7 +40,7 @@ docs/cluster.md has the whole procedure.`)
 		return err
 	}
 	if *out == "" {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("-o DIR is required")
 	}
 	if *job == "" {

@@ -47,7 +47,7 @@ type jobConfig struct {
 	Launcher   []string // user's launcher command (run), or nil
 	Spawn      []string // demo: per-rank replay files, run as local processes
 	RankLabels map[int32]string
-	Stdout     io.Writer
+	Stdout     io.Writer // the report's first screen goes here (nil: run, whose stdout is the application's)
 
 	// Collectors' own credentials (an external cluster with per-job
 	// permissions, gpuprof nats-config): they replace Broker's for the ranks.
@@ -83,12 +83,31 @@ directory (or joins --nats URL), starts the reduction tree, inserts
 'gpuprof collect' after the launcher's own options so every rank is wrapped
 (mpirun, mpiexec, srun; a plain command is one rank), shows progress, and
 when the job ends writes the merged profile, the report and every export to
-the output directory and prints the top advice. The exit status is the
-application's.
+the output directory.
 
-  gpuprof run -o lj -- mpirun -np 64 ./lmp -in in.lj`)
-	cfg := jobConfig{Stdout: os.Stdout}
-	fs.StringVar(&cfg.Out, "o", "gpuprof-out", "output directory")
+Before it starts anything, run checks its flags, the injection library, the
+launcher and the application (on this host) and the broker, and stops with
+one line naming the problem. An output directory that is not empty is
+refused unless --force is given (which replaces gpuprof's outputs in it).
+Standard output is the application's: run's progress and its summary (the
+output directory, ranks measured and incomplete, the top advice) go to
+standard error.
+
+SIGINT or SIGTERM (Ctrl-C, a batch system's time limit) is passed to the
+application; the report of what was merged is written, marked interrupted,
+within --stop-timeout; a second one stops waiting.
+
+Exit status: the application's (the launcher's) when it ran, or 128+n when
+signal n ended it; 125 when gpuprof itself failed (a bad flag, nothing to
+measure, the broker; or the reduction, when the application succeeded), a
+status applications rarely use.
+
+  gpuprof run -o lj -- mpirun -np 64 ./lmp -in in.lj
+  gpuprof run --mode all -o lj -- mpirun -np 64 ./lmp -in in.lj`)
+	var cfg jobConfig
+	fs.StringVar(&cfg.Out, "o", "gpuprof-out", "output directory (must not exist or be empty, unless --force)")
+	force := fs.Bool("force", false, "replace gpuprof's outputs in an existing output directory")
+	inject := fs.String("inject", "", "injection library (default $GPUPROF_INJECT, else lib/libgpuprof_inject.so beside gpuprof, where 'make inject' puts it)")
 	fs.StringVar(&cfg.Job, "job", "", "job id (default: generated)")
 	fs.IntVar(&cfg.FanIn, "fan-in", 8, "reduction tree fan-in")
 	fs.IntVar(&cfg.Ranks, "ranks", 0, "rank count (default: the launcher's -np)")
@@ -97,15 +116,17 @@ application's.
 	fs.BoolVar(&cfg.ExtReduce, "external-reducers", false, "do not run the tree here: 'gpuprof reduce' processes run its nodes")
 	fs.DurationVar(&cfg.StopWait, "stop-timeout", 10*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the application and the collectors get before the report of what was merged is written; keep it well under the batch system's kill delay (Slurm's KillWait: 30s)")
 	fs.StringVar(&cfg.Listen, "broker-listen", os.Getenv("GPUPROF_BROKER_LISTEN"), "address the embedded broker listens on, HOST[:PORT] (default: 127.0.0.1, or this host's routable address when the launcher places ranks on other hosts; docs/cluster.md)")
-	mode := fs.String("mode", "", "redundancy | pcsampling | hybrid (default redundancy)")
+	mode := fs.String("mode", "", "redundancy | pcsampling | hybrid | all (default redundancy; all: one run per kind, merged by calling context)")
 	p := fs.Int("block-sampling", 0, "block sampling period P (default 50)")
 	k := fs.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
 	reuse := fs.Int("reuse-sampling", 0, "measure reuse distances in one traced block in this many of each launch; 1: every block (default 4)")
+	pyFrames := fs.Bool("python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks name Python functions")
 	batchRecords := fs.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 262144)")
-	batchInterval := fs.Duration("batch-interval", 0, "and at least this often (default 5s)")
+	batchInterval := fs.Duration("batch-interval", 0, "collectors also publish a batch at least this often, however few records (default 5s)")
 	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
 	noValues := fs.Bool("no-values", false, "store no value read from the application's memory (value sketches hold them by default): keyed hashes only; counts and redundancy fractions stay")
+	hostSyms := fs.String("host-symbols", "", "symbol tables for host binaries not on the collectors' machines (gpuprof symtab; with --replay)")
 	nats := natsFlags(fs)
 	fs.StringVar(&cfg.CollectorNKey, "collector-nkey", "", "nkey seed the collectors use instead of run's own credentials (gpuprof nats-config writes J.collector.nk)")
 	fs.StringVar(&cfg.CollectorCreds, "collector-creds", "", "NATS credentials file the collectors use instead of run's own")
@@ -114,14 +135,20 @@ application's.
 		return err
 	}
 	cfg.Launcher = fs.Args()
-	if len(cfg.Launcher) == 0 {
-		fs.Usage()
-		return errors.New("no command after --")
+	cfg.Broker = nats("gpuprof run")
+	cfg.SASS = *sassFiles
+	if err := checkRun(&cfg, runChecks{mode: *mode, blockSampling: *p, kernelSampling: *k, reuseSampling: *reuse,
+		batchInterval: *batchInterval, replay: *replay, force: *force, injectLib: *inject, hostSymbols: *hostSyms}); err != nil {
+		return err
 	}
 	cfg.MultiHost = multiHost(cfg.Launcher, os.Getenv)
 	cfg.RanksElsewhere = cfg.MultiHost && launcherName(cfg.Launcher) == "torchrun"
-	cfg.Broker = nats("gpuprof run")
-	cfg.SASS = *sassFiles
+	if *inject != "" {
+		cfg.Collect = append(cfg.Collect, "--inject", absPath(*inject))
+	}
+	if *hostSyms != "" {
+		cfg.Collect = append(cfg.Collect, "--host-symbols", absList(*hostSyms))
+	}
 	if *mode != "" {
 		cfg.Collect = append(cfg.Collect, "--mode", *mode)
 	}
@@ -133,6 +160,9 @@ application's.
 	}
 	if *reuse != 0 {
 		cfg.Collect = append(cfg.Collect, "--reuse-sampling", fmt.Sprint(*reuse))
+	}
+	if *pyFrames {
+		cfg.Collect = append(cfg.Collect, "--python-frames")
 	}
 	if *batchRecords != 0 {
 		cfg.Collect = append(cfg.Collect, "--batch-records", fmt.Sprint(*batchRecords))
@@ -192,6 +222,9 @@ func runJob(cfg jobConfig) error {
 	os.Chmod(cfg.Out, 0o700)
 	if cfg.StopWait <= 0 {
 		cfg.StopWait = 10 * time.Second
+	}
+	if cfg.RankWait <= 0 {
+		cfg.RankWait = 60 * time.Second // the reducers' default (demo sets none)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -269,6 +302,9 @@ func runJob(cfg jobConfig) error {
 		if cfg.Ranks == 0 {
 			return errors.New("the launcher does not say how many ranks: give --ranks N")
 		}
+		// The collectors learn the count too: the one collector of a
+		// torchrun or a plain command reports the ranks that never came.
+		env = append(env, "GPUPROF_RANKS="+fmt.Sprint(cfg.Ranks))
 		procs = [][]string{forwardEnv(cmd, envNames(env))}
 		env = append(env, launcherEnv(cmd, cfg.StopWait)...)
 	}
@@ -318,12 +354,28 @@ func runJob(cfg jobConfig) error {
 	go abandonOnSignals(sigs, end)
 	if res.err != nil {
 		exit := end.wait() // nothing of the job outlives run
-		return fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit)
+		return appStatusOr(exit, fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit))
 	}
 	p := res.p
+	// Ranks past the plan (more CUDA processes than the launcher said)
+	// were consumed by no leaf: merged here, and named, once their
+	// collectors have stored all they publish (they exited).
+	if board.unplanned(cfg.Ranks) {
+		end.wait()
+	}
+	if extra, err := reducer.MergeUnplanned(ctx, conn, cfg.Job, tree, p); err != nil {
+		slog.Warn("ranks beyond the plan not merged", "err", err)
+	} else if len(extra) > 0 {
+		slog.Warn("ranks beyond the expected count merged after the tree (more CUDA processes than the launcher said; --ranks sets the count)", "expected", cfg.Ranks, "extra", fmt.Sprint(extra))
+	}
 	board.explain(p, cfg.Ranks, end.final)
 	if end.interrupted != nil {
 		p.Interrupted = proctree.SignalName(end.interrupted)
+	}
+	if cfg.ExtReduce {
+		if err := profile.WriteFile(filepath.Join(cfg.Out, profile.FileName), p); err != nil {
+			return appStatusOr(end.wait(), err)
+		}
 	}
 	for r, label := range cfg.RankLabels {
 		if ri := p.Ranks[r]; ri != nil {
@@ -331,16 +383,22 @@ func runJob(cfg jobConfig) error {
 		}
 	}
 	saveModules(ctx, conn, cfg.Job, cfg.Out, p)
-	werr := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks, cfg.Stdout)
+	adv, werr := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks)
 	exit := end.wait()
 	if werr != nil {
-		return werr
+		return appStatusOr(exit, werr)
 	}
 	if res.stats != nil {
-		fmt.Fprintf(cfg.Stdout, "\nmerged %d batches (%.1f MB) from %d ranks through tree %s; application %.2fs, last done to final profile %.3fs, total %.2fs\n",
-			res.stats.ItemsMerged, float64(res.stats.BytesIn)/1e6, len(p.Items), tree.String(), end.appTime.Seconds(), res.stats.Tail.Seconds(), time.Since(start).Seconds())
+		slog.Info("reduction", "batches", res.stats.ItemsMerged, "MB", fmt.Sprintf("%.1f", float64(res.stats.BytesIn)/1e6), "ranks", len(p.Items), "tree", tree.String(),
+			"application", end.appTime.Round(time.Millisecond), "tail", res.stats.Tail.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
 	}
-	fmt.Fprintf(cfg.Stdout, "output: %s (report.txt, report.html, profile.pb.gz, profile.json, database/)\n", cfg.Out)
+	if cfg.Stdout != nil {
+		if err := printReportHead(cfg.Stdout, cfg.Out, 45); err != nil {
+			return err
+		}
+	}
+	writeSummary(os.Stderr, cfg.Out, p, adv, cfg.Ranks, exit)
+	fmt.Fprintln(os.Stderr, runCost(res.stats, len(p.Items), emb != nil))
 	if exit != 0 {
 		return exitError{exit}
 	}
@@ -360,48 +418,22 @@ func brokerArgs(o broker.Options) []string {
 	return a
 }
 
-// saveModules copies the job's cubins from the broker into the output
-// directory, so the analysis can run again offline.
-func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *profile.Profile) {
-	dir := filepath.Join(out, ModulesDir)
-	for h := range p.Modules {
-		saveListing(ctx, conn, job, out, h)
-		b, err := conn.GetModule(ctx, job, h, broker.ModuleCubin)
-		if err != nil {
-			continue
-		}
-		os.MkdirAll(dir, 0o700)
-		os.WriteFile(filepath.Join(dir, h.String()+".cubin"), b, 0o600)
-	}
-}
-
-// writeOutputs runs the analysis and writes every export and the report,
-// then prints the report's first screen.
-func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int, stdout io.Writer) error {
+// writeOutputs runs the analysis and writes every export and the report;
+// it returns the advice.
+func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int) ([]analysis.Advice, error) {
 	if err := profile.WriteFile(filepath.Join(out, profile.FileName), p); err != nil {
-		return err
+		return nil, err
 	}
 	mods, err := moduleSource(out, sassFiles, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	mods.saveBack = true
 	adv, err := analysis.Advise(p, mods, analysis.Options{Static: true})
 	if err != nil {
 		slog.Warn("analysis", "err", err)
 	}
-	if err := export.WriteAllOptions(out, p, adv, export.Options{ExpectedRanks: ranks}); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(filepath.Join(out, "report.txt"))
-	if err != nil {
-		return err
-	}
-	lines := strings.SplitAfter(string(b), "\n")
-	if len(lines) > 45 {
-		lines = append(lines[:45], fmt.Sprintf("... (%s has the rest)\n", filepath.Join(out, "report.txt")))
-	}
-	fmt.Fprint(stdout, strings.Join(lines, ""))
-	return nil
+	return adv, export.WriteAllOptions(out, p, adv, export.Options{ExpectedRanks: ranks})
 }
 
 // progress shows ranks done, batches merged and MB in: a bar on a
@@ -462,7 +494,7 @@ from the stream; merging is idempotent, so the result is the same.`)
 		return err
 	}
 	if *job == "" || *ranks <= 0 || *nodes == "" {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("--job, --ranks and --node are required")
 	}
 	bo := nats(fmt.Sprintf("gpuprof reduce %s", *nodes))

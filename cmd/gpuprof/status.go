@@ -13,11 +13,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"gpuprof/broker"
+	"gpuprof/collector"
 	"gpuprof/profile"
 )
 
-// Collector status heartbeats. Every collector publishes its state on its
-// rank's status subject (plain NATS, not stored) when it changes and every
+// Collector status heartbeats. Every collector publishes the state of each
+// rank it publishes (one per CUDA process of its command) on the rank's
+// status subject (plain NATS, not stored) when it changes and every
 // statusEvery while it lives; gpuprof run follows them. They tell run when
 // every rank's application has ended (which starts the rank-timeout clock
 // although the collectors, and so the launcher, still run), and why a rank
@@ -48,28 +50,33 @@ type rankStatus struct {
 	Exit   *int   `json:"exit,omitempty"`   // the application's status, once it exited
 	Signal string `json:"signal,omitempty"` // the interruption
 	Host   string `json:"host"`
-	PID    int    `json:"pid"`
+	PID    int    `json:"pid"` // the collector's
+	// Conn is the collector's connection name on the broker (one
+	// connection carries all its ranks).
+	Conn   string `json:"conn,omitempty"`
 	Detail string `json:"detail,omitempty"`
 	// AppEnd is when the application exited (Unix ns, the collector's
 	// clock), 0 while it runs.
 	AppEnd int64 `json:"app_end,omitempty"`
 }
 
-// statusReporter publishes one collector's heartbeats.
+// statusReporter publishes the heartbeats of one collector's ranks.
 type statusReporter struct {
-	nc   *nats.Conn
-	subj string
-	mu   sync.Mutex
-	st   rankStatus
-	stop chan struct{}
-	wg   sync.WaitGroup
+	nc         *nats.Conn
+	job        string
+	host, conn string
+	mu         sync.Mutex
+	ranks      map[int32]*rankStatus
+	signal     string // the interruption, once one came
+	stop       chan struct{}
+	wg         sync.WaitGroup
 }
 
-func newStatusReporter(nc *nats.Conn, job string, rank int32) *statusReporter {
+// newStatusReporter starts the heartbeats of the ranks a collector will
+// name (update, note); conn is its connection's name.
+func newStatusReporter(nc *nats.Conn, job, conn string) *statusReporter {
 	host, _ := os.Hostname()
-	r := &statusReporter{nc: nc, subj: broker.StatusSubject(job, rank), stop: make(chan struct{}),
-		st: rankStatus{Rank: rank, State: stateRunning, Host: host, PID: os.Getpid()}}
-	r.send()
+	r := &statusReporter{nc: nc, job: job, host: host, conn: conn, ranks: map[int32]*rankStatus{}, stop: make(chan struct{})}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -80,39 +87,108 @@ func newStatusReporter(nc *nats.Conn, job string, rank int32) *statusReporter {
 			case <-r.stop:
 				return
 			case <-t.C:
-				r.send()
+				r.mu.Lock()
+				rs := make([]int32, 0, len(r.ranks))
+				for rank := range r.ranks {
+					rs = append(rs, rank)
+				}
+				r.mu.Unlock()
+				for _, rank := range rs {
+					r.send(rank)
+				}
 			}
 		}
 	}()
 	return r
 }
 
-// update changes the state and publishes it at once.
-func (r *statusReporter) update(f func(*rankStatus)) {
+// update changes rank's status (a rank not seen yet starts running, or
+// interrupted after an interruption) and publishes it at once.
+func (r *statusReporter) update(rank int32, f func(*rankStatus)) {
 	r.mu.Lock()
-	f(&r.st)
+	st := r.ranks[rank]
+	if st == nil {
+		st = &rankStatus{Rank: rank, State: stateRunning, Host: r.host, PID: os.Getpid(), Conn: r.conn}
+		if r.signal != "" {
+			st.State, st.Signal = stateInterrupted, r.signal
+		}
+		r.ranks[rank] = st
+	}
+	f(st)
 	r.mu.Unlock()
-	r.send()
+	r.send(rank)
 }
 
-func (r *statusReporter) send() {
+// note follows the collector's account of a rank (collector.Options.OnRank).
+func (r *statusReporter) note(rank int32, state collector.RankState, exit int) {
+	r.update(rank, func(s *rankStatus) {
+		switch state {
+		case collector.RankExited:
+			// The command ended (a done rank stays done: its command
+			// may have run on, starting more ranks).
+			if s.State == stateRunning {
+				s.State = stateAnalysing
+			}
+			if s.Exit == nil {
+				s.Exit, s.AppEnd = &exit, time.Now().UnixNano()
+			}
+		case collector.RankDone:
+			s.State = stateDone
+		}
+	})
+}
+
+// interrupted marks every rank not done as interrupted by sig, and those
+// named later.
+func (r *statusReporter) interrupted(sig string) {
 	r.mu.Lock()
-	b, _ := json.Marshal(r.st)
+	r.signal = sig
+	var rs []int32
+	for rank, st := range r.ranks {
+		if st.State != stateDone && st.State != stateFailed {
+			st.State, st.Signal = stateInterrupted, sig
+			rs = append(rs, rank)
+		}
+	}
+	r.mu.Unlock()
+	for _, rank := range rs {
+		r.send(rank)
+	}
+}
+
+func (r *statusReporter) send(rank int32) {
+	r.mu.Lock()
+	b, _ := json.Marshal(r.ranks[rank])
 	r.mu.Unlock()
 	// Lost heartbeats cost nothing: the next one follows.
-	r.nc.Publish(r.subj, b)
+	r.nc.Publish(broker.StatusSubject(r.job, rank), b)
 }
 
-// close publishes the last state and stops the heartbeats.
+// close stops the heartbeats and publishes the last states: a rank whose
+// done item went out stays done, the others take state (detail says why).
 func (r *statusReporter) close(state, detail string) {
 	close(r.stop)
 	r.wg.Wait()
-	r.update(func(s *rankStatus) { s.State, s.Detail = state, detail })
+	r.mu.Lock()
+	var rs []int32
+	for rank, st := range r.ranks {
+		if st.State != stateDone {
+			st.State, st.Detail = state, detail
+		}
+		rs = append(rs, rank)
+	}
+	r.mu.Unlock()
+	for _, rank := range rs {
+		r.send(rank)
+	}
 	r.nc.FlushTimeout(time.Second)
 }
 
-// collectorConnName names rank's collector connection on the broker.
-func collectorConnName(rank int32) string { return fmt.Sprintf("gpuprof collect rank %d", rank) }
+// collectorConnName names a collector's connection on the broker: its own
+// rank and process (its ranks' heartbeats carry the name).
+func collectorConnName(rank int32, pid int) string {
+	return fmt.Sprintf("gpuprof collect rank %d pid %d", rank, pid)
+}
 
 // statusBoard is run's view of the collectors' heartbeats.
 type statusBoard struct {
@@ -176,6 +252,64 @@ func (b *statusBoard) appsEnded(ranks int) (all bool, first time.Time) {
 		}
 	}
 	return all, first
+}
+
+// atWork reports whether a collector heard from lately (and, where the
+// broker's connections are known, still connected) is still at work at
+// time at on something the tree's final profile does not hold: a command
+// still running (no exit reported for its ranks: it may start more
+// ranks), or a rank beyond the planned ones (an id at or past planned)
+// whose done item has not gone out.
+func (b *statusBoard) atWork(planned int, at time.Time) bool {
+	var conns map[string]int
+	if b.connected != nil {
+		conns, _ = b.connected()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for r, st := range b.last {
+		if st.State == stateFailed || at.Sub(b.heard[r]) > statusSilent || (conns != nil && st.Conn != "" && conns[st.Conn] == 0) {
+			continue
+		}
+		if st.Exit == nil || (int(r) >= planned && st.State != stateDone) {
+			return true
+		}
+	}
+	return false
+}
+
+// unplanned reports whether any rank beyond the planned ones sent a
+// heartbeat.
+func (b *statusBoard) unplanned(planned int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for r := range b.last {
+		if int(r) >= planned {
+			return true
+		}
+	}
+	return false
+}
+
+// firstAppEnd is when the first rank, planned or not, said its
+// application ended (zero if none did).
+func (b *statusBoard) firstAppEnd() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var first time.Time
+	for r, st := range b.last {
+		if st.Exit == nil {
+			continue
+		}
+		t := b.heard[r]
+		if st.AppEnd != 0 {
+			t = time.Unix(0, st.AppEnd) // the collector's clock
+		}
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	return first
 }
 
 // exitCode is the applications' status as a launcher reports it: the
@@ -257,7 +391,7 @@ func (b *statusBoard) reason(r int32, at time.Time, conns map[string]int) string
 		return ""
 	case st.State == stateFailed:
 		return fmt.Sprintf("collector failed %s (%s)", where, st.Detail)
-	case conns != nil && conns[collectorConnName(r)] == 0:
+	case conns != nil && st.Conn != "" && conns[st.Conn] == 0:
 		return fmt.Sprintf("collector crashed or was killed %s (its connection closed while %s)", where, st.State)
 	case silent > statusSilent:
 		return fmt.Sprintf("collector stopped responding %s (silent for %s: crashed or stalled)", where, silent.Round(time.Second))

@@ -16,10 +16,11 @@ func TestStatusReasons(t *testing.T) {
 	zero := 0
 	b := &statusBoard{last: map[int32]rankStatus{}, heard: map[int32]time.Time{}}
 	b.connected = func() (map[string]int, error) {
-		return map[string]int{collectorConnName(1): 1, collectorConnName(2): 1, collectorConnName(4): 1, collectorConnName(5): 1}, nil
+		return map[string]int{collectorConnName(1, 101): 1, collectorConnName(2, 102): 1, collectorConnName(4, 104): 1, collectorConnName(5, 105): 1}, nil
 	}
 	set := func(r int32, st rankStatus, ago time.Duration) {
 		st.Rank, st.Host, st.PID = r, "node7", 100+int(r)
+		st.Conn = collectorConnName(r, st.PID)
 		b.last[r], b.heard[r] = st, now.Add(-ago)
 	}
 	set(0, rankStatus{State: stateDone}, time.Second) // finished: no word

@@ -117,7 +117,7 @@ func runReference(t *testing.T, stream []byte, structures StructureSource) *refe
 			all = append(all, rf)
 			modFuncs[f.ModuleID] = append(modFuncs[f.ModuleID], f.Name)
 			if structures != nil {
-				rf.st, _ = structures.Structure(rf.hash, cubins[f.ModuleID], []string{f.Name}, sm)
+				rf.st, _ = StructureOf(structures, ModuleRef{Hash: rf.hash, Cubin: cubins[f.ModuleID], SM: sm, Functions: modFuncs[f.ModuleID]}, f.Name)
 			}
 		case *rawstream.Alloc:
 			fr := host.Frames(f.Host)
@@ -271,12 +271,24 @@ func analyseBusy(t testing.TB, stream []byte, workers, flushEvery int, structure
 // analyseWith is analyseBusy with the analyzer's options (job and rank
 // are set here).
 func analyseWith(t testing.TB, stream []byte, o Options, flushEvery int) (*profile.Profile, Busy) {
+	p, _, busy := analyseItems(t, stream, o, flushEvery, 0)
+	return p, busy
+}
+
+// analyseItems analyses a stream as the collector batches it: an item
+// after every flushEvery frames (0: one item), put off while the analyzer
+// holds a kernel reported before its module (Holding); at frame forceAt
+// (if > 0) an item goes out even so, as when the collector's bound is
+// reached. It returns the merged profile, every item valid, and the data
+// items.
+func analyseItems(t testing.TB, stream []byte, o Options, flushEvery, forceAt int) (*profile.Profile, []*profile.Profile, Busy) {
 	o.Job, o.Rank = "j", 3
 	a := New(o)
 	defer a.Close()
 	merged := profile.New("j")
-	seq := uint32(0)
+	var items []*profile.Profile
 	flush := func() {
+		seq := uint32(len(items))
 		p, err := a.Flush(seq)
 		if err != nil {
 			t.Fatal(err)
@@ -290,7 +302,7 @@ func analyseWith(t testing.TB, stream []byte, o Options, flushEvery int) (*profi
 		if err := merged.Merge(p); err != nil {
 			t.Fatal(err)
 		}
-		seq++
+		items = append(items, p)
 	}
 	d := rawstream.NewDecoder(bytes.NewReader(stream))
 	n := 0
@@ -305,15 +317,16 @@ func analyseWith(t testing.TB, stream []byte, o Options, flushEvery int) (*profi
 		if err := a.Add(f, d.Offset()); err != nil {
 			t.Fatal(err)
 		}
-		if n++; flushEvery > 0 && n%flushEvery == 0 {
+		if n++; n == forceAt || flushEvery > 0 && n%flushEvery == 0 && !a.Holding() {
 			flush()
 		}
 	}
+	a.Final()
 	flush()
 	if k, first := a.Anomalies(); k != 0 {
 		t.Fatalf("%d anomalies, first: %s", k, first)
 	}
-	done, err := a.Done(seq, a.ExitCode(), "")
+	done, err := a.Done(uint32(len(items)), a.ExitCode(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +336,7 @@ func analyseWith(t testing.TB, stream []byte, o Options, flushEvery int) (*profi
 	if err := merged.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return merged, a.Busy()
+	return merged, items, a.Busy()
 }
 
 func compare(t *testing.T, name string, ref *reference, p *profile.Profile) {

@@ -289,8 +289,11 @@ type pcInfo struct {
 	packed   uint64
 	fn       uint32
 	fallback bool // not inside any known function: attributed to the launched one
-	ak       AccessKind
-	kindOK   bool
+	// orphan: inside a kernel reported before its module, read without its
+	// module's structure; later launches look again (orphans.go).
+	orphan bool
+	ak     AccessKind
+	kindOK bool
 }
 
 // worker runs the shards s with s % nworkers == id.
@@ -427,7 +430,7 @@ func (w *worker) safely(f func()) (err error) {
 }
 
 func (w *worker) pcInfo(l *launchInfo, pc uint64) *pcInfo {
-	if pi, ok := w.pcs[pc]; ok && (!pi.fallback || pi.fn == l.fn.idx) {
+	if pi, ok := w.pcs[pc]; ok && (!pi.fallback || pi.fn == l.fn.idx) && !pi.orphan {
 		return pi
 	}
 	pi := &pcInfo{}
@@ -439,10 +442,17 @@ func (w *worker) pcInfo(l *launchInfo, pc uint64) *pcInfo {
 	} else {
 		off = pc - fn.pc
 	}
-	pi.fn = fn.idx
+	pi.fn, pi.orphan = fn.idx, fn.orphan
 	pi.packed = uint64(fn.idx)<<32 | uint64(uint32(off))
-	if st := fn.mod.structure; st != nil && !pi.fallback {
-		pi.ak, pi.kindOK = st.AccessKind(fn.name, off)
+	if p := fn.fs.pend.Load(); p != nil && !pi.fallback {
+		st, _, ready := p.Ready()
+		if !ready {
+			// Read at its width until the structure comes: not kept.
+			return pi
+		}
+		if st != nil {
+			pi.ak, pi.kindOK = st.AccessKind(fn.name, off)
+		}
 	}
 	w.pcs[pc] = pi
 	return pi

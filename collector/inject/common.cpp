@@ -15,11 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -197,7 +199,15 @@ namespace {
 struct Item {
     uint8_t *data;
     size_t len;
+    uint32_t frames; // whole frames in data (a chunked module is several)
 };
+
+// count_frames walks the frame headers of a buffer of whole frames.
+uint32_t count_frames(const uint8_t *p, size_t n) {
+    uint32_t c = 0;
+    for (size_t off = 0; off + GPW_FRAME_HEADER_SIZE <= n; c++) off += GPW_FRAME_HEADER_SIZE + gpw_load_u32(p + off + 4);
+    return c;
+}
 
 struct Output {
     std::mutex mu;
@@ -307,6 +317,7 @@ void writer_main() {
                 // Never learned the GPU: write a HELLO without device fields.
                 gpw_hello_t h = {};
                 h.rank = g_cfg.rank;
+                h.device = -1;
                 h.pid = (uint32_t)getpid();
                 h.mode = (uint8_t)g_cfg.mode;
                 h.block_sampling = g_cfg.mode == GPW_MODE_REDUNDANCY ? g_cfg.block_sampling : 1;
@@ -341,7 +352,7 @@ void writer_main() {
         for (Item &it : items) {
             if (!o.dead.load()) {
                 gpw_put_bytes(&batch, it.data, it.len);
-                o.frames++;
+                o.frames += it.frames;
                 if (batch.len >= (4u << 20)) {
                     if (!write_all(o.fd, o.is_socket, batch.data, batch.len)) {
                         log("output write failed (%s); profiling data is no longer written", strerror(errno));
@@ -503,14 +514,14 @@ void out_push(gpw_buf *frame, bool droppable, uint64_t records) {
         gpw_buf_init(&d);
         gpw_dropped(&d, o.drop_records, o.drop_bytes, o.drop_pc_samples);
         if (!d.oom) {
-            o.q.push_back(Item{d.data, d.len});
+            o.q.push_back(Item{d.data, d.len, 1});
             o.qbytes += d.len;
             o.drop_records = o.drop_bytes = o.drop_pc_samples = 0;
         } else {
             gpw_buf_free(&d);
         }
     }
-    o.q.push_back(Item{frame->data, frame->len});
+    o.q.push_back(Item{frame->data, frame->len, count_frames(frame->data, frame->len)});
     o.qbytes += frame->len;
     gpw_buf_init(frame); // ownership moved
     lk.unlock();
@@ -623,6 +634,52 @@ static std::string driver_version() {
     return v;
 }
 
+bool stream_capturing(CUstream s) {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return cuStreamIsCapturing(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+std::string device_uuid(CUdevice dev) {
+    CUuuid u;
+    if (cuDeviceGetUuid_v2(&u, dev) != CUDA_SUCCESS) return "";
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    char s[64];
+    snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return s;
+}
+
+// CUPTI's PC sampling serves one process per GPU. Under a job with more
+// ranks than GPUs the first process to claim a GPU samples it and the
+// others give kernel times only: the claim is an exclusive lock on a file
+// named by the user, the job and the GPU, held until the process exits
+// (the kernel releases it even on a crash). GPUPROF_PCS_POLICY=all makes
+// every process try, as before.
+bool pcs_claim(CUdevice dev) {
+    static std::mutex mu;
+    static std::unordered_map<std::string, bool> claims;
+    const char *pol = getenv("GPUPROF_PCS_POLICY");
+    if (pol && strcmp(pol, "all") == 0) return true;
+    if (pol && strcmp(pol, "none") == 0) return false; // kernel times only: a timing run
+    std::string uuid = device_uuid(dev);
+    if (uuid.empty()) return true;
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = claims.find(uuid);
+    if (it != claims.end()) return it->second;
+    const char *tmp = getenv("TMPDIR");
+    const char *job = getenv("GPUPROF_JOB");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/gpuprof-%u-%s-%s.pcs", tmp && *tmp ? tmp : "/tmp", (unsigned)getuid(),
+             job && *job ? job : "local", uuid.c_str());
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    bool mine = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0; // the fd stays open: the lock lives with the process
+    if (fd >= 0 && !mine) close(fd);
+    if (fd < 0) mine = true; // no lock file: nothing to coordinate with
+    if (!mine) log("PC sampling of %s is left to the process that claimed it first; this one gives kernel times", uuid.c_str());
+    claims[uuid] = mine;
+    return mine;
+}
+
 void hello_from_device(CUdevice dev) {
     if (out_hello_set()) return;
     static std::mutex mu;
@@ -630,15 +687,7 @@ void hello_from_device(CUdevice dev) {
     if (out_hello_set()) return;
     char name[256] = {0};
     cuDeviceGetName(name, sizeof name - 1, dev);
-    std::string uuid;
-    CUuuid u;
-    if (cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
-        const unsigned char *b = (const unsigned char *)u.bytes;
-        char s[64];
-        snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-        uuid = s;
-    }
+    std::string uuid = device_uuid(dev);
     int major = 0, minor = 0;
     cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
@@ -659,7 +708,25 @@ void hello_from_device(CUdevice dev) {
     gethostname(host, sizeof host - 1);
     static uint64_t start = now_ns();
     gpw_hello_t h = {};
-    h.flags = 0;
+    h.flags = g_cfg.mode == GPW_MODE_PCSAMPLING && !pcs_claim(dev) ? GPW_HELLO_PCS_ELSEWHERE : 0;
+    h.device = (int32_t)dev;
+    // The analysis takes its GPU spec from these, not from the compute
+    // capability alone. Attributes by number: CUDA 13 deprecates the clock
+    // rates' names, and a driver without one leaves it 0.
+    auto attr = [dev](int a) -> uint32_t {
+        int v = 0;
+        return cuDeviceGetAttribute(&v, (CUdevice_attribute)a, dev) == CUDA_SUCCESS && v > 0 ? (uint32_t)v : 0;
+    };
+    h.sm_count = attr(16);       // MULTIPROCESSOR_COUNT
+    h.clock_khz = attr(13);      // CLOCK_RATE
+    h.mem_clock_khz = attr(36);  // MEMORY_CLOCK_RATE
+    h.mem_bus_bits = attr(37);   // GLOBAL_MEMORY_BUS_WIDTH
+    h.l2_bytes = attr(38);       // L2_CACHE_SIZE
+    h.threads_per_sm = attr(39); // MAX_THREADS_PER_MULTIPROCESSOR
+    h.smem_per_sm = attr(81);    // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+    h.regs_per_sm = attr(82);    // MAX_REGISTERS_PER_MULTIPROCESSOR
+    size_t mem = 0;
+    if (cuDeviceTotalMem(&mem, dev) == CUDA_SUCCESS) h.mem_bytes = mem;
     h.rank = g_cfg.rank;
     h.pid = (uint32_t)getpid();
     h.mode = (uint8_t)g_cfg.mode;
@@ -776,9 +843,66 @@ void host_modules_scan() {
     for (gpw_buf &b : frames) out_push(&b, false, 0);
 }
 
+// unwind_walk collects return addresses with the DWARF unwinder, and keeps
+// the frame pointer of the last frame it reached.
+struct UnwindWalk {
+    void **pcs;
+    int n, max;
+    uintptr_t last_ip, last_fp;
+};
+
+_Unwind_Reason_Code unwind_step(struct _Unwind_Context *ctx, void *arg) {
+    UnwindWalk *w = (UnwindWalk *)arg;
+    int before = 0;
+    uintptr_t ip = _Unwind_GetIPInfo(ctx, &before);
+    if (ip == 0 || w->n >= w->max) return _URC_END_OF_STACK;
+    w->pcs[w->n++] = (void *)ip;
+    w->last_ip = ip;
+    w->last_fp = _Unwind_GetGR(ctx, 6); // rbp (x86-64 DWARF register 6)
+    return _URC_NO_REASON;
+}
+
+thread_local uintptr_t t_stack_lo = 0, t_stack_hi = 0;
+
+// unwind walks the calling thread's stack. The DWARF unwinder stops at code
+// without unwind information; JIT code such as CPython's perf trampolines
+// (PYTHONPERFSUPPORT=1: one per Python function call, named in
+// /tmp/perf-PID.map) has none, but keeps a frame pointer, as the
+// interpreter does: from there the walk follows the frame pointers, inside
+// the thread's stack and strictly outward, so that the Python frames above
+// a launch are kept. Code in a mapped file that merely lacks unwind
+// information is not walked this way: its rbp need not be a frame pointer.
+int unwind(void **pcs, int max) {
+    UnwindWalk w = {pcs, 0, max, 0, 0};
+    _Unwind_Backtrace(unwind_step, &w);
+    if (w.n == 0 || w.n >= max || w.last_fp == 0) return w.n;
+    Dl_info info;
+    if (dladdr((void *)w.last_ip, &info) != 0) return w.n; // in a file: a real end
+    if (t_stack_hi == 0) {
+        pthread_attr_t a;
+        void *base = nullptr;
+        size_t size = 0;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            pthread_attr_getstack(&a, &base, &size);
+            pthread_attr_destroy(&a);
+        }
+        t_stack_lo = (uintptr_t)base;
+        t_stack_hi = (uintptr_t)base + size;
+    }
+    uintptr_t fp = w.last_fp;
+    while (w.n < max && fp >= t_stack_lo && fp + 16 <= t_stack_hi && (fp & 7) == 0) {
+        uintptr_t next = ((uintptr_t *)fp)[0], ret = ((uintptr_t *)fp)[1];
+        if (ret == 0) break;
+        pcs[w.n++] = (void *)ret;
+        if (next <= fp) break;
+        fp = next;
+    }
+    return w.n;
+}
+
 size_t host_backtrace(uint64_t *pcs, size_t max) {
-    void *raw[128];
-    int n = backtrace(raw, 128);
+    void *raw[256];
+    int n = unwind(raw, 256);
     int i = 0;
     {
         std::lock_guard<std::mutex> lk(g_host_mu);
@@ -882,8 +1006,10 @@ uint64_t emit_module(const void *cubin, size_t size) {
         id = g_next_module++;
         send_bytes = g_sent_keys.insert(key).second;
     }
-    if (size > GPW_MAX_PAYLOAD - 64) {
-        log("cubin of %zu bytes is over the frame limit; sent without bytes", size);
+    // Cubins over a frame go in MODULE_DATA chunks (framework libraries
+    // load cubins of over 100 MB); the wire's size field stops at 4 GiB.
+    if (size > UINT32_MAX) {
+        log("cubin of %zu bytes is over the stream's 4 GiB module limit; sent without bytes", size);
         send_bytes = false;
     }
     gpw_buf b;

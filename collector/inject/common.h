@@ -96,9 +96,19 @@ void stat_time(StatKind k, uint64_t ns);
 /* ---- HELLO ---- */
 // Fills and sets the HELLO from a device (called at context creation).
 void hello_from_device(CUdevice dev);
+// pcs_claim says whether this process may PC-sample the device (one
+// process per GPU can; the first to claim it does).
+bool pcs_claim(CUdevice dev);
+// stream_capturing says whether s is being captured into a CUDA graph: a
+// launch there does not run now (its kernel runs at the graph's launches),
+// and copies or waits on the stream would break the capture.
+bool stream_capturing(CUstream s);
 
 /* ---- host side ---- */
 void host_modules_scan();                             // emits HOST_MODULE for new mappings
+// The most host frames a launch or allocation keeps (Python code under
+// PYTHONPERFSUPPORT=1 adds several native frames per Python call).
+constexpr size_t kMaxHostFrames = 128;
 size_t host_backtrace(uint64_t *pcs, size_t max);     // calling context, tool frames removed
 uint64_t hash_frames(const uint64_t *pcs, size_t n);  // for kernel-sampling contexts
 bool kernel_sample(uint64_t context_hash);            // instance 1 of a context and every K-th after

@@ -86,6 +86,22 @@ int64_t g_ts_offset = 0; // Unix ns minus CUPTI timestamp
 uint64_t g_metric_inst = 0, g_metric_thread = 0;
 bool g_profiler_initialized = false;
 
+// CUDA graph launches: the host stack of each cuGraphLaunch by its
+// correlation id (its kernels' activity records carry that id), the launch
+// id given to the first kernel of each function in it, and PC samples that
+// came before their kernel's record (docs/inject.md, "CUDA graphs").
+struct GraphLaunch {
+    std::vector<uint64_t> frames;
+    uint64_t stream = 0;
+    std::map<uint32_t, uint64_t> first; // function id -> launch id
+};
+struct GraphPC {
+    uint32_t fid, off;
+    std::vector<std::pair<uint32_t, uint32_t>> reasons; // (reason index, samples)
+};
+std::unordered_map<uint32_t, GraphLaunch> g_graphs;
+std::unordered_map<uint32_t, std::vector<GraphPC>> g_graph_pcs;
+
 thread_local uint32_t t_rt_corr = 0;
 thread_local bool t_rt_seen = false;
 thread_local PCtx *t_pcs_started = nullptr; // this thread's launch runs inside a PC sampling range
@@ -166,16 +182,85 @@ void alloc_pc_buffer(CUpti_PCSamplingData &d, size_t npcs, size_t nreasons) {
     }
 }
 
+/* hold_graph_pcs keeps the samples of a graph launch until the activity
+ * records of its kernels have given them launch ids. */
+void hold_graph_pcs(const CUpti_PCSamplingData &d, uint32_t corr, const std::vector<size_t> &idx) {
+    std::vector<GraphPC> held;
+    for (size_t i : idx) {
+        const CUpti_PCSamplingPCData &pd = d.pPcData[i];
+        GraphPC g;
+        g.fid = function_for(pd.cubinCrc, pd.functionName);
+        g.off = (uint32_t)pd.pcOffset;
+        for (size_t k = 0; k < pd.stallReasonCount; k++)
+            if (pd.stallReason[k].samples) {
+                uint32_t reason = pd.stallReason[k].pcSamplingStallReasonIndex, n = pd.stallReason[k].samples; // packed
+                g.reasons.emplace_back(reason, n);
+            }
+        if (!g.reasons.empty()) held.push_back(std::move(g));
+    }
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto &v = g_graph_pcs[corr];
+    v.insert(v.end(), held.begin(), held.end());
+}
+
+/* emit_graph_pcs writes the held samples whose kernel has a launch id;
+ * final writes the rest too, under launch 0 (the collector then places
+ * them at their function's last context). */
+void emit_graph_pcs(bool final) {
+    std::map<uint64_t, std::vector<GraphPC>> out; // launch id -> samples
+    {
+        std::lock_guard<std::mutex> lk(g_mu);
+        for (auto it = g_graph_pcs.begin(); it != g_graph_pcs.end();) {
+            auto gl = g_graphs.find(it->first);
+            std::vector<GraphPC> keep;
+            for (GraphPC &p : it->second) {
+                uint64_t lid = 0;
+                if (gl != g_graphs.end()) {
+                    auto f = gl->second.first.find(p.fid);
+                    if (f != gl->second.first.end()) lid = f->second;
+                }
+                if (lid || final)
+                    out[lid].push_back(std::move(p));
+                else
+                    keep.push_back(std::move(p));
+            }
+            if (keep.empty())
+                it = g_graph_pcs.erase(it);
+            else
+                (it++)->second.swap(keep);
+        }
+    }
+    for (auto &kv : out) {
+        gpw_buf f;
+        gpw_buf_init(&f);
+        size_t off = gpw_pc_samples_begin(&f, kv.first);
+        for (GraphPC &p : kv.second) {
+            gpw_pc_sample_pc(&f, p.fid, p.off, (uint16_t)p.reasons.size());
+            for (auto &r : p.reasons) gpw_pc_sample_reason(&f, r.first, r.second);
+        }
+        if (gpw_pc_samples_finish(&f, off, (uint32_t)kv.second.size()))
+            out_push(&f, true, kv.second.size());
+        else
+            gpw_buf_free(&f);
+    }
+}
+
 void emit_pc_data(const CUpti_PCSamplingData &d) {
     if (d.totalNumPcs == 0) return;
     std::map<uint32_t, std::vector<size_t>> by_corr;
     for (size_t i = 0; i < d.totalNumPcs; i++) by_corr[d.pPcData[i].correlationId].push_back(i);
     for (auto &g : by_corr) {
         uint64_t launch = 0;
+        bool graph = false;
         if (g.first) {
             std::lock_guard<std::mutex> lk(g_mu);
             auto it = g_corr.find(g.first);
             if (it != g_corr.end()) launch = it->second;
+            graph = launch == 0 && g_graphs.count(g.first);
+        }
+        if (graph) {
+            hold_graph_pcs(d, g.first, g.second);
+            continue;
         }
         gpw_buf f;
         gpw_buf_init(&f);
@@ -494,7 +579,9 @@ void on_context_created(CUcontext ctx) {
     PCtx *pc = new PCtx();
     pc->ctx = ctx;
     pc->device = dev;
-    if (g_cfg.mode == GPW_MODE_PCSAMPLING) {
+    if (g_cfg.mode == GPW_MODE_PCSAMPLING && !pcs_claim((CUdevice)dev)) {
+        // Another process samples this GPU: kernel times only.
+    } else if (g_cfg.mode == GPW_MODE_PCSAMPLING) {
         pc->pcs = setup_pcsampling(pc);
         if (!pc->pcs) log("PC sampling could not be enabled on this context");
     } else if (g_cfg.mode == GPW_MODE_HYBRID) {
@@ -544,6 +631,62 @@ PCtx *ctx_state(CUcontext ctx) {
 
 /* ---- launches ---- */
 
+void write_launch(uint64_t lid, uint32_t fid, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                  uint64_t stream, uint8_t flags, const uint64_t *frames, size_t nf) {
+    gpw_launch_t L = {};
+    L.launch_id = lid;
+    L.function_id = fid;
+    for (int i = 0; i < 3; i++) {
+        L.grid[i] = grid[i];
+        L.block[i] = block[i];
+    }
+    L.shared_bytes = shared;
+    L.stream = stream;
+    L.flags = flags;
+    L.block_offset = 0;
+    gpw_buf f;
+    gpw_buf_init(&f);
+    gpw_launch(&f, &L, frames, nf);
+    out_push(&f, false, 0);
+}
+
+/* on_graph_launch keeps the host stack of a cuGraphLaunch for its kernels,
+ * which come only as activity records carrying its correlation id. */
+void on_graph_launch(const CUpti_CallbackData *cd) {
+    if (cd->callbackSite != CUPTI_API_ENTER) return;
+    uint64_t frames[kMaxHostFrames];
+    size_t nf = host_backtrace(frames, kMaxHostFrames);
+    GraphLaunch g;
+    g.frames.assign(frames, frames + nf);
+    if (cd->functionParams) g.stream = (uint64_t)(uintptr_t)((const cuGraphLaunch_params *)cd->functionParams)->hStream;
+    std::lock_guard<std::mutex> lk(g_mu);
+    g_graphs[cd->correlationId] = std::move(g);
+}
+
+/* graph_kernel gives a kernel of a graph launch its LAUNCH frame (flag
+ * GPW_LAUNCH_GRAPH, the graph launch's host stack) and returns its launch
+ * id, 0 if corr is not a graph launch. */
+uint64_t graph_kernel(uint32_t corr, const GP_KERNEL_RECORD *k) {
+    uint32_t fid = function_by_name(k->name);
+    uint64_t lid, stream;
+    std::vector<uint64_t> frames;
+    {
+        std::lock_guard<std::mutex> lk(g_mu);
+        auto it = g_graphs.find(corr);
+        if (it == g_graphs.end()) return 0;
+        lid = g_next_launch.fetch_add(1);
+        it->second.first.emplace(fid, lid);
+        frames = it->second.frames;
+        stream = it->second.stream;
+        g_launch_blocks[lid] = (uint64_t)k->gridX * k->gridY * k->gridZ;
+    }
+    const unsigned grid[3] = {(unsigned)k->gridX, (unsigned)k->gridY, (unsigned)k->gridZ};
+    const unsigned block[3] = {(unsigned)k->blockX, (unsigned)k->blockY, (unsigned)k->blockZ};
+    write_launch(lid, fid, grid, block, (unsigned)k->dynamicSharedMemory, stream, GPW_LAUNCH_GRAPH, frames.data(),
+                 frames.size());
+    return lid;
+}
+
 /* emit_launch writes the LAUNCH frame and says whether the launch is
  * observed: always, except under PC sampling ranges, where kernel sampling
  * chooses (the first instance of each calling context and every K-th, as
@@ -551,8 +694,8 @@ PCtx *ctx_state(CUcontext ctx) {
  * false) cannot be put in a range. */
 bool emit_launch(uint32_t corr, uint32_t rt_corr, const char *name, const unsigned grid[3], const unsigned block[3],
                  unsigned shared, uint64_t stream, bool ranges, bool can_range) {
-    uint64_t frames[64];
-    size_t nf = host_backtrace(frames, 64);
+    uint64_t frames[kMaxHostFrames];
+    size_t nf = host_backtrace(frames, kMaxHostFrames);
     uint32_t fid = function_by_name(name);
     bool sampled = true;
     if (ranges) sampled = can_range && kernel_sample(hash_frames(frames, nf) ^ ((uint64_t)fid * 0x9e3779b97f4a7c15ull));
@@ -563,21 +706,7 @@ bool emit_launch(uint32_t corr, uint32_t rt_corr, const char *name, const unsign
         if (rt_corr) g_corr[rt_corr] = lid;
         g_launch_blocks[lid] = grid[0] * grid[1] * grid[2];
     }
-    gpw_launch_t L = {};
-    L.launch_id = lid;
-    L.function_id = fid;
-    for (int i = 0; i < 3; i++) {
-        L.grid[i] = grid[i];
-        L.block[i] = block[i];
-    }
-    L.shared_bytes = shared;
-    L.stream = stream;
-    L.instrumented = sampled ? 1 : 0;
-    L.block_offset = 0;
-    gpw_buf f;
-    gpw_buf_init(&f);
-    gpw_launch(&f, &L, frames, nf);
-    out_push(&f, false, 0);
+    write_launch(lid, fid, grid, block, shared, stream, sampled ? GPW_LAUNCH_TRACED : 0, frames, nf);
     return sampled;
 }
 
@@ -625,6 +754,8 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
         default: return;
         }
         t_rt_seen = true;
+        // Captured into a graph: it runs (and is listed) at the graph's launches.
+        if (stream_capturing((CUstream)(uintptr_t)stream)) return;
         PCtx *pc = ctx_state(cd->context);
         const bool ranges = pc && pc->pcs && pc->pcs_ranges;
         if (emit_launch(cd->correlationId, t_rt_corr, cd->symbolName, grid, block, shared, stream, ranges, true) && ranges) {
@@ -688,7 +819,7 @@ void on_runtime_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
                 stream = (uint64_t)(uintptr_t)a->config->stream;
             }
         }
-        if (grid[0]) {
+        if (grid[0] && !stream_capturing((CUstream)(uintptr_t)stream)) {
             PCtx *pc = ctx_state(cd->context);
             emit_launch(0, cd->correlationId, cd->symbolName, grid, block, shared, stream, pc && pc->pcs_ranges, false);
         }
@@ -759,8 +890,8 @@ void on_driver_memory(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
     if (is_free) {
         gpw_free(&f, addr);
     } else {
-        uint64_t frames[64];
-        size_t nf = host_backtrace(frames, 64);
+        uint64_t frames[kMaxHostFrames];
+        size_t nf = host_backtrace(frames, kMaxHostFrames);
         gpw_alloc(&f, new_alloc_id(), addr, size, kind, frames, nf);
     }
     out_push(&f, false, 0);
@@ -780,6 +911,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t *buffer, size_t, siz
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
         const GP_KERNEL_RECORD *k = (const GP_KERNEL_RECORD *)rec;
         uint64_t lid = launch_of(k->correlationId);
+        if (lid == 0) lid = graph_kernel(k->correlationId, k);
         if (lid == 0) {
             vlog("kernel record %u without a known launch", k->correlationId);
             continue;
@@ -791,6 +923,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t *buffer, size_t, siz
         out_push(&f, false, 0);
     }
     free(buffer);
+    emit_graph_pcs(false);
 }
 
 void CUPTIAPI callback(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *cbdata) {
@@ -827,6 +960,8 @@ void CUPTIAPI callback(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbi
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: on_driver_launch(cbid, cd); break;
+        case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+        case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz: on_graph_launch(cd); break;
         default: on_driver_memory(cbid, cd); break;
         }
         break;
@@ -860,7 +995,8 @@ bool cupti_init() {
         CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc,
         CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2,        CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
         CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync,           CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
-        CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost,
+        CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost,            CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+        CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
     };
     for (CUpti_CallbackId id : drv) ok &= CUPTI(cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_DRIVER_API, id));
     const CUpti_CallbackId rt[] = {
@@ -906,6 +1042,7 @@ void cupti_atexit() {
         }
     }
     cuptiActivityFlushAll(1);
+    emit_graph_pcs(true);
 }
 
 } // namespace gp

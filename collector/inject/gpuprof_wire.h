@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define GPW_MAGIC 0x57525047u /* "GPRW" read as a little-endian u32 */
-#define GPW_VERSION 2u /* 2: record encodings (byte 21); readers take 1 and 2 */
+#define GPW_VERSION 3u /* 2: record encodings (byte 21); 3: MODULE_DATA chunks, LAUNCH flags; readers take 1 to 3 */
 #define GPW_MIN_VERSION 1u
 #define GPW_MAX_PAYLOAD (64u * 1024u * 1024u)
 #define GPW_FRAME_HEADER_SIZE 8u
@@ -57,11 +57,20 @@ enum {
     GPW_HOST_MODULE = 12,
     GPW_DROPPED = 13,
     GPW_END = 14,
+    GPW_MODULE_DATA = 15, /* version 3: a chunk of a module too large for one frame */
     GPW_FIRST_EXTENSION = 1024
 };
 
+/* MODULE_DATA payload size of the chunks gpw_module writes */
+#define GPW_MODULE_CHUNK (16u * 1024u * 1024u)
+
+/* LAUNCH.flags */
+#define GPW_LAUNCH_TRACED 0x1u /* kernel sampling chose this launch */
+#define GPW_LAUNCH_GRAPH 0x2u  /* ran as a kernel node of a CUDA graph launch */
+
 /* HELLO.flags */
 #define GPW_HELLO_SYNTHETIC 0x1u
+#define GPW_HELLO_PCS_ELSEWHERE 0x2u /* version 3: another process PC-samples this GPU; this one gives kernel times */
 
 /* HELLO.mode */
 enum { GPW_MODE_REDUNDANCY = 1, GPW_MODE_PCSAMPLING = 2, GPW_MODE_HYBRID = 3 };
@@ -249,6 +258,10 @@ typedef struct gpw_hello_t {
     const char *driver;
     const char *cuda;
     uint16_t sm;
+    int32_t device; /* version 3: CUDA device ordinal of the process's first context, -1 if unknown */
+    /* version 3: the device's properties, read from it (0 if unknown) */
+    uint32_t sm_count, clock_khz, mem_clock_khz, mem_bus_bits, l2_bytes, regs_per_sm, smem_per_sm, threads_per_sm;
+    uint64_t mem_bytes;
 } gpw_hello_t;
 
 static inline int gpw_hello(gpw_buf *b, const gpw_hello_t *h) {
@@ -268,19 +281,47 @@ static inline int gpw_hello(gpw_buf *b, const gpw_hello_t *h) {
     gpw_put_str(b, h->driver);
     gpw_put_str(b, h->cuda);
     gpw_put_u16(b, h->sm);
+    gpw_put_i32(b, h->device);
+    gpw_put_u32(b, h->sm_count);
+    gpw_put_u32(b, h->clock_khz);
+    gpw_put_u32(b, h->mem_clock_khz);
+    gpw_put_u32(b, h->mem_bus_bits);
+    gpw_put_u32(b, h->l2_bytes);
+    gpw_put_u32(b, h->regs_per_sm);
+    gpw_put_u32(b, h->smem_per_sm);
+    gpw_put_u32(b, h->threads_per_sm);
+    gpw_put_u64(b, h->mem_bytes);
     return gpw_frame_finish(b, off);
 }
 
 /* MODULE: bytes may be NULL when has_bytes is 0. */
+/* MODULE, with the cubin's bytes when has_bytes. Bytes that do not fit in
+ * one frame follow in MODULE_DATA frames of GPW_MODULE_CHUNK bytes (the
+ * MODULE frame then says has_bytes = 2). Returns the number of frames
+ * written (0 on failure). */
 static inline int gpw_module(gpw_buf *b, uint64_t module_id, uint64_t content_key, uint32_t size,
                              int has_bytes, const void *bytes) {
     size_t off = gpw_frame_begin(b, GPW_MODULE);
+    int chunked = has_bytes && (uint64_t)size + 21u > GPW_MAX_PAYLOAD;
+    uint32_t done;
+    int n = 1;
     gpw_put_u64(b, module_id);
     gpw_put_u64(b, content_key);
     gpw_put_u32(b, size);
-    gpw_put_u8(b, has_bytes ? 1 : 0);
-    if (has_bytes) gpw_put_bytes(b, bytes, size);
-    return gpw_frame_finish(b, off);
+    gpw_put_u8(b, chunked ? 2 : (has_bytes ? 1 : 0));
+    if (has_bytes && !chunked) gpw_put_bytes(b, bytes, size);
+    if (!gpw_frame_finish(b, off)) return 0;
+    if (!chunked) return 1;
+    for (done = 0; done < size; done += GPW_MODULE_CHUNK) {
+        uint32_t len = size - done < GPW_MODULE_CHUNK ? size - done : GPW_MODULE_CHUNK;
+        off = gpw_frame_begin(b, GPW_MODULE_DATA);
+        gpw_put_u64(b, module_id);
+        gpw_put_u64(b, done);
+        gpw_put_bytes(b, (const uint8_t *)bytes + done, len);
+        if (!gpw_frame_finish(b, off)) return 0;
+        n++;
+    }
+    return n;
 }
 
 static inline int gpw_function(gpw_buf *b, uint32_t function_id, uint64_t module_id, uint64_t pc,
@@ -301,7 +342,7 @@ typedef struct gpw_launch_t {
     uint32_t block[3];
     uint32_t shared_bytes;
     uint64_t stream;
-    uint8_t instrumented;
+    uint8_t flags; /* GPW_LAUNCH_TRACED, GPW_LAUNCH_GRAPH */
     uint32_t block_offset;
 } gpw_launch_t;
 
@@ -314,7 +355,7 @@ static inline int gpw_launch(gpw_buf *b, const gpw_launch_t *l, const uint64_t *
     for (i = 0; i < 3; i++) gpw_put_u32(b, l->block[i]);
     gpw_put_u32(b, l->shared_bytes);
     gpw_put_u64(b, l->stream);
-    gpw_put_u8(b, l->instrumented);
+    gpw_put_u8(b, l->flags);
     gpw_put_u32(b, l->block_offset);
     gpw_put_frames(b, frames, nframes);
     return gpw_frame_finish(b, off);

@@ -103,6 +103,7 @@ bool g_stop = false;
 std::thread g_drainer;
 
 thread_local LaunchState t_launch;
+thread_local bool t_captured = false; // the launch in flight is being captured into a graph
 thread_local uint32_t t_shared_bytes = 0;
 
 const uint32_t kFrameRecords = 32768; // records per ACCESS frame (< 26 MB)
@@ -480,12 +481,14 @@ void finish_launch(LaunchState &st, Sanitizer_StreamHandle hs) {
 void on_launch_begin(const Sanitizer_LaunchData *ld) {
     uint32_t shared = t_shared_bytes;
     t_shared_bytes = 0;
+    t_captured = stream_capturing(ld->stream);
+    if (t_captured) return; // listed when the graph runs its node (on_graph)
     if (t_launch.valid) {
         vlog("launch begin without end; closing the previous launch");
         finish_launch(t_launch, ld->hStream);
     }
-    uint64_t frames[64];
-    size_t nf = host_backtrace(frames, 64);
+    uint64_t frames[kMaxHostFrames];
+    size_t nf = host_backtrace(frames, kMaxHostFrames);
     const std::string name = ld->functionName ? ld->functionName : "";
     uint64_t lid = g_next_launch.fetch_add(1);
     uint32_t fid = 0;
@@ -572,7 +575,7 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
     L.block[2] = ld->blockDim_z;
     L.shared_bytes = shared;
     L.stream = (uint64_t)(uintptr_t)ld->stream;
-    L.instrumented = buf ? 1 : 0;
+    L.flags = buf ? GPW_LAUNCH_TRACED : 0;
     L.block_offset = buf ? r : 0;
     gpw_buf f;
     gpw_buf_init(&f);
@@ -589,7 +592,71 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
     t_launch.t0 = now_ns();
 }
 
+/* CUDA graphs: a graph launch's kernel nodes come as node launches, not
+ * launch callbacks. They are not traced (their launch data is the disabled
+ * control block); each gets a LAUNCH frame with the
+ * graph flag and the graph launch's host stack, and a KERNEL_END without
+ * times, so that the profile lists them as launched from a graph, not
+ * measured (docs/inject.md). */
+thread_local std::vector<uint64_t> t_graph_frames;
+
+void on_graph(Sanitizer_CallbackId cbid, const void *cbdata) {
+    if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN) {
+        const Sanitizer_GraphLaunchData *g = (const Sanitizer_GraphLaunchData *)cbdata;
+        if (g->isGraphUpload) return;
+        uint64_t frames[kMaxHostFrames];
+        size_t nf = host_backtrace(frames, kMaxHostFrames);
+        t_graph_frames.assign(frames, frames + nf);
+        return;
+    }
+    if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
+    const Sanitizer_GraphNodeLaunchData *n = (const Sanitizer_GraphNodeLaunchData *)cbdata;
+    if (n->nodeType != CU_GRAPH_NODE_TYPE_KERNEL || n->isGraphUpload) return;
+    const Sanitizer_LaunchData *ld = &n->launchData;
+    const std::string name = ld->functionName ? ld->functionName : "";
+    uint64_t lid = g_next_launch.fetch_add(1);
+    uint32_t fid = 0;
+    gp_ctl *disabled = nullptr;
+    {
+        std::lock_guard<std::mutex> lk(g_mu);
+        disabled = disabled_ctl(g_ctxs[ld->context], ld->context, ld->hStream);
+        auto mit = g_mods.find(ld->module);
+        if (mit != g_mods.end()) {
+            SFunc &f = mit->second.funcs[name];
+            if (f.id == 0) f.id = new_function_id();
+            fid = f.id;
+            try_emit_function(mit->second, ld->module, name, f);
+            if (!f.emitted) {
+                emit_function(f.id, mit->second.id, 0, f.elf_size, name);
+                f.emitted = true;
+            }
+        }
+    }
+    // The patched code must see a disabled control block, as untraced
+    // launches do: without launch data it read stale data (a misaligned
+    // address in PyTorch's graph replay on the H100).
+    if (disabled) sanitizerSetLaunchCallbackData(ld->hLaunch, ld->function, ld->hStream, disabled);
+    if (fid == 0) return; // a module we never saw: nothing to name it by
+    gpw_launch_t L = {};
+    L.launch_id = lid;
+    L.function_id = fid;
+    L.grid[0] = ld->gridDim_x, L.grid[1] = ld->gridDim_y, L.grid[2] = ld->gridDim_z;
+    L.block[0] = ld->blockDim_x, L.block[1] = ld->blockDim_y, L.block[2] = ld->blockDim_z;
+    L.stream = (uint64_t)(uintptr_t)ld->stream;
+    L.flags = GPW_LAUNCH_GRAPH;
+    gpw_buf f;
+    gpw_buf_init(&f);
+    gpw_launch(&f, &L, t_graph_frames.data(), t_graph_frames.size());
+    uint32_t blocks = ld->gridDim_x * ld->gridDim_y * ld->gridDim_z;
+    gpw_kernel_end(&f, lid, 0, 0, blocks, 0, 0, 0);
+    out_push(&f, false, 0);
+}
+
 void on_launch_end(const Sanitizer_LaunchData *ld) {
+    if (t_captured) {
+        t_captured = false;
+        return;
+    }
     if (!t_launch.valid) return;
     finish_launch(t_launch, ld->hStream);
 }
@@ -608,8 +675,8 @@ void on_memory(Sanitizer_CallbackId cbid, const Sanitizer_ResourceMemoryData *md
             kind = GPW_ALLOC_ASYNC;
         else if (md->flags & SANITIZER_MEMORY_FLAG_MANAGED)
             kind = GPW_ALLOC_MANAGED;
-        uint64_t frames[64];
-        size_t nf = host_backtrace(frames, 64);
+        uint64_t frames[kMaxHostFrames];
+        size_t nf = host_backtrace(frames, kMaxHostFrames);
         gpw_alloc(&f, new_alloc_id(), md->address, md->size, kind, frames, nf);
         break;
     }
@@ -712,6 +779,7 @@ void SANITIZERAPI callback(void *, Sanitizer_CallbackDomain domain, Sanitizer_Ca
         else if (cbid == SANITIZER_CBID_LAUNCH_END)
             on_launch_end((const Sanitizer_LaunchData *)cbdata);
         break;
+    case SANITIZER_CB_DOMAIN_GRAPHS: on_graph(cbid, cbdata); break;
     default: break;
     }
     t_depth--;
@@ -723,6 +791,9 @@ bool sanitizer_init() {
     if (!SAN(sanitizerSubscribe(&g_sub, callback, nullptr))) return false;
     bool ok = SAN(sanitizerEnableDomain(1, g_sub, SANITIZER_CB_DOMAIN_RESOURCE)) &&
               SAN(sanitizerEnableDomain(1, g_sub, SANITIZER_CB_DOMAIN_LAUNCH));
+    // Graph launches are listed (not traced); a driver without the domain
+    // only loses that.
+    SAN(sanitizerEnableDomain(1, g_sub, SANITIZER_CB_DOMAIN_GRAPHS));
     const Sanitizer_CallbackId launch_cbids[] = {
         SANITIZER_CBID_DRIVER_API_cuLaunchKernel,           SANITIZER_CBID_DRIVER_API_cuLaunchKernel_ptsz,
         SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx,         SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx_ptsz,

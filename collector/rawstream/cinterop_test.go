@@ -22,7 +22,8 @@ int main(void) {
 	gpw_buf_init(&b);
 	int n = 0;
 	gpw_hello_t h = {GPW_HELLO_SYNTHETIC, -1, 4242, GPW_MODE_REDUNDANCY, 50, 10, 1700000000000000000ull,
-		"node01", "NVIDIA H100 80GB HBM3", "GPU-1234", "580.1", "13.0", 90};
+		"node01", "NVIDIA H100 80GB HBM3", "GPU-1234", "580.1", "13.0", 90, 1,
+		132, 1980000, 2619000, 5120, 52428800, 65536, 233472, 2048, 85520809984ull};
 	n += gpw_hello(&b, &h);
 	uint64_t segs[4] = {0x555500001000ull, 0x2000, 0x555500004000ull, 0x100};
 	n += gpw_host_module(&b, 0x555500000000ull, "/opt/app/bin/app", "abcdef", 2, segs);
@@ -66,8 +67,11 @@ int main(void) {
 	n += gpw_kernel_end(&b, 7, 10, 20, 16, 1, 4, 1);
 	n += gpw_free(&b, 0x1000);
 	n += gpw_dropped(&b, 12, 3456, 789);
+	gpw_launch_t g = {8, 3, {1, 1, 1}, {32, 1, 1}, 0, 9, GPW_LAUNCH_GRAPH, 0};
+	uint64_t gf[1] = {0x555500002222ull};
+	n += gpw_launch(&b, &g, gf, 1);
 	n += gpw_end(&b, (uint64_t)n, 3);
-	if (b.oom || n != 15) { fprintf(stderr, "writer failed: oom=%d frames=%d\n", b.oom, n); return 1; }
+	if (b.oom || n != 16) { fprintf(stderr, "writer failed: oom=%d frames=%d\n", b.oom, n); return 1; }
 	fwrite(b.data, 1, b.len, stdout);
 	gpw_buf_free(&b);
 	return 0;

@@ -43,9 +43,15 @@ type Decoder struct {
 	frames   int64 // frames read, extensions included
 	skipped  int64
 	hello    bool
+	version  uint16 // the HELLO's
 	end      bool
 	err      error
 	hdr      [8]byte
+
+	// A module whose bytes come in MODULE_DATA chunks, being assembled,
+	// and the offset of its MODULE frame.
+	pending    *Module
+	pendingOff int64
 }
 
 // NewDecoder returns a decoder reading r.
@@ -115,9 +121,16 @@ func (d *Decoder) next() (Frame, error) {
 		if d.hello && kind == KindHello {
 			return nil, d.fail(kind, d.off, "kind", "second HELLO", false)
 		}
-		known := kind >= KindHello && kind <= KindEnd
+		known := kind >= KindHello && kind <= KindModuleData || decodedExtension(kind)
+		if kind == KindModuleData && d.version < 3 {
+			known = false // a kind this stream's version does not have
+		}
 		if !known && kind < FirstExtension {
 			return nil, d.fail(kind, d.off, "kind", fmt.Sprintf("unknown frame kind %d", uint32(kind)), false)
+		}
+		if d.pending != nil && kind != KindModuleData {
+			return nil, d.fail(kind, d.off, "kind", fmt.Sprintf("MODULE %d at offset %d has %d of its %d bytes: its MODULE_DATA frames must follow it",
+				d.pending.ModuleID, d.pendingOff, len(d.pending.Bytes), d.pending.Size), false)
 		}
 		payload, err := d.readPayload(int(length))
 		if err != nil {
@@ -133,16 +146,41 @@ func (d *Decoder) next() (Frame, error) {
 			d.skipped++
 			continue
 		}
-		f, perr := parsePayload(kind, payload)
+		if kind == KindModuleData {
+			m, perr := d.moduleData(payload)
+			if perr != nil {
+				return nil, d.fail(kind, d.off+8+int64(perr.off), perr.field, perr.msg, false)
+			}
+			d.off += 8 + int64(length)
+			d.frames++
+			if m == nil {
+				continue
+			}
+			d.frameOff = d.pendingOff
+			d.pending = nil
+			m.chunked = false
+			return m, nil
+		}
+		f, perr := parsePayload(kind, payload, d.version)
 		if perr != nil {
 			return nil, d.fail(kind, d.off+8+int64(perr.off), perr.field, perr.msg, false)
+		}
+		if m, ok := f.(*Module); ok && m.chunked {
+			// has_bytes 2: the bytes follow in MODULE_DATA frames.
+			if m.Size == 0 {
+				return nil, d.fail(kind, d.off+8+16, "size", "a chunked module of 0 bytes", false)
+			}
+			d.pending, d.pendingOff = m, d.off
+			d.off += 8 + int64(length)
+			d.frames++
+			continue
 		}
 		if e, ok := f.(*End); ok && e.Frames != uint64(d.frames) {
 			return nil, d.fail(kind, d.off+8, "frames", fmt.Sprintf("END says %d frames were written before it, %d were read", e.Frames, d.frames), false)
 		}
 		if h, ok := f.(*Hello); ok {
-			_ = h
 			d.hello = true
+			d.version = h.Version
 		}
 		if kind == KindEnd {
 			d.end = true
@@ -152,6 +190,46 @@ func (d *Decoder) next() (Frame, error) {
 		d.frames++
 		return f, nil
 	}
+}
+
+// moduleData adds one MODULE_DATA chunk to the pending module and returns
+// the module once its last byte arrived. The bytes grow with the chunks
+// (no allocation is driven by the size field alone).
+func (d *Decoder) moduleData(b []byte) (*Module, *fieldError) {
+	p := &pr{b: b}
+	id := p.u64("module_id")
+	at := p.off
+	off := p.u64("offset")
+	if p.err != nil {
+		return nil, p.err
+	}
+	m := d.pending
+	switch {
+	case m == nil:
+		return nil, &fieldError{0, "module_id", fmt.Sprintf("MODULE_DATA for module %d without a MODULE frame announcing chunks", id)}
+	case id != m.ModuleID:
+		return nil, &fieldError{0, "module_id", fmt.Sprintf("%d, but module %d is being assembled", id, m.ModuleID)}
+	case off != uint64(len(m.Bytes)):
+		return nil, &fieldError{at, "offset", fmt.Sprintf("%d, want %d (chunks come in order, without gaps)", off, len(m.Bytes))}
+	case uint64(len(m.Bytes))+uint64(len(b)-p.off) > uint64(m.Size):
+		return nil, &fieldError{p.off, "bytes", fmt.Sprintf("%d bytes at offset %d exceed the module's size %d", len(b)-p.off, off, m.Size)}
+	}
+	if m.Bytes == nil {
+		m.Bytes = make([]byte, 0, min(int(m.Size), 4*ModuleChunk))
+	}
+	if need := len(m.Bytes) + len(b) - p.off; need > cap(m.Bytes) {
+		// Double, up to the size: append's growth by a quarter would copy
+		// a 100 MB module several times over. What is allocated stays
+		// within twice the bytes that came.
+		grown := make([]byte, len(m.Bytes), min(int(m.Size), max(need, 2*cap(m.Bytes))))
+		copy(grown, m.Bytes)
+		m.Bytes = grown
+	}
+	m.Bytes = append(m.Bytes, b[p.off:]...)
+	if len(m.Bytes) < int(m.Size) {
+		return nil, nil
+	}
+	return m, nil
 }
 
 // readPayload reads n bytes. The first MiB is read into a buffer of its
@@ -256,7 +334,9 @@ func (p *pr) count(f string, minSize int) int {
 	return int(n)
 }
 
-func parsePayload(kind Kind, b []byte) (Frame, *fieldError) {
+// parsePayload decodes one frame's payload; version is the stream's (from
+// its HELLO), which decides what the later additions may hold.
+func parsePayload(kind Kind, b []byte, version uint16) (Frame, *fieldError) {
 	p := &pr{b: b}
 	var f Frame
 	strict := true
@@ -288,17 +368,37 @@ func parsePayload(kind Kind, b []byte) (Frame, *fieldError) {
 		h.Driver = p.str("driver")
 		h.CUDA = p.str("cuda")
 		h.SM = p.u16("sm")
+		h.Device = -1
+		if h.Version >= 3 && p.err == nil {
+			h.Device = int32(p.u32("device"))
+			d := &h.Props
+			for _, f := range []struct {
+				v    *uint32
+				name string
+			}{{&d.SMs, "sm_count"}, {&d.ClockKHz, "clock_khz"}, {&d.MemClockKHz, "mem_clock_khz"}, {&d.MemBusBits, "mem_bus_bits"},
+				{&d.L2Bytes, "l2_bytes"}, {&d.RegsPerSM, "regs_per_sm"}, {&d.SharedPerSM, "smem_per_sm"}, {&d.ThreadsPerSM, "threads_per_sm"}} {
+				*f.v = p.u32(f.name)
+			}
+			d.MemBytes = p.u64("mem_bytes")
+		}
 		strict = false // later versions may append fields
 		f = h
+	case KindModuleHash:
+		f = parseExtension(kind, p)
 	case KindModule:
 		m := &Module{ModuleID: p.u64("module_id"), ContentKey: p.u64("content_key"), Size: p.u32("size")}
 		at := p.off
 		hb := p.u8("has_bytes")
-		if p.err == nil && hb > 1 {
-			p.bad(at, "has_bytes", fmt.Sprintf("%d, want 0 or 1", hb))
+		switch {
+		case p.err != nil:
+		case hb == 2 && version < 3:
+			p.bad(at, "has_bytes", fmt.Sprintf("2 (chunked) in a version %d stream", version))
+		case hb > 2:
+			p.bad(at, "has_bytes", fmt.Sprintf("%d, want 0, 1 or 2", hb))
 		}
-		m.HasBytes = hb == 1
-		if m.HasBytes {
+		m.HasBytes = hb >= 1
+		m.chunked = hb == 2
+		if hb == 1 {
 			m.Bytes = p.need(int(m.Size), "bytes")
 		}
 		f = m
@@ -315,11 +415,16 @@ func parsePayload(kind Kind, b []byte) (Frame, *fieldError) {
 		l.SharedBytes = p.u32("shared_bytes")
 		l.Stream = p.u64("stream")
 		at := p.off
-		in := p.u8("instrumented")
-		if p.err == nil && in > 1 {
-			p.bad(at, "instrumented", fmt.Sprintf("%d, want 0 or 1", in))
+		fl := p.u8("flags")
+		switch {
+		case p.err != nil:
+		case version < 3 && fl > 1:
+			p.bad(at, "instrumented", fmt.Sprintf("%d, want 0 or 1", fl))
+		case fl > 3:
+			p.bad(at, "flags", fmt.Sprintf("%#x has bits other than traced (1) and graph (2)", fl))
 		}
-		l.Instrumented = in == 1
+		l.Instrumented = fl&1 != 0
+		l.Graph = fl&2 != 0
 		l.BlockOffset = p.u32("block_offset")
 		l.Host = p.frames("host")
 		f = l

@@ -1,5 +1,5 @@
 // Package rawstream decodes and writes the raw record stream that the
-// injection library sends to its collector (docs/wire.md, version 2).
+// injection library sends to its collector (docs/wire.md, version 3).
 //
 // The decoder is streaming: it holds one frame at a time (at most
 // MaxPayload bytes), validates every field before returning the frame, and
@@ -15,9 +15,11 @@ const Magic = 0x57525047
 
 // Version is the stream version this package writes; it reads every
 // version from MinVersion up. Version 2 added record encodings (header
-// byte 21, zero in version 1 streams).
+// byte 21, zero in version 1 streams); version 3 added modules carried in
+// MODULE_DATA chunks (for cubins over MaxPayload) and LAUNCH flags (the
+// graph bit).
 const (
-	Version    = 2
+	Version    = 3
 	MinVersion = 1
 )
 
@@ -46,14 +48,18 @@ const (
 	KindHostModule   Kind = 12
 	KindDropped      Kind = 13
 	KindEnd          Kind = 14
+	KindModuleData   Kind = 15 // version 3; assembled into its Module by the decoder
 )
 
 var kindNames = [...]string{"", "HELLO", "MODULE", "FUNCTION", "LAUNCH", "ACCESS", "KERNEL_END", "ALLOC", "FREE",
-	"STALL_REASONS", "PC_SAMPLES", "INSTR_COUNTS", "HOST_MODULE", "DROPPED", "END"}
+	"STALL_REASONS", "PC_SAMPLES", "INSTR_COUNTS", "HOST_MODULE", "DROPPED", "END", "MODULE_DATA"}
 
 func (k Kind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
 		return kindNames[k]
+	}
+	if k == KindModuleHash {
+		return "MODULE_HASH"
 	}
 	if k >= FirstExtension {
 		return fmt.Sprintf("EXT(%d)", uint32(k))
@@ -95,8 +101,13 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("rawstream: unknown mode %q (want redundancy, pcsampling or hybrid)", s)
 }
 
-// HelloSynthetic is HELLO flag bit 0: the stream was generated, not measured.
-const HelloSynthetic = 1
+// HELLO flags. HelloSynthetic: the stream was generated, not measured.
+// HelloPCSElsewhere (version 3): another process PC-samples this GPU (one
+// process per GPU can), so this one gives kernel times only.
+const (
+	HelloSynthetic    = 1
+	HelloPCSElsewhere = 2
+)
 
 // Hello opens every stream.
 type Hello struct {
@@ -114,16 +125,45 @@ type Hello struct {
 	Driver         string
 	CUDA           string
 	SM             uint16
+	Device         int32 // CUDA device ordinal (version 3; -1 if unknown or older)
+	Props          DeviceProps
 }
 
-// Module is a loaded cubin.
+// DeviceProps are the GPU's properties as the library read them from the
+// device (version 3; zero when unknown). The analysis takes its GPU spec
+// from them rather than from the compute capability alone: an H100 PCIe,
+// an H200 and a GH200 are all sm_90 with other figures.
+type DeviceProps struct {
+	SMs          uint32 // multiprocessors
+	ClockKHz     uint32 // SM clock (the device's reported rate)
+	MemClockKHz  uint32 // memory clock
+	MemBusBits   uint32 // memory bus width
+	L2Bytes      uint32
+	RegsPerSM    uint32
+	SharedPerSM  uint32 // bytes
+	ThreadsPerSM uint32
+	MemBytes     uint64 // device memory
+}
+
+// Module is a loaded cubin. A cubin larger than one frame travels in
+// MODULE_DATA chunks after its MODULE frame; the decoder assembles them and
+// returns one Module with all its Bytes, and the writer splits one.
 type Module struct {
 	ModuleID   uint64
 	ContentKey uint64 // FNV-1a 64 of the bytes
 	Size       uint32
 	HasBytes   bool
 	Bytes      []byte // len Size when HasBytes
+
+	chunked bool // decoding: has_bytes 2, the bytes are still to come
 }
+
+// ModuleChunk is the largest MODULE_DATA payload the writer produces.
+const ModuleChunk = 16 << 20
+
+// moduleInline reports whether a module's bytes fit in its MODULE frame
+// (the fixed fields take 21 bytes).
+func moduleInline(size uint32) bool { return uint64(size)+21 <= MaxPayload }
 
 // Function is a GPU function's code range.
 type Function struct {
@@ -142,7 +182,8 @@ type Launch struct {
 	Block        [3]uint32
 	SharedBytes  uint32
 	Stream       uint64
-	Instrumented bool
+	Instrumented bool     // traced: kernel sampling chose it (flags bit 0)
+	Graph        bool     // ran as a kernel node of a CUDA graph launch (flags bit 1, version 3)
 	BlockOffset  uint32   // r of block sampling
 	Host         []uint64 // raw return addresses, innermost first
 }

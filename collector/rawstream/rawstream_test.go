@@ -22,7 +22,8 @@ func everyFrame() []Frame {
 	acc.AppendRecord(0x7f0000001030, 3, 1, SpaceNone, FlagBlockExit, 0xffffffff, 0)
 	return []Frame{
 		&Hello{Version: Version, Flags: HelloSynthetic, Rank: -1, PID: 4242, Mode: ModeRedundancy, BlockSampling: 50, KernelSampling: 10,
-			StartNS: 1700000000000000000, Host: "node01", GPU: "NVIDIA H100 80GB HBM3", GPUUUID: "GPU-1234", Driver: "580.1", CUDA: "13.0", SM: 90},
+			StartNS: 1700000000000000000, Host: "node01", GPU: "NVIDIA H100 80GB HBM3", GPUUUID: "GPU-1234", Driver: "580.1", CUDA: "13.0", SM: 90, Device: 1,
+			Props: DeviceProps{SMs: 132, ClockKHz: 1980000, MemClockKHz: 2619000, MemBusBits: 5120, L2Bytes: 52428800, RegsPerSM: 65536, SharedPerSM: 233472, ThreadsPerSM: 2048, MemBytes: 85520809984}},
 		&HostModule{Base: 0x555500000000, Path: "/opt/app/bin/app", BuildID: "abcdef", Segments: []Segment{{0x555500001000, 0x2000}, {0x555500004000, 0x100}}},
 		&Module{ModuleID: 1, ContentKey: 0x1234, Size: 5, HasBytes: true, Bytes: []byte("\x7fELFx")},
 		&Module{ModuleID: 2, ContentKey: 0x1234, Size: 5},
@@ -37,6 +38,7 @@ func everyFrame() []Frame {
 		&KernelEnd{LaunchID: 7, StartNS: 10, EndNS: 20, BlocksTotal: 16, BlocksSampled: 1, Records: 4, Dropped: 1},
 		&Free{Address: 0x1000},
 		&Dropped{Records: 12, Bytes: 3456, PCSamples: 789},
+		&Launch{LaunchID: 8, FunctionID: 3, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{32, 1, 1}, Stream: 9, Graph: true, Host: []uint64{0x555500002222}},
 		&End{ExitCode: 3},
 	}
 }
@@ -291,6 +293,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, []Frame{everyFrame()[0], acc, &End{}}))
 	f.Add(good[:len(good)/2])
 	f.Add(good[:100])
+	f.Add(chunkedStream(f, 10, []int{4, 4, 2}, nil))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := NewDecoder(bytes.NewReader(b))

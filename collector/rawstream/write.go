@@ -26,10 +26,14 @@ func (w *Writer) Frames() uint64 { return w.frames }
 func (w *Writer) Bytes() int64 { return w.bytes }
 
 // Write encodes and writes f. An *End's Frames is set to the number of
-// frames written before it.
+// frames written before it. A Module whose bytes do not fit in one frame
+// is written as a MODULE frame and its MODULE_DATA chunks.
 func (w *Writer) Write(f Frame) error {
 	if e, ok := f.(*End); ok {
 		e.Frames = w.frames
+	}
+	if m, ok := f.(*Module); ok && m.HasBytes && !moduleInline(m.Size) {
+		return w.writeChunked(m)
 	}
 	var err error
 	w.buf, err = AppendFrame(w.buf[:0], f)
@@ -41,8 +45,46 @@ func (w *Writer) Write(f Frame) error {
 	if err != nil {
 		return err
 	}
-	w.frames++
+	w.frames += uint64(frameCount(f))
 	return nil
+}
+
+// writeChunked writes a chunked module frame by frame, its bytes from
+// the module itself: a 100 MB module is not copied into one buffer first.
+func (w *Writer) writeChunked(m *Module) error {
+	if len(m.Bytes) != int(m.Size) {
+		return fmt.Errorf("rawstream: MODULE %d: %d bytes, size says %d", m.ModuleID, len(m.Bytes), m.Size)
+	}
+	out := func(b []byte) error {
+		n, err := w.w.Write(b)
+		w.bytes += int64(n)
+		return err
+	}
+	w.buf = pw(w.buf[:0]).u32(uint32(KindModule)).u32(21).u64(m.ModuleID).u64(m.ContentKey).u32(m.Size).u8(2)
+	if err := out(w.buf); err != nil {
+		return err
+	}
+	w.frames++
+	for off := 0; off < len(m.Bytes); off += ModuleChunk {
+		chunk := m.Bytes[off:min(off+ModuleChunk, len(m.Bytes))]
+		w.buf = pw(w.buf[:0]).u32(uint32(KindModuleData)).u32(uint32(16 + len(chunk))).u64(m.ModuleID).u64(uint64(off))
+		if err := out(w.buf); err != nil {
+			return err
+		}
+		if err := out(chunk); err != nil {
+			return err
+		}
+		w.frames++
+	}
+	return nil
+}
+
+// frameCount is the number of wire frames AppendFrame writes for f.
+func frameCount(f Frame) int {
+	if m, ok := f.(*Module); ok && m.HasBytes && !moduleInline(m.Size) {
+		return 1 + (int(m.Size)+ModuleChunk-1)/ModuleChunk
+	}
+	return 1
 }
 
 // WriteRaw writes a frame of any kind with the given payload as is (for
@@ -88,8 +130,13 @@ func bit(v bool) uint8 {
 	return 0
 }
 
-// AppendFrame appends the encoding of f (header and payload) to b.
+// AppendFrame appends the encoding of f (header and payload) to b: one
+// frame, or for a Module larger than a frame its MODULE frame followed by
+// its MODULE_DATA chunks.
 func AppendFrame(b []byte, f Frame) ([]byte, error) {
+	if m, ok := f.(*Module); ok && m.HasBytes && !moduleInline(m.Size) {
+		return appendChunkedModule(b, m)
+	}
 	start := len(b)
 	p := pw(b).u32(uint32(f.Kind())).u32(0)
 	switch f := f.(type) {
@@ -97,6 +144,11 @@ func AppendFrame(b []byte, f Frame) ([]byte, error) {
 		p = p.u32(Magic).u16(f.Version).u16(f.Flags).u32(uint32(f.Rank)).u32(f.PID).u8(uint8(f.Mode)).
 			u32(f.BlockSampling).u32(f.KernelSampling).u64(f.StartNS).str(f.Host).str(f.GPU).str(f.GPUUUID).
 			str(f.Driver).str(f.CUDA).u16(f.SM)
+		if f.Version >= 3 {
+			d := f.Props
+			p = p.u32(uint32(f.Device)).u32(d.SMs).u32(d.ClockKHz).u32(d.MemClockKHz).u32(d.MemBusBits).u32(d.L2Bytes).
+				u32(d.RegsPerSM).u32(d.SharedPerSM).u32(d.ThreadsPerSM).u64(d.MemBytes)
+		}
 	case *Module:
 		p = p.u64(f.ModuleID).u64(f.ContentKey).u32(f.Size).u8(bit(f.HasBytes))
 		if f.HasBytes {
@@ -115,7 +167,7 @@ func AppendFrame(b []byte, f Frame) ([]byte, error) {
 		for _, v := range f.Block {
 			p = p.u32(v)
 		}
-		p = p.u32(f.SharedBytes).u64(f.Stream).u8(bit(f.Instrumented)).u32(f.BlockOffset).frames(f.Host)
+		p = p.u32(f.SharedBytes).u64(f.Stream).u8(bit(f.Instrumented) | bit(f.Graph)<<1).u32(f.BlockOffset).frames(f.Host)
 	case *Access:
 		p = append(p.u64(f.LaunchID).u32(f.Count), f.Data...)
 	case *KernelEnd:
@@ -155,7 +207,10 @@ func AppendFrame(b []byte, f Frame) ([]byte, error) {
 	case *End:
 		p = p.u64(f.Frames).u32(uint32(f.ExitCode))
 	default:
-		return b, fmt.Errorf("rawstream: cannot write a %T", f)
+		var ok bool
+		if p, ok = appendExtension(p, f); !ok {
+			return b, fmt.Errorf("rawstream: cannot write a %T", f)
+		}
 	}
 	n := len(p) - start - 8
 	if n > MaxPayload {
@@ -163,4 +218,19 @@ func AppendFrame(b []byte, f Frame) ([]byte, error) {
 	}
 	binary.LittleEndian.PutUint32(p[start+4:], uint32(n))
 	return p, nil
+}
+
+// appendChunkedModule writes a MODULE frame with has_bytes 2 and the bytes
+// in MODULE_DATA frames of at most ModuleChunk bytes.
+func appendChunkedModule(b []byte, m *Module) ([]byte, error) {
+	if len(m.Bytes) != int(m.Size) {
+		return b, fmt.Errorf("rawstream: MODULE %d: %d bytes, size says %d", m.ModuleID, len(m.Bytes), m.Size)
+	}
+	b = pw(b).u32(uint32(KindModule)).u32(21).u64(m.ModuleID).u64(m.ContentKey).u32(m.Size).u8(2)
+	for off := 0; off < len(m.Bytes); off += ModuleChunk {
+		chunk := m.Bytes[off:min(off+ModuleChunk, len(m.Bytes))]
+		b = pw(b).u32(uint32(KindModuleData)).u32(uint32(16 + len(chunk))).u64(m.ModuleID).u64(uint64(off))
+		b = append(b, chunk...)
+	}
+	return b, nil
 }

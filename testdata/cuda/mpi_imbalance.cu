@@ -37,8 +37,27 @@ int main(int argc, char **argv) {
     size = env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", nullptr, 1);
 #endif
     Args a = parse_args(argc, argv, 1L << 21, 5);
+    // Each rank uses GPU (local rank mod GPUs), the usual binding of MPI
+    // codes; MPI_IMBALANCE_HEAVY=1,2 names the heavy ranks instead of rank 1
+    // (one per GPU when ranks are spread over two).
+    int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK", 0);
+    int ngpus = 1;
+    CK(cudaGetDeviceCount(&ngpus));
+    int gpu = ngpus > 0 ? local % ngpus : 0;
+    CK(cudaSetDevice(gpu));
+    bool heavy = rank == 1;
+    if (const char *h = getenv("MPI_IMBALANCE_HEAVY")) {
+        heavy = false;
+        for (const char *p = h; *p;) {
+            char *end;
+            long r = strtol(p, &end, 10);
+            if (end == p) break;
+            heavy = heavy || r == rank;
+            p = *end ? end + 1 : end;
+        }
+    }
     int iters = 64;
-    long n = a.n * (rank == 1 ? 2 : 1); // the imbalance
+    long n = a.n * (heavy ? 2 : 1); // the imbalance
     std::vector<float> hx(n), hy(n);
     for (long i = 0; i < n; i++) hx[i] = (float)(i % 100) * 0.01f;
     float *x;
@@ -59,8 +78,8 @@ int main(int argc, char **argv) {
 #ifdef USE_MPI
     MPI_Allreduce(&ms, &max_ms, 1, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
 #endif
-    printf("RESULT name=mpi_imbalance variant=rank%d rank=%d ranks=%d mpi=%d n=%ld reps=%d kernel_ms=%.4f max_kernel_ms=%.4f ok=%d\n",
-           rank, rank, size,
+    printf("RESULT name=mpi_imbalance variant=rank%d rank=%d ranks=%d gpu=%d mpi=%d n=%ld reps=%d kernel_ms=%.4f max_kernel_ms=%.4f ok=%d\n",
+           rank, rank, size, gpu,
 #ifdef USE_MPI
            1,
 #else

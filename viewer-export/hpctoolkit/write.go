@@ -8,9 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
+	"gpuprof/analysis"
 	"gpuprof/profile"
+	"gpuprof/symname"
 	"gpuprof/viewer-export/internal/view"
 )
 
@@ -54,8 +57,9 @@ var statDefs = [nStats]struct {
 var idNames = []string{"SUMMARY", "NODE", "RANK", "THREAD", "GPUDEVICE", "GPUCONTEXT", "GPUSTREAM", "CORE"}
 
 const (
-	idNode = 1
-	idRank = 2
+	idNode      = 1
+	idRank      = 2
+	idGPUDevice = 4
 )
 
 // ctx is a context of the database tree being built.
@@ -125,6 +129,7 @@ type builder struct {
 	metrics  []profile.MetricID
 	metIdx   map[profile.MetricID]int
 	ranks    []int32
+	gpus     analysis.GPUs
 	nextStat int
 }
 
@@ -174,7 +179,7 @@ func (b *builder) child(parent *ctx, rel, lex uint8, fn, file int, line uint32, 
 // demangled symbol, "<gpu kernel> NAME" for a kernel launch, or a
 // placeholder with the address for an unsymbolised host frame.
 func FunctionName(f profile.Frame) string {
-	name := view.Demangle(f.Function)
+	name := symname.Demangle(f.Function)
 	switch {
 	case f.Kind == profile.KindKernel:
 		if name == "" {
@@ -394,6 +399,7 @@ func Encode(p *profile.Profile) (meta, prof, cct, yaml []byte, err error) {
 		b.metIdx[m] = i
 	}
 	b.ranks = p.SortedRanks()
+	b.gpus = analysis.GPUsOf(p)
 	b.build()
 	if len(b.all) > math.MaxUint32-1 {
 		return nil, nil, nil, nil, fmt.Errorf("hpctoolkit: too many contexts (%d)", len(b.all))
@@ -587,10 +593,25 @@ func (b *builder) description() string {
 		d.WriteString("**" + view.InterruptedNote(p.Interrupted) + "**\n\n")
 	}
 	fmt.Fprintf(&d, "%d items merged from %d ranks (%d sealed).\n\n", p.MergedItems(), len(p.Items), p.SealedRanks())
-	d.WriteString("| rank | host | GPU | mode | source | block P | kernel K | launches traced | dropped | incomplete |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	if gs := b.gpus; gs.Grouped() {
+		// host → GPU → ranks, as the profiles' identifier tuples nest them.
+		fmt.Fprintf(&d, "Ranks by host and GPU: %s.\n\n| host | GPU | UUID | name | ranks | PC sampling |\n|---|---|---|---|---|---|\n", view.GPUSummary(gs))
+		for _, g := range view.GPURows(gs) {
+			fmt.Fprintf(&d, "| %s | %s | %s | %s | %s | %s |\n", g.Host, g.Device, g.UUID, g.Name, g.Ranks, g.Sampling)
+		}
+		if l := gs.SamplingNote(); l != "" {
+			d.WriteString("\nPC sampling: " + l + ".\n")
+		}
+		d.WriteString("\n")
+	}
+	d.WriteString("| rank | host | GPU | device | PC sampling | mode | source | block P | kernel K | launches traced | dropped | incomplete |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range b.ranks {
 		ri := p.Ranks[r]
-		fmt.Fprintf(&d, "| %d | %s | %s | %s | %s | %d | %d | %d/%d | %d | %s |\n", r, ri.Host, ri.GPU, ri.Mode, ri.Source,
+		dev := ri.Device
+		if ri.GPUUUID != "" {
+			dev = strings.TrimPrefix(dev+" · "+analysis.ShortUUID(ri.GPUUUID), " · ")
+		}
+		fmt.Fprintf(&d, "| %d | %s | %s | %s | %s | %s | %s | %d | %d | %d/%d | %d | %s |\n", r, ri.Host, ri.GPU, dev, view.RankSampling(ri), ri.Mode, ri.Source,
 			ri.BlockP, ri.KernelK, ri.LaunchesTraced, ri.Launches, ri.Dropped+ri.HostDropped, ri.Incomplete)
 	}
 	d.WriteString("\nPer-rank profiles hold host contexts and kernel launches only; GPU-internal contexts (functions, loops, lines, instructions) are in the summary profile.\n")
@@ -840,6 +861,23 @@ func block(w *wbuf, ctxs []uint32, vals [][]mval) (uint64, uint64, uint32, uint6
 	return n, pValues, uint32(len(ctxs)), pIdx
 }
 
+// gpuLogical is rank r's GPUDEVICE logical id: its CUDA device ordinal,
+// or, where the ordinal is unknown, its GPU's index among its host's GPUs.
+func (b *builder) gpuLogical(r int32) uint32 {
+	gi := b.gpus.Of[r]
+	g := b.gpus.List[gi]
+	if n, err := strconv.ParseUint(g.Device, 10, 32); err == nil {
+		return uint32(n)
+	}
+	var n uint32
+	for _, o := range b.gpus.List[:gi] {
+		if o.Host == g.Host {
+			n++
+		}
+	}
+	return n
+}
+
 func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScopes]stat) []byte {
 	w := header("prof", 2)
 	nProf := 1 + len(b.ranks)
@@ -855,11 +893,18 @@ func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScope
 	tuples := make([]uint64, nProf)
 	w.section(1, func(s uint64) {
 		hosts := map[string]uint32{}
+		// (NODE, GPUDEVICE, RANK) where every rank's GPU is known: host →
+		// GPU → rank, largest first as the format orders identifiers.
+		withGPU := b.gpus.Known && len(b.gpus.List) > 0
 		for i, r := range b.ranks {
 			ri := b.p.Ranks[r]
 			w.align(8)
 			tuples[i+1] = w.pos()
-			w.u16(2)
+			if withGPU {
+				w.u16(3)
+			} else {
+				w.u16(2)
+			}
 			w.pad(w.pos() + 6)
 			h, ok := hosts[ri.Host]
 			if !ok {
@@ -873,6 +918,14 @@ func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScope
 			w.u16(1) // physical: the host's id
 			w.u32(h)
 			w.u64(uint64(hid.Sum32()))
+			if withGPU {
+				dev := b.gpuLogical(r)
+				w.u8(idGPUDevice)
+				w.u8(0)
+				w.u16(0) // logical: the CUDA device ordinal on the host
+				w.u32(dev)
+				w.u64(uint64(dev))
+			}
 			w.u8(idRank)
 			w.u8(0)
 			w.u16(0)

@@ -199,7 +199,7 @@ typedef struct {
     uint64_t id;
     uint32_t fid;
     uint32_t grid[3], block[3], shared;
-    uint8_t instrumented;
+    uint8_t instrumented, graph;
     uint32_t offset;
     uint64_t records, lanes;
     int ended;
@@ -241,8 +241,8 @@ static int reason_slot(uint32_t index) {
 static const char *kind_name(uint32_t k) {
     static const char *names[] = {"?",          "HELLO", "MODULE",        "FUNCTION",   "LAUNCH",
                                   "ACCESS",     "KERNEL_END", "ALLOC",    "FREE",       "STALL_REASONS",
-                                  "PC_SAMPLES", "INSTR_COUNTS", "HOST_MODULE", "DROPPED", "END"};
-    return k <= 14 ? names[k] : (k >= 1024 ? "EXTENSION" : "UNKNOWN");
+                                  "PC_SAMPLES", "INSTR_COUNTS", "HOST_MODULE", "DROPPED", "END", "MODULE_DATA"};
+    return k <= 15 ? names[k] : (k >= 1024 ? "EXTENSION" : "UNKNOWN");
 }
 
 static const char *space_name(unsigned s) {
@@ -279,8 +279,32 @@ static uint8_t *read_file(const char *path, size_t *n) {
     return buf;
 }
 
+/* Modules: counted, checked against their content key, written out. */
+static const char *cubin_dir;
+static uint64_t module_bytes, modules_with_bytes;
+/* A module whose bytes come in MODULE_DATA chunks (version 3). */
+static uint8_t *chunk;
+static uint64_t chunk_key, chunk_id;
+static size_t chunk_size, chunk_have;
+
+static void module_done(size_t pos, uint32_t kind, const uint8_t *b, uint32_t size, uint64_t key) {
+    module_bytes += size;
+    modules_with_bytes++;
+    if (gpw_fnv1a64(b, size) != key) die(pos, kind, "content_key is not the FNV-1a of the bytes");
+    if (cubin_dir) {
+        char fn[4096];
+        FILE *f;
+        snprintf(fn, sizeof fn, "%s/%016" PRIx64 ".cubin", cubin_dir, key);
+        f = fopen(fn, "wb");
+        if (f) {
+            fwrite(b, 1, size, f);
+            fclose(f);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
-    const char *path = NULL, *cubin_dir = NULL;
+    const char *path = NULL;
     int o_launches = 0, o_stats = 0, o_pcs = 0, o_stalls = 0, o_instr = 0;
     int i;
     size_t n, pos, nframes = 0;
@@ -290,8 +314,8 @@ int main(int argc, char **argv) {
     uint64_t end_frames = 0;
     int32_t end_code = 0;
     uint64_t access_records = 0, access_lanes = 0, access_events = 0, dropped_records = 0, dropped_bytes = 0, pc_dropped = 0;
-    uint64_t module_bytes = 0, modules_with_bytes = 0, allocs = 0, frees = 0, pc_samples = 0;
-    uint64_t instrumented = 0, ended = 0, dev_dropped = 0;
+    uint64_t allocs = 0, frees = 0, pc_samples = 0;
+    uint64_t instrumented = 0, ended = 0, dev_dropped = 0, graph_launches = 0;
     ht_t temporal = {0}, pcval = {0}, pctot = {0}, pcseen = {0};
     int hello_mode = 0;
 
@@ -344,13 +368,14 @@ int main(int argc, char **argv) {
             break;
         }
         if (nframes == 0 && kind != GPW_HELLO) die(pos, kind, "stream does not start with HELLO");
-        if (kind == 0 || (kind > GPW_END && kind < GPW_FIRST_EXTENSION)) die(pos, kind, "unknown frame kind");
+        if (kind == 0 || (kind > GPW_MODULE_DATA && kind < GPW_FIRST_EXTENSION)) die(pos, kind, "unknown frame kind");
+        if (chunk_size && kind != GPW_MODULE_DATA) die(pos, kind, "a chunked module's MODULE_DATA frames must follow it");
         if (saw_end) die(pos, kind, "frame after END");
         r.p = data + pos + 8;
         r.n = len;
         r.pos = 0;
         r.err = 0;
-        if (kind <= 14) {
+        if (kind <= 15) {
             kind_count[kind]++;
             kind_bytes[kind] += 8 + len;
         }
@@ -365,13 +390,26 @@ int main(int argc, char **argv) {
             uint64_t start = u64(&r);
             char *host = str(&r), *gpu = str(&r), *uuid = str(&r), *drv = str(&r), *cuda = str(&r);
             uint16_t sm = u16(&r);
+            int32_t device = ver >= 3 ? (int32_t)u32(&r) : -1;
+            uint32_t props[8] = {0};
+            uint64_t mem = 0;
+            int k;
+            if (ver >= 3) {
+                for (k = 0; k < 8; k++) props[k] = u32(&r);
+                mem = u64(&r);
+            }
             if (nframes != 0) die(pos, kind, "second HELLO");
             if (magic != GPW_MAGIC) die(pos, kind, "bad magic");
             if (ver < GPW_MIN_VERSION || ver > GPW_VERSION) die(pos, kind, "unsupported version");
             hello_mode = mode;
             printf("HELLO version=%u flags=%u rank=%d pid=%u mode=%u P=%u K=%u start_ns=%" PRIu64 "\n", ver, flags, rank,
                    pid, mode, P, K, start);
-            printf("HELLO host=%s gpu=\"%s\" uuid=%s driver=%s cuda=\"%s\" sm=%u\n", host, gpu, uuid, drv, cuda, sm);
+            printf("HELLO host=%s gpu=\"%s\" uuid=%s driver=%s cuda=\"%s\" sm=%u device=%d\n", host, gpu, uuid, drv, cuda,
+                   sm, device);
+            if (ver >= 3)
+                printf("HELLO sms=%u clock_khz=%u mem_clock_khz=%u mem_bus_bits=%u l2=%u regs_per_sm=%u smem_per_sm=%u "
+                       "threads_per_sm=%u mem=%" PRIu64 "\n",
+                       props[0], props[1], props[2], props[3], props[4], props[5], props[6], props[7], mem);
             free(host), free(gpu), free(uuid), free(drv), free(cuda);
             break;
         }
@@ -379,22 +417,31 @@ int main(int argc, char **argv) {
             uint64_t id = u64(&r), key = u64(&r);
             uint32_t size = u32(&r);
             uint8_t has = u8(&r);
-            const uint8_t *b = has ? bytes(&r, size) : NULL;
+            const uint8_t *b = has == 1 ? bytes(&r, size) : NULL;
             (void)id;
-            if (has && b) {
-                module_bytes += size;
-                modules_with_bytes++;
-                if (gpw_fnv1a64(b, size) != key) die(pos, kind, "content_key is not the FNV-1a of the bytes");
-                if (cubin_dir) {
-                    char fn[4096];
-                    FILE *f;
-                    snprintf(fn, sizeof fn, "%s/%016" PRIx64 ".cubin", cubin_dir, key);
-                    f = fopen(fn, "wb");
-                    if (f) {
-                        fwrite(b, 1, size, f);
-                        fclose(f);
-                    }
-                }
+            if (has > 2) die(pos, kind, "has_bytes over 2");
+            if (has == 2) { /* the bytes follow in MODULE_DATA frames */
+                chunk = (uint8_t *)malloc(size ? size : 1);
+                if (!chunk) exit(3);
+                chunk_size = size, chunk_have = 0, chunk_key = key, chunk_id = id;
+                if (!size) die(pos, kind, "a chunked module of 0 bytes");
+            }
+            if (has == 1 && b) module_done(pos, kind, b, size, key);
+            break;
+        }
+        case GPW_MODULE_DATA: {
+            uint64_t id = u64(&r), off = u64(&r);
+            size_t len = r.n - r.pos;
+            if (!chunk_size) die(pos, kind, "MODULE_DATA without a chunked MODULE before it");
+            if (id != chunk_id || off != chunk_have || chunk_have + len > chunk_size)
+                die(pos, kind, "MODULE_DATA out of order, of another module, or past the size");
+            memcpy(chunk + chunk_have, bytes(&r, len), len);
+            chunk_have += len;
+            if (chunk_have == chunk_size) {
+                module_done(pos, kind, chunk, chunk_size, chunk_key);
+                free(chunk);
+                chunk = NULL;
+                chunk_size = 0;
             }
             break;
         }
@@ -426,7 +473,12 @@ int main(int argc, char **argv) {
             for (k = 0; k < 3; k++) l.block[k] = u32(&r);
             l.shared = u32(&r);
             (void)u64(&r);
-            l.instrumented = u8(&r);
+            {
+                uint8_t fl = u8(&r);
+                l.instrumented = fl & GPW_LAUNCH_TRACED;
+                l.graph = (fl & GPW_LAUNCH_GRAPH) ? 1 : 0;
+                graph_launches += l.graph;
+            }
             l.offset = u32(&r);
             nf = u16(&r);
             bytes(&r, (size_t)nf * 8);
@@ -658,13 +710,13 @@ int main(int argc, char **argv) {
 
     printf("FRAMES total=%zu bytes=%zu end=%s exit_code=%d\n", nframes, n, saw_end ? "yes" : "NO (truncated)",
            saw_end ? end_code : -1);
-    for (i = 1; i <= 14; i++)
+    for (i = 1; i <= 15; i++)
         if (kind_count[i])
             printf("KIND %-13s frames=%" PRIu64 " bytes=%" PRIu64 "\n", kind_name((uint32_t)i), kind_count[i],
                    kind_bytes[i]);
     printf("SUMMARY mode=%d modules_with_bytes=%" PRIu64 " cubin_bytes=%" PRIu64 " functions=%zu launches=%zu "
-           "instrumented=%" PRIu64 " kernel_ends=%" PRIu64 "\n",
-           hello_mode, modules_with_bytes, module_bytes, nfuncs, nlaunches, instrumented, ended);
+           "instrumented=%" PRIu64 " kernel_ends=%" PRIu64 " graph_launches=%" PRIu64 "\n",
+           hello_mode, modules_with_bytes, module_bytes, nfuncs, nlaunches, instrumented, ended, graph_launches);
     printf("SUMMARY access_records=%" PRIu64 " block_events=%" PRIu64 " lane_accesses=%" PRIu64
            " device_dropped=%" PRIu64 " host_dropped_records=%" PRIu64 " host_dropped_bytes=%" PRIu64 "\n",
            access_records, access_events, access_lanes, dev_dropped, dropped_records, dropped_bytes);
@@ -682,10 +734,10 @@ int main(int argc, char **argv) {
         for (k = 0; k < nlaunches; k++) {
             launch_t *L = &launches[k];
             func_t *f = func_by_id(L->fid);
-            printf("LAUNCH id=%" PRIu64 " fn=%s grid=%ux%ux%u block=%ux%ux%u shared=%u instr=%u r=%u records=%" PRIu64
+            printf("LAUNCH id=%" PRIu64 " fn=%s grid=%ux%ux%u block=%ux%ux%u shared=%u instr=%u graph=%u r=%u records=%" PRIu64
                    " lanes=%" PRIu64 " blocks=%" PRIu64 "/%" PRIu64 " dur_us=%.1f dropped=%" PRIu64 "%s\n",
                    L->id, f ? f->name : "?", L->grid[0], L->grid[1], L->grid[2], L->block[0], L->block[1], L->block[2],
-                   L->shared, L->instrumented, L->offset, L->records, L->lanes, L->blocks_sampled, L->blocks_total,
+                   L->shared, L->instrumented, L->graph, L->offset, L->records, L->lanes, L->blocks_sampled, L->blocks_total,
                    (L->ended && L->end > L->start && L->start) ? (L->end - L->start) / 1000.0 : -1.0, L->dropped,
                    L->ended ? "" : " NO_KERNEL_END");
         }
