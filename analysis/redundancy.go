@@ -120,7 +120,7 @@ func classify(s *profile.ValueSketch, ratio float64, th RedundancyThresholds, wh
 	share := float64(top[0].Count-top[0].Err) / float64(s.Total)
 	d := s.Distinct()
 	narrow := func() (valueClass, bool) {
-		if s.Kind == profile.ValFloat || ratio < th.MinSpatial || d > th.FewDistinct || s.Bits <= 8 {
+		if s.Kind == profile.ValFloat || s.Kind == profile.ValHashed || ratio < th.MinSpatial || d > th.FewDistinct || s.Bits <= 8 {
 			return valueClass{}, false
 		}
 		need := intBits(s.AsInt(s.Min), s.AsInt(s.Max))
@@ -135,7 +135,7 @@ func classify(s *profile.ValueSketch, ratio float64, th RedundancyThresholds, wh
 	// A few small integers in a wide type shrink every access whatever
 	// their distribution; that comes before a dominant value when the type
 	// can lose half its width or more.
-	if c, ok := narrow(); ok && intBits(s.AsInt(s.Min), s.AsInt(s.Max)) <= int(s.Bits)/2 {
+	if c, ok := narrow(); ok && intBits(s.AsInt(s.Min), s.AsInt(s.Max)) <= int(s.Bits)/2 { // (no range of hashes: narrow refuses them)
 		return c, true
 	}
 	if share >= th.DominantShare {
@@ -184,6 +184,9 @@ func intBits(lo, hi int64) int {
 }
 
 func fmtValue(s *profile.ValueSketch, raw uint64) string {
+	if s.Kind == profile.ValHashed {
+		return fmt.Sprintf("one value (hidden by --no-values, hash #%08x)", uint32(raw))
+	}
 	if s.Kind == profile.ValFloat {
 		return fmt.Sprintf("%g", s.AsFloat(raw))
 	}

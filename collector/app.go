@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"gpuprof/collector/proctree"
 )
 
 // run starts the application with the injection library and collects the
@@ -58,6 +60,9 @@ func (c *Collector) run(ctx context.Context) error {
 		cmd.Env = append(cmd.Env, "PYTHONPERFSUPPORT=1")
 	}
 	if err := cmd.Start(); err != nil {
+		c.mu.Lock()
+		c.appEnded = true
+		c.mu.Unlock()
 		close(c.appExited)
 		return fmt.Errorf("rank %d: starting %s: %w", c.place.base, c.o.Command[0], err)
 	}
@@ -65,17 +70,16 @@ func (c *Collector) run(ctx context.Context) error {
 	c.appPID = cmd.Process.Pid
 	c.mu.Unlock()
 	c.logf("started %s (pid %d), expecting %d rank(s)", c.o.Command[0], cmd.Process.Pid, c.place.world)
-
-	// Cancellation is passed on to the application as SIGTERM; its
-	// streams then end and are analysed to their end.
-	waited := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			cmd.Process.Signal(syscall.SIGTERM)
-		case <-waited:
-		}
-	}()
+	// Interruptions reach the application through c.proc (Interrupt); an
+	// interruption that came before it started is passed on now. Its
+	// streams then end and are analysed until ctx (the analysis' stop).
+	c.imu.Lock()
+	c.proc = cmd.Process
+	early := c.intr
+	c.imu.Unlock()
+	if early != nil {
+		cmd.Process.Signal(early)
+	}
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -123,10 +127,10 @@ func (c *Collector) run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer conn.Close()
-			// Streams are read to their end even after ctx is cancelled:
-			// the application is being stopped and its data is still
-			// worth keeping.
-			got, err := c.stream(context.WithoutCancel(ctx), rs, claim, conn, source, rec)
+			// ctx is cancelled only when an interruption's StopTimeout is
+			// over: until then the streams of an application being stopped
+			// are read and analysed, their data still worth keeping.
+			got, err := c.stream(ctx, rs, claim, conn, source, rec)
 			if rs == nil && rec != "" && rankPattern.MatchString(c.o.Record) {
 				if got != nil {
 					if rerr := os.Rename(rec, recordPath(c.o.Record, got.rank, i)); rerr != nil {
@@ -161,24 +165,52 @@ func (c *Collector) run(ctx context.Context) error {
 	}()
 
 	werr := cmd.Wait()
-	close(waited)
+	c.imu.Lock()
+	c.proc = nil
+	c.imu.Unlock()
 	code := -1
+	var killedBy string
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			code = 128 + int(ws.Signal())
+			killedBy = proctree.SignalName(ws.Signal())
 		}
 	}
 	c.mu.Lock()
 	c.exit = code
-	if code < 0 && werr != nil {
-		for _, rs := range c.order {
+	c.appEnded = true
+	ranks := append([]*rankState(nil), c.order...)
+	owed := c.owed()
+	for _, rs := range c.order {
+		if code < 0 && werr != nil {
 			rs.issue("application: " + werr.Error())
+		}
+		if killedBy != "" {
+			// Its measurements stop where the signal struck.
+			rs.issue("application ended by " + killedBy)
 		}
 	}
 	c.mu.Unlock()
 	close(c.appExited)
 	c.logf("application exited with status %d", code)
+	if code >= 0 {
+		// Every rank's application has ended with the command (its
+		// stream's END says how, else the command's status); the
+		// analysis goes on.
+		for _, rs := range ranks {
+			rs.mu.Lock()
+			end := rs.end
+			rs.mu.Unlock()
+			if end < 0 {
+				end = int32(code)
+			}
+			rs.exited(int(end))
+		}
+		for _, r := range owed {
+			c.note(r, RankExited, code)
+		}
+	}
 	mu.Lock()
 	exited = true
 	mu.Unlock()

@@ -18,11 +18,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"gpuprof/broker"
 	"gpuprof/collector/analyze"
 	"gpuprof/collector/launcher"
+	"gpuprof/collector/proctree"
 	"gpuprof/collector/rawstream"
 	"gpuprof/collector/symbolize"
 	"gpuprof/profile"
@@ -117,6 +119,9 @@ type Options struct {
 	Share *broker.Conn
 	// OnModule is called once per module content hash with its cubin.
 	OnModule func(hash profile.ModuleHash, cubin []byte)
+	// HashValues, when set, keeps no value read from the application's
+	// memory: value sketches hold keyed hashes (analyze.Options.HashValues).
+	HashValues *analyze.ValueHasher
 
 	// The application's standard streams (default: the collector's).
 	Stdin          io.Reader
@@ -124,9 +129,38 @@ type Options struct {
 	// DrainTimeout bounds how long streams may stay open after the
 	// application exited (default 30s).
 	DrainTimeout time.Duration
+	// Interrupts delivers the signals the collector gets (gpuprof collect
+	// passes SIGINT and SIGTERM). The first is passed on to the
+	// application (a replay stops reading); every rank's done item names
+	// it, which makes the ranks not done by then incomplete; what was
+	// measured is still analysed and published, for at most StopTimeout.
+	// A second one kills the application with its children and cuts the
+	// analysis at once. Cancelling Run's context is a first interruption
+	// by SIGTERM.
+	Interrupts <-chan os.Signal
+	// StopTimeout bounds the analysis after an interruption (default 5s).
+	StopTimeout time.Duration
+	// OnRank, when set, is told where each rank this collector publishes
+	// stands (gpuprof collect's heartbeats): running (the rank is the
+	// collector's: claimed by a process, a replay, or owed by it from the
+	// start), its application exited (a replay's END; the command's exit,
+	// for every rank of it, done or not: it may start more ranks until
+	// then; the analysis may go on), and its done item published. It is
+	// called with the collector's locks held and must not call back into
+	// it.
+	OnRank func(rank int32, state RankState, exit int)
 	// Logf receives progress and warnings (nil: silent).
 	Logf func(format string, args ...any)
 }
+
+// RankState is where a rank stands (Options.OnRank).
+type RankState int
+
+const (
+	RankRunning RankState = iota // its application runs (a replay is read)
+	RankExited                   // its application exited; the analysis goes on
+	RankDone                     // its done item is published
+)
 
 // Progress counts what a collector has done so far.
 type Progress struct {
@@ -211,6 +245,18 @@ type Collector struct {
 	tables *symbolize.Tables // HostSymbols, read once
 	// ownSASS: Structures was made here, and is closed after the run.
 	ownSASS bool
+	// appEnded: the application exited (or never started): ranks claimed
+	// from now on are told exited at once (OnRank).
+	appEnded bool
+
+	// Interruptions (their own lock: a publisher may ask Interrupted
+	// while a rank's item is published under its lock).
+	imu  sync.Mutex
+	intr os.Signal // the first interruption, nil if none
+	proc *os.Process
+	// stopRead ends a replay's reading (the first interruption); cut ends
+	// the analysis (StopTimeout after it, or a second one).
+	stopRead, cut context.CancelFunc
 }
 
 // doneTimeout bounds the done items of an interrupted collection.
@@ -243,6 +289,9 @@ func New(o Options) (*Collector, error) {
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 30 * time.Second
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 5 * time.Second
 	}
 	if o.Stdin == nil {
 		o.Stdin = os.Stdin
@@ -334,17 +383,34 @@ func (c *Collector) Run(ctx context.Context) error {
 	if s, ok := c.o.Structures.(*analyze.SASS); ok && c.ownSASS {
 		defer s.Close()
 	}
+	// Interruptions end the reading (a replay) and, later, the analysis,
+	// not the publishing of what was measured: those contexts are the
+	// collector's own.
+	readCtx, stopRead := context.WithCancel(context.WithoutCancel(ctx))
+	cutCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRead()
+	defer cut()
+	c.imu.Lock()
+	c.stopRead, c.cut = stopRead, cut
+	c.imu.Unlock()
+	stopWatch := c.watchInterrupts(ctx)
 	var err error
 	if c.o.Replay != "" {
-		err = c.replay(ctx)
+		err = c.replay(readCtx)
 	} else {
-		err = c.run(ctx)
+		c.mu.Lock()
+		for _, r := range c.owed() {
+			c.note(r, RankRunning, 0)
+		}
+		c.mu.Unlock()
+		err = c.run(cutCtx)
 		if err != nil {
 			// The application could not be started (or the collector
 			// failed): the ranks it owes still report, saying why.
-			err = errors.Join(err, c.missing(ctx, strings.TrimPrefix(firstLine(err), fmt.Sprintf("rank %d: ", c.place.base))))
+			err = errors.Join(err, c.missing(cutCtx, strings.TrimPrefix(firstLine(err), fmt.Sprintf("rank %d: ", c.place.base))))
 		}
 	}
+	stopWatch()
 	c.mu.Lock()
 	code := c.exit
 	recErr := c.recErr
@@ -360,6 +426,88 @@ func (c *Collector) Run(ctx context.Context) error {
 		errs = append(errs, &ExitError{Code: code})
 	}
 	return errors.Join(errs...)
+}
+
+// Interrupted is the signal that interrupted the collector, nil if none did.
+func (c *Collector) Interrupted() os.Signal {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	return c.intr
+}
+
+// watchInterrupts follows Options.Interrupts and Run's context until the
+// returned function is called.
+func (c *Collector) watchInterrupts(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctxDone := ctx.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctxDone:
+				ctxDone = nil
+				c.Interrupt(syscall.SIGTERM)
+			case sig := <-c.o.Interrupts:
+				c.Interrupt(sig)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// Interrupt handles a signal for the collector's ranks: the first is
+// passed on to the application (a replay stops reading), named in every
+// rank's done item still to come, and bounds what is left of the
+// analysis by StopTimeout; a second kills the application and its
+// children and cuts the analysis now.
+func (c *Collector) Interrupt(sig os.Signal) {
+	c.mu.Lock()
+	c.imu.Lock()
+	first := c.intr == nil
+	if first {
+		c.intr = sig
+	}
+	proc, stopRead, cut := c.proc, c.stopRead, c.cut
+	c.imu.Unlock()
+	if first {
+		// Ranks claimed later say so when they are claimed.
+		for _, rs := range c.order {
+			rs.issue("interrupted by " + proctree.SignalName(sig))
+		}
+	}
+	c.mu.Unlock()
+	if !first {
+		c.logf("second interruption (%s): killing the application, cutting the analysis", proctree.SignalName(sig))
+		if proc != nil {
+			proctree.Signal(proctree.Descendants(proc.Pid), syscall.SIGKILL)
+			proc.Kill()
+		}
+		if cut != nil {
+			cut()
+		}
+		return
+	}
+	c.logf("interrupted by %s: passing it on; the analysis gets %v", proctree.SignalName(sig), c.o.StopTimeout)
+	if proc != nil {
+		proc.Signal(sig)
+	}
+	if stopRead != nil {
+		stopRead()
+	}
+	if cut != nil {
+		time.AfterFunc(c.o.StopTimeout, cut)
+	}
+}
+
+// note tells Options.OnRank where rank r stands.
+func (c *Collector) note(r int32, st RankState, exit int) {
+	if c.o.OnRank != nil {
+		c.o.OnRank(r, st, exit)
+	}
 }
 
 func (c *Collector) replay(ctx context.Context) error {
@@ -567,7 +715,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 	}()
 	// begin starts the analysis once the rank is known.
 	begin := func() {
-		a = analyze.New(analyze.Options{Job: c.o.Job, Rank: rs.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, StructureWait: c.o.StructureWait, OnModule: c.o.OnModule, Host: host})
+		a = analyze.New(analyze.Options{Job: c.o.Job, Rank: rs.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, StructureWait: c.o.StructureWait, OnModule: c.o.OnModule, Host: host, HashValues: c.o.HashValues})
 		rs.mu.Lock()
 		if rs.hello == nil {
 			rs.hello = hello
@@ -646,6 +794,10 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 			rs.mu.Lock()
 			rs.end = f.ExitCode
 			rs.mu.Unlock()
+			if c.o.Replay != "" {
+				// The recorded application ended; the analysis goes on.
+				rs.exited(int(f.ExitCode))
+			}
 		case *rawstream.Access:
 			c.records.Add(uint64(f.Count))
 			recs += uint64(f.Count)
@@ -667,10 +819,18 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 	for {
 		select {
 		case <-ctx.Done():
+			// The reader may be blocked on a stream that never ends (a
+			// hung application's socket, a pipe): closing it lets the
+			// reader go.
+			defer closeReader(r)
 			if rs == nil {
 				return nil, nil
 			}
-			rs.issue("interrupted: " + ctx.Err().Error())
+			if c.Interrupted() == nil {
+				rs.issue("interrupted: " + ctx.Err().Error())
+			} else {
+				rs.issue(source + ": stopped by the interruption; what was analysed by then is published")
+			}
 			a.FinalWithin(0) // what waits for structure goes out flat
 			// What was analysed still goes out, within a bound.
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), doneTimeout)
@@ -760,6 +920,13 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 				last = time.Now()
 			}
 		}
+	}
+}
+
+// closeReader closes r if it can be closed.
+func closeReader(r io.Reader) {
+	if cl, ok := r.(io.Closer); ok {
+		cl.Close()
 	}
 }
 

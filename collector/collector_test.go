@@ -313,6 +313,9 @@ func fakeApp() int {
 	if os.Getenv("GPUPROF_TEST_IDLE") != "" {
 		return idleApp(conn, rank, o)
 	}
+	if os.Getenv("GPUPROF_TEST_HOLD") != "" {
+		return heldApp(conn, rank, o)
+	}
 	if _, err := synth.WriteRank(conn, rank, o); err != nil {
 		fmt.Fprintln(os.Stderr, "app:", err)
 		return 98

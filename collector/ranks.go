@@ -10,6 +10,7 @@ import (
 
 	"gpuprof/collector/analyze"
 	"gpuprof/collector/launcher"
+	"gpuprof/collector/proctree"
 	"gpuprof/collector/rawstream"
 	"gpuprof/profile"
 )
@@ -85,6 +86,8 @@ type rankState struct {
 	end    int32
 	issues []string
 	done   bool
+	// exitNoted: OnRank was told the rank's application exited.
+	exitNoted bool
 }
 
 func (rs *rankState) logf(format string, args ...any) {
@@ -100,11 +103,34 @@ func (rs *rankState) issue(s string) {
 }
 
 // claim registers rank r as published by this collector. c.mu is held.
+// A rank claimed after an interruption says so; one claimed after the
+// application ended (a late stream, a rank that never connected) is
+// told exited at once.
 func (c *Collector) claim(r int32, pid int, how string) *rankState {
 	rs := &rankState{c: c, rank: r, pid: pid, how: how, end: -1}
 	c.ranks[r] = rs
 	c.order = append(c.order, rs)
+	if sig := c.Interrupted(); sig != nil {
+		rs.issues = append(rs.issues, "interrupted by "+proctree.SignalName(sig))
+	}
+	if c.appEnded && c.exit >= 0 {
+		rs.exitNoted = true
+		c.note(r, RankExited, c.exit)
+	} else {
+		c.note(r, RankRunning, 0)
+	}
 	return rs
+}
+
+// exited tells OnRank, once, that rank rs's application exited.
+func (rs *rankState) exited(code int) {
+	rs.mu.Lock()
+	first := !rs.exitNoted
+	rs.exitNoted = true
+	rs.mu.Unlock()
+	if first {
+		rs.c.note(rs.rank, RankExited, code)
+	}
 }
 
 // procRank is what a connecting process's environment says of its rank,
@@ -252,6 +278,7 @@ func (rs *rankState) publishDone(ctx context.Context) error {
 		return fmt.Errorf("rank %d: publishing the done item (%d items before it): %w", rs.rank, rs.seq, err)
 	}
 	rs.c.items.Add(1)
+	rs.c.note(rs.rank, RankDone, int(exit))
 	return nil
 }
 
@@ -295,20 +322,8 @@ func (rs *rankState) publishWith(ctx context.Context, flush func(uint32) (*profi
 // (whose workers' ranks are their own). reason says why they are empty.
 func (c *Collector) missing(ctx context.Context, reason string) error {
 	c.mu.Lock()
-	var owed []int32
-	p := c.place
-	switch {
-	case p.sole():
-		for r := int32(0); int(r) < p.world; r++ {
-			if c.ranks[r] == nil {
-				owed = append(owed, r)
-			}
-		}
-	case !p.torch && len(c.ranks) == 0:
-		owed = append(owed, p.base)
-	}
 	var states []*rankState
-	for _, r := range owed {
+	for _, r := range c.owed() {
 		rs := c.claim(r, 0, "never connected")
 		rs.issues = append(rs.issues, reason)
 		states = append(states, rs)
@@ -321,6 +336,26 @@ func (c *Collector) missing(ctx context.Context, reason string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// owed lists the ranks this collector owes and no process claimed (yet):
+// the job's only collector owes every expected rank; one of several owes
+// its own rank, unless it wraps a torch launcher (whose workers' ranks
+// are their own) or a process claimed a rank already. c.mu is held.
+func (c *Collector) owed() []int32 {
+	var owed []int32
+	p := c.place
+	switch {
+	case p.sole():
+		for r := int32(0); int(r) < p.world; r++ {
+			if c.ranks[r] == nil {
+				owed = append(owed, r)
+			}
+		}
+	case !p.torch && len(c.ranks) == 0:
+		owed = append(owed, p.base)
+	}
+	return owed
 }
 
 // Ranks lists the ranks this collector published (or is publishing),

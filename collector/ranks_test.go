@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +26,7 @@ import (
 // GPUPROF_TEST_SPAWN children (this binary again, each a stand-in CUDA
 // process: fakeApp), child i with the environment GPUPROF_TEST_ENV_i
 // ("K=V,K=V") and connecting i × GPUPROF_TEST_STAGGER_MS after the
-// first, waits for them and exits 0.
+// first, passes SIGINT and SIGTERM on to them, waits for them and exits 0.
 func spawnApp() int {
 	n, _ := strconv.Atoi(os.Getenv("GPUPROF_TEST_SPAWN"))
 	stagger, _ := strconv.Atoi(os.Getenv("GPUPROF_TEST_STAGGER_MS"))
@@ -32,6 +34,19 @@ func spawnApp() int {
 	if err != nil {
 		return 97
 	}
+	var mu sync.Mutex
+	var procs []*os.Process
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for s := range sigs {
+			mu.Lock()
+			for _, p := range procs {
+				p.Signal(s)
+			}
+			mu.Unlock()
+		}
+	}()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		cmd := exec.Command(exe)
@@ -47,6 +62,9 @@ func spawnApp() int {
 			fmt.Fprintln(os.Stderr, "spawn:", err)
 			return 96
 		}
+		mu.Lock()
+		procs = append(procs, cmd.Process)
+		mu.Unlock()
 		wg.Add(1)
 		go func() { defer wg.Done(); cmd.Wait() }()
 	}
@@ -75,6 +93,31 @@ func idleApp(conn io.Writer, rank int, o synth.Options) int {
 	}
 	w.Write(&rawstream.End{ExitCode: 0})
 	return 0
+}
+
+// heldApp is a process still running when the job is interrupted: it
+// writes its stream but its END and waits for SIGINT or SIGTERM, then
+// exits as the signal's default action would be reported (128+n).
+func heldApp(conn io.Writer, rank int, o synth.Options) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var buf bytes.Buffer
+	if _, err := synth.WriteRank(&buf, rank, o); err != nil {
+		return 98
+	}
+	d := rawstream.NewDecoder(&buf)
+	w := rawstream.NewWriter(conn)
+	for {
+		f, err := d.Next()
+		if err != nil {
+			return 91
+		}
+		if _, end := f.(*rawstream.End); end {
+			break
+		}
+		w.Write(f)
+	}
+	return 128 + int((<-sigs).(syscall.Signal))
 }
 
 // only returns the items of one rank, in publishing order.

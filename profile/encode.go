@@ -18,9 +18,10 @@ import (
 
 const (
 	profileMagic   = "GPPF"
-	profileVersion = 4
+	profileVersion = 5
 	// Version 1 lacks RankInfo.SamplesDropped, version 2 RankInfo.ReuseP,
-	// version 3 RankInfo.Device, PCSampling and Props; all are still read.
+	// version 3 RankInfo.Device, PCSampling and Props, version 4
+	// Profile.Interrupted; all are still read.
 	oldestVersion = 1
 )
 
@@ -405,6 +406,7 @@ func (p *Profile) Encode() []byte {
 	} else {
 		e0.u(0)
 	}
+	e0.s(p.Interrupted)
 	e0.u(uint64(len(names)))
 	for _, n := range names {
 		e0.s(n)
@@ -802,6 +804,10 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 	d.field = "job"
 	p.Job = d.s()
 	p.Synthetic = d.u() == 1
+	if d.version >= 5 {
+		d.field = "interrupted"
+		p.Interrupted = d.s()
+	}
 	nm := d.count("metric names", 1)
 	for k := 0; k < nm; k++ {
 		d.metrics = append(d.metrics, Metric(d.s()))

@@ -15,6 +15,9 @@ func (p *Profile) String() string {
 	if p.Synthetic {
 		b.WriteString("source: synthetic\n")
 	}
+	if p.Interrupted != "" {
+		fmt.Fprintf(&b, "interrupted: %s\n", p.Interrupted)
+	}
 	fmt.Fprintf(&b, "items: %d from %d ranks, %d sealed\n", p.MergedItems(), len(p.Items), p.SealedRanks())
 	for _, r := range p.SortedRanks() {
 		ri := p.Ranks[r]

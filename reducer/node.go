@@ -378,7 +378,7 @@ func (n *node) take(m jetstream.Msg) {
 		return
 	}
 	if subj.Kind == broker.SubjectEnd {
-		n.startClock(md.Timestamp, "end signal")
+		n.startClock(endClock(md.Timestamp, data, n.cfg.RankTimeout), "end signal")
 		n.deferAck(m, -1, seq)
 		return
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,6 +173,21 @@ func RunNode(ctx context.Context, cfg Config) (*NodeResult, error) {
 // exits). It is stored in the stream, so reducers started or restarted
 // later see it too; signalling twice keeps the first.
 func SignalEnd(ctx context.Context, conn *broker.Conn, job string, exitCode int) error {
+	return signalEnd(ctx, conn, job, fmt.Sprintf("exit %d", exitCode), "end")
+}
+
+// SignalEndWithin tells job's reducers that whatever the ranks have not
+// sent within of now will not come: ranks still missing then are sealed
+// as incomplete, however long the rank timeout. gpuprof run sends it when
+// the job is interrupted (so that the report is written before the batch
+// system's kill) and when the launcher, and with it every collector, has
+// exited. It is kept beside SignalEnd's message, not instead of it: a node
+// takes the earliest deadline.
+func SignalEndWithin(ctx context.Context, conn *broker.Conn, job string, exitCode int, within time.Duration) error {
+	return signalEnd(ctx, conn, job, fmt.Sprintf("exit %d within %s", exitCode, within), "within/"+within.String())
+}
+
+func signalEnd(ctx context.Context, conn *broker.Conn, job, body, id string) error {
 	if err := broker.ValidateJob(job); err != nil {
 		return err
 	}
@@ -186,12 +201,30 @@ func SignalEnd(ctx context.Context, conn *broker.Conn, job string, exitCode int)
 		{broker.EndSubject(job), broker.StreamName(job)},
 		{broker.TreeEndSubject(job), broker.TreeStreamName(job)},
 	} {
-		m := &nats.Msg{Subject: t.subj, Data: []byte("exit " + strconv.Itoa(exitCode)), Header: nats.Header{}}
-		if _, _, err := broker.PublishRetry(ctx, js, m, job+"/end", t.stream, broker.DefaultRetry, nil); err != nil {
+		m := &nats.Msg{Subject: t.subj, Data: []byte(body), Header: nats.Header{}}
+		if _, _, err := broker.PublishRetry(ctx, js, m, job+"/"+id, t.stream, broker.DefaultRetry, nil); err != nil {
 			return fmt.Errorf("reducer: end signal of job %s on %s: %w", job, t.subj, err)
 		}
 	}
 	return nil
+}
+
+// endClock is the clock an end message starts, for rank timeout timeout:
+// the message's time, or, for one that gives the ranks less ("within D"),
+// a clock set back so that a leaf's deadline falls D after the message.
+// An inner node's deadline is ChildGrace per level later, as always: its
+// children seal their ranks first and may be slow to deliver (a cluster's
+// election).
+func endClock(at time.Time, body []byte, timeout time.Duration) time.Time {
+	_, rest, ok := strings.Cut(string(body), " within ")
+	if !ok {
+		return at
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(rest))
+	if err != nil || d < 0 || d >= timeout {
+		return at
+	}
+	return at.Add(d - timeout)
 }
 
 // WaitFinal waits until job's final profile is in the tree stream

@@ -7,16 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"gpuprof/broker"
 	"gpuprof/collector"
 	"gpuprof/collector/analyze"
+	"gpuprof/collector/proctree"
 	"gpuprof/collector/publish"
 	"gpuprof/profile"
 )
@@ -28,9 +28,9 @@ func init() {
 // natsFlags adds the broker connection flags shared by collect, reduce and
 // run, and returns a function that builds the options after parsing.
 func natsFlags(fs *flag.FlagSet) func(name string) broker.Options {
-	url := fs.String("nats", os.Getenv("GPUPROF_NATS"), "NATS server URL(s), comma-separated (default $GPUPROF_NATS)")
+	url := fs.String("nats", os.Getenv(NATSEnv), "NATS server URL(s), comma-separated (default $"+NATSEnv+")")
 	creds := fs.String("creds", os.Getenv("GPUPROF_CREDS"), "NATS credentials file")
-	nkey := fs.String("nkey", "", "NATS nkey seed file")
+	nkey := fs.String("nkey", "", "NATS nkey seed file (default: the seed in $"+NKeySeedEnv+", which gpuprof run sets for its ranks)")
 	user := fs.String("user", "", "NATS user")
 	pass := fs.String("password", os.Getenv("GPUPROF_NATS_PASSWORD"), "NATS password (default $GPUPROF_NATS_PASSWORD)")
 	ca := fs.String("tls-ca", "", "CA certificate that signed the servers' certificates")
@@ -41,6 +41,7 @@ func natsFlags(fs *flag.FlagSet) func(name string) broker.Options {
 		if *url != "" {
 			o.URLs = []string{*url}
 		}
+		envCredentials(&o)
 		return o
 	}
 }
@@ -91,7 +92,9 @@ torchrun; written by hand:
 	}
 	fs.DurationVar(&o.StructureWait, "structure-wait", sw, "longest wait for GPU functions' structure (nvdisasm), during the run and after the application's end (default $GPUPROF_STRUCTURE_WAIT or 30s)")
 	window := fs.Int("window", 64, "batches published and not yet acknowledged at most (backpressure)")
+	fs.DurationVar(&o.StopTimeout, "stop-timeout", 5*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the analysis may go on before what it has is published")
 	local := fs.String("local", "", "no broker: merge this rank's batches into a profile file")
+	noValues := fs.Bool("no-values", false, "store no value read from the application's memory: value sketches keep keyed hashes (counts and redundancy fractions stay)")
 	nats := natsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -107,6 +110,13 @@ torchrun; written by hand:
 		o.HostSymbols = strings.Split(*hostSyms, ",")
 	}
 	o.Logf = func(format string, a ...any) { slog.Debug(fmt.Sprintf(format, a...)) }
+	if *noValues {
+		h, err := valueHasher()
+		if err != nil {
+			return err
+		}
+		o.HashValues = h
+	}
 	if o.Job == "" {
 		o.Job = "local"
 	}
@@ -114,8 +124,23 @@ torchrun; written by hand:
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := context.Background()
+	sigs, stopSigs := notifyInterrupts()
+	defer stopSigs()
+	intr := make(chan os.Signal, 2)
+	o.Interrupts = intr
+	var reporter atomic.Pointer[statusReporter] // heartbeats, with a broker
+	var firstSig atomic.Pointer[string]
+	go func() {
+		for sig := range sigs {
+			name := proctree.SignalName(sig)
+			if rep := reporter.Load(); firstSig.CompareAndSwap(nil, &name) && rep != nil {
+				rep.interrupted(name)
+			}
+			intr <- sig
+		}
+	}()
+	var rep *statusReporter
 	var closePub func(context.Context) error
 	switch {
 	case *local != "":
@@ -128,7 +153,11 @@ torchrun; written by hand:
 			return err
 		}
 	default:
-		bo := nats("gpuprof collect")
+		name := "gpuprof collect"
+		if rank, _, err := collector.ResolveRank(o.Rank, os.Getenv); err == nil {
+			name = collectorConnName(rank, os.Getpid())
+		}
+		bo := nats(name)
 		if len(bo.URLs) == 0 {
 			return errors.New("no broker: give --nats URL (gpuprof run sets it) or --local FILE")
 		}
@@ -138,6 +167,13 @@ torchrun; written by hand:
 			return err
 		}
 		defer conn.Close()
+		// Heartbeats of every rank this collector publishes.
+		rep = newStatusReporter(conn.NC, o.Job, name)
+		reporter.Store(rep)
+		if sig := firstSig.Load(); sig != nil {
+			rep.interrupted(*sig)
+		}
+		o.OnRank = rep.note
 		pub, err := publish.New(conn, publish.Config{Job: o.Job, Window: *window})
 		if err != nil {
 			return err
@@ -157,13 +193,21 @@ torchrun; written by hand:
 		}
 		closePub = pub.Close
 	}
-	runErr, rank, appRan := collectPasses(ctx, o)
+	runErr, rank, appRan, sig := collectPasses(ctx, o)
 	if rank < 0 && runErr != nil {
 		// The collection did not start (bad options): the rank says so,
 		// so the reducers need not wait for it until the rank timeout.
-		publishFailure(ctx, o, runErr)
+		if r, ok := publishFailure(ctx, o, runErr); ok && rep != nil {
+			rep.note(r, collector.RankDone, -1)
+		}
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Publishing what is left waits for the broker's acknowledgements:
+	// 2 minutes at most, the stop timeout once interrupted.
+	wait := 2 * time.Minute
+	if sig != nil {
+		wait = o.StopTimeout
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := closePub(cctx); err != nil {
 		// The application's result stands; the lost batches are named.
@@ -175,12 +219,25 @@ torchrun; written by hand:
 	// The exit status is the application's when it ran; what went wrong
 	// with the collection is named here and in the rank's provenance.
 	var ee *collector.ExitError
+	if rep != nil {
+		if runErr != nil && !errors.As(runErr, &ee) && sig == nil {
+			rep.close(stateFailed, oneLineErr(runErr))
+		} else {
+			rep.close(stateDone, "")
+		}
+	}
 	switch {
 	case errors.As(runErr, &ee):
 		if runErr.Error() != ee.Error() {
 			slog.Error("collection incomplete", "rank", rank, "err", oneLineErr(runErr))
 		}
 		return exitError{ee.Code}
+	case sig != nil:
+		// Interrupted with no application status of its own to report (a
+		// replay, or an application that never started): as a shell
+		// reports a command ended by the signal.
+		slog.Info("collector interrupted", "rank", rank, "signal", proctree.SignalName(sig), "err", runErr)
+		return exitError{128 + signalNumber(sig)}
 	case runErr != nil && appRan:
 		slog.Error("collection incomplete", "rank", rank, "err", oneLineErr(runErr))
 		return nil
@@ -194,11 +251,12 @@ torchrun; written by hand:
 func oneLineErr(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
 // publishFailure publishes the done item of a rank whose collection could
-// not start, naming why, so that the rank is incomplete in every output.
-func publishFailure(ctx context.Context, o collector.Options, cause error) {
+// not start, naming why, so that the rank is incomplete in every output;
+// it returns the rank and whether its done item went out.
+func publishFailure(ctx context.Context, o collector.Options, cause error) (int32, bool) {
 	r, _, err := collector.ResolveRank(o.Rank, os.Getenv)
 	if err != nil || o.Publisher == nil {
-		return
+		return r, false
 	}
 	done, err := analyze.DoneItem(o.Job, r, 0, nil, -1, "collector did not start: "+strings.TrimPrefix(cause.Error(), "collector: "))
 	if err == nil {
@@ -206,7 +264,9 @@ func publishFailure(ctx context.Context, o collector.Options, cause error) {
 	}
 	if err != nil {
 		slog.Warn("publishing the failed rank's done item", "rank", r, "err", err)
+		return r, false
 	}
+	return r, true
 }
 
 // localPublisher merges a rank's items into one profile in memory, for runs
@@ -225,9 +285,10 @@ func (l *localPublisher) Publish(_ context.Context, item *profile.Profile, _ boo
 // collectPasses runs one collection per pass (each replayed stream, or each
 // measurement kind of --mode all) through one passPublisher, so the rank
 // publishes one sequence of items. It returns the last pass's result, the
-// rank (-1 if the collection did not start) and whether the application
-// ran (its exit status is then the rank's).
-func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank int32, appRan bool) {
+// rank (-1 if the collection did not start), whether the application ran
+// (its exit status is then the rank's), and the signal that interrupted
+// it (no pass follows one).
+func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank int32, appRan bool, sig os.Signal) {
 	type pass struct{ replay, mode string }
 	var passes []pass
 	switch {
@@ -241,15 +302,15 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 	default:
 		c, err := collector.New(o)
 		if err != nil {
-			return err, -1, false
+			return err, -1, false, nil
 		}
 		err = c.Run(ctx)
 		logRanks(c)
-		return err, c.Rank(), o.Replay == "" && c.ExitCode() >= 0
+		return err, c.Rank(), o.Replay == "" && c.ExitCode() >= 0, c.Interrupted()
 	}
 	rank, _, err := collector.ResolveRank(o.Rank, os.Getenv)
 	if err != nil {
-		return err, -1, false
+		return err, -1, false, nil
 	}
 	// Kernel times of an instrumented (redundancy) pass are host-timed around
 	// patched code: drop them when a CUPTI pass measured the same kernels.
@@ -260,7 +321,7 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 		if ps.replay != "" {
 			m, err := streamMode(collector.ExpandRank(ps.replay, rank))
 			if err != nil {
-				return err, -1, false
+				return err, -1, false, nil
 			}
 			modes[i] = m.String()
 		}
@@ -274,24 +335,40 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 		if ps.mode != "" {
 			po.Mode = ps.mode
 		}
-		pp.startPass(i == len(passes)-1, cupti && modes[i] == "redundancy")
-		c, err := collector.New(po)
+		last := i == len(passes)-1
+		var c *collector.Collector
+		if !last && o.OnRank != nil {
+			// The ranks' applications end with the last pass (or an
+			// interrupted one): before, they only run.
+			po.OnRank = func(r int32, st collector.RankState, exit int) {
+				if st == collector.RankRunning || c.Interrupted() != nil {
+					o.OnRank(r, st, exit)
+				}
+			}
+		}
+		pp.startPass(last, cupti && modes[i] == "redundancy")
+		c, err = collector.New(po)
 		if err != nil {
 			if i == 0 {
-				return err, -1, false
+				return err, -1, false, nil
 			}
-			return err, rank, appRan
+			return err, rank, appRan, nil
 		}
+		// An interrupted pass is the last: its done item ends the rank.
+		pp.interrupted = func() bool { return c.Interrupted() != nil }
 		slog.Debug("collection pass", "rank", rank, "pass", i+1, "of", len(passes), "mode", modes[i], "replay", ps.replay)
 		runErr = c.Run(ctx)
 		logRanks(c)
 		appRan = appRan || (ps.replay == "" && c.ExitCode() >= 0)
+		if sig := c.Interrupted(); sig != nil {
+			return runErr, rank, appRan, sig
+		}
 		var ee *collector.ExitError
 		if runErr != nil && !errors.As(runErr, &ee) {
-			return runErr, rank, appRan
+			return runErr, rank, appRan, nil
 		}
 	}
-	return runErr, rank, appRan
+	return runErr, rank, appRan, nil
 }
 
 // logRanks says which ranks a collector published when they are more

@@ -19,6 +19,7 @@ var launcherValueOpts = map[string]int{
 	"--mca": 2, "-mca": 2, "--gmca": 2, "-gmca": 2, "--output-filename": 1, "--tag-output": 0, "-ppn": 1, "-genv": 2, "-env": 2,
 	"--ntasks": 1, "--nodes": 1, "--ntasks-per-node": 1, "--cpus-per-task": 1, "--gpus-per-task": 1, "-p": 1, "--partition": 1,
 	"--personality": 1, "--preload-files": 1, "--path": 1, "-path": 1, "--app": 1,
+	"-w": 1, "--nodelist": 1, "--export": 1,
 }
 
 var launchers = map[string]bool{"mpirun": true, "mpiexec": true, "orterun": true, "prterun": true, "srun": true, "mpiexec.hydra": true}

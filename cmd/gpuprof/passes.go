@@ -29,6 +29,9 @@ type passPublisher struct {
 	count    map[int32]uint32 // items published so far, per rank
 	last     bool             // the current pass is the last
 	dropTime bool             // the current pass's kernel times are not to be kept
+	// interrupted reports that the current pass was interrupted: it is
+	// then the last (set after startPass, before the pass runs).
+	interrupted func() bool
 }
 
 func (pp *passPublisher) startPass(last, dropTime bool) {
@@ -40,7 +43,7 @@ func (pp *passPublisher) startPass(last, dropTime bool) {
 	for r, n := range pp.count {
 		pp.offset[r] = n
 	}
-	pp.last, pp.dropTime = last, dropTime
+	pp.last, pp.dropTime, pp.interrupted = last, dropTime, nil
 }
 
 func (pp *passPublisher) Publish(ctx context.Context, item *profile.Profile, done bool) error {
@@ -56,7 +59,7 @@ func (pp *passPublisher) Publish(ctx context.Context, item *profile.Profile, don
 		item.Items[r] = roaring.BitmapOf(seq)
 		ri := item.Rank(r)
 		switch {
-		case done && !pp.last:
+		case done && !pp.last && (pp.interrupted == nil || !pp.interrupted()):
 			ri.Batches, done = -1, false
 		case done:
 			ri.Batches = int64(seq)

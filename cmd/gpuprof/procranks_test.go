@@ -64,6 +64,17 @@ func helperLauncher() int {
 }
 
 func helperRank() int {
+	// What of the job's secrets this process inherited (none should
+	// reach an application), for the test to check.
+	if d := os.Getenv("GPUPROF_TEST_SECRETS"); d != "" {
+		var got []string
+		for _, v := range secretEnv {
+			if os.Getenv(v) != "" {
+				got = append(got, v)
+			}
+		}
+		os.WriteFile(filepath.Join(d, "child"+os.Getenv("GPUPROF_TEST_CHILD")), []byte(strings.Join(got, " ")), 0o600)
+	}
 	f, err := os.Open(helperCapture(os.Getenv("GPUPROF_TEST_CAPTURES"), os.Getenv("GPUPROF_TEST_CHILD")))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rank:", err)
@@ -92,7 +103,10 @@ func helperCapture(dir, child string) string {
 
 // runHelperJob runs `gpuprof run` around the stand-in launcher, invoked
 // by the name launcher (a link to this test binary), and returns the
-// final profile, the report and run's output.
+// final profile, the report and run's output. It checks that no child
+// inherited the broker's key or another secret of the job (the collector,
+// which got them in its environment, takes them out before it starts the
+// command; --no-values adds the value key).
 func runHelperJob(t *testing.T, bin, launcher string, children int, rankEnv bool, args ...string) (*profile.Profile, string, string) {
 	t.Helper()
 	captures, _ := filepath.Abs("../../testdata/captures")
@@ -110,9 +124,11 @@ func runHelperJob(t *testing.T, bin, launcher string, children int, rankEnv bool
 	os.WriteFile(lib, nil, 0o644)
 	os.WriteFile(filepath.Join(dir, "gpuprof_patch.fatbin"), nil, 0o644) // run checks that value tracing has its patches
 	out := filepath.Join(dir, "out")
-	cmd := exec.Command(bin, append([]string{"run", "-o", out, "--rank-timeout", "30s", "--sass", sassDir, "--"}, append([]string{link}, args...)...)...)
+	secrets := filepath.Join(dir, "secrets")
+	os.Mkdir(secrets, 0o700)
+	cmd := exec.Command(bin, append([]string{"run", "-o", out, "--rank-timeout", "30s", "--sass", sassDir, "--no-values", "--"}, append([]string{link}, args...)...)...)
 	cmd.Env = append(os.Environ(), "GPUPROF_TEST_HELPER=launcher", "GPUPROF_INJECT="+lib, "GPUPROF_TEST_CAPTURES="+captures,
-		fmt.Sprintf("GPUPROF_TEST_CHILDREN=%d", children), "GPUPROF_TEST_STAGGER_MS=300")
+		fmt.Sprintf("GPUPROF_TEST_CHILDREN=%d", children), "GPUPROF_TEST_STAGGER_MS=300", "GPUPROF_TEST_SECRETS="+secrets)
 	if rankEnv {
 		cmd.Env = append(cmd.Env, "GPUPROF_TEST_RANKENV=1")
 	}
@@ -120,6 +136,12 @@ func runHelperJob(t *testing.T, bin, launcher string, children int, rankEnv bool
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("gpuprof run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	for i := 0; i < children; i++ {
+		got, err := os.ReadFile(filepath.Join(secrets, fmt.Sprint("child", i)))
+		if err != nil || len(got) != 0 {
+			t.Errorf("child %d inherited the job's secrets: %q (%v)", i, got, err)
+		}
 	}
 	p, err := profile.ReadFile(out)
 	if err != nil {
@@ -198,7 +220,7 @@ func TestTorchrunProcessesAreRanks(t *testing.T) {
 	t.Run("order-of-first-use", func(t *testing.T) {
 		p, rep, log := runHelperJob(t, bin, "python3", 2, false, "mp.py")
 		if len(p.Items) != 2 || p.SealedRanks() != 2 {
-			t.Fatalf("%d ranks, %d sealed, want 2 and 2", len(p.Items), p.SealedRanks())
+			t.Fatalf("%d ranks, %d sealed, want 2 and 2\n%s", len(p.Items), p.SealedRanks(), log)
 		}
 		checkOwnData(t, p, map[int32]int{0: 0, 1: 1})
 		if !strings.Contains(log, "ranks beyond the expected count") || !strings.Contains(rep, "2 merged of 1 expected") {

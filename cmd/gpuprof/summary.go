@@ -44,6 +44,9 @@ func writeSummary(w io.Writer, out string, p *profile.Profile, adv []analysis.Ad
 	}
 	fmt.Fprintf(w, "gpuprof: job %s: %d of %d ranks reported, %d incomplete, %d kernel launches; %s\n",
 		p.Job, len(p.Ranks), expected, len(incomplete), launches, status)
+	if p.Interrupted != "" {
+		fmt.Fprintf(w, "gpuprof: INTERRUPTED by %s: the report holds what was merged by then\n", p.Interrupted)
+	}
 	if launches == 0 && len(p.Nodes) <= 1 {
 		fmt.Fprintf(w, "gpuprof: NOTHING MEASURED: no rank reported a GPU kernel launch\n")
 	}

@@ -78,6 +78,17 @@ func checkRun(cfg *jobConfig, c runChecks) error {
 	if cfg.RankWait <= 0 {
 		return fmt.Errorf("--rank-timeout %v: want a positive duration", cfg.RankWait)
 	}
+	if cfg.StopWait <= 0 {
+		return fmt.Errorf("--stop-timeout %v: want a positive duration", cfg.StopWait)
+	}
+	if cfg.Listen != "" {
+		if _, _, _, err := brokerAddress(cfg.Listen, false); err != nil {
+			return err
+		}
+	}
+	if err := checkCollectorCreds(cfg); err != nil {
+		return err
+	}
 	if c.batchInterval < 0 {
 		return fmt.Errorf("--batch-interval %v: want a positive duration", c.batchInterval)
 	}

@@ -77,6 +77,11 @@ type Options struct {
 	// OnModule is called once per new module content hash with the cubin
 	// bytes (for sharing through the broker's object store).
 	OnModule func(hash profile.ModuleHash, cubin []byte)
+	// HashValues, when set, puts keyed hashes of the values read from the
+	// application's memory into the value sketches instead of the values
+	// (profile.ValHashed): counts and redundancy fractions are kept, no
+	// value leaves the collector.
+	HashValues *ValueHasher
 }
 
 // Metric names the analysis adds beyond profile's well-known ones.
@@ -320,7 +325,7 @@ func New(o Options) *Analyzer {
 		places: map[uint64]*Placement{}, orph: newOrphans(),
 	}
 	for i := range a.shards {
-		a.shards[i] = newShard(i)
+		a.shards[i] = newShard(i, o.HashValues)
 	}
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}}

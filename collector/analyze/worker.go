@@ -229,6 +229,7 @@ func (ws *warpState) drop(mask uint32) {
 
 type shard struct {
 	id    int
+	hash  *ValueHasher // Options.HashValues
 	acc   *acc
 	warps map[warpKey]*warpState
 	wpool []*warpState
@@ -240,8 +241,8 @@ type shard struct {
 // of 32-byte slots; 128 MiB for all shards at most).
 const poolSlots = 1 << 17
 
-func newShard(id int) *shard {
-	return &shard{id: id, acc: newAcc(), warps: map[warpKey]*warpState{}}
+func newShard(id int, hash *ValueHasher) *shard {
+	return &shard{id: id, hash: hash, acc: newAcc(), warps: map[warpKey]*warpState{}}
 }
 
 // exit drops the temporal state of the lanes leaving (definitions III.1-2
@@ -607,6 +608,7 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 			if oa == nil {
 				oa = &opAcc{ak: ak}
 				oa.vals.budget = &s.acc.budget
+				oa.vals.hash = s.hash
 				s.acc.objPC[k] = oa
 			}
 		}

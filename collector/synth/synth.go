@@ -32,9 +32,17 @@ const (
 	PatternClose                   // floats within 1e-3 of each other
 	PatternRandom                  // uniformly random bits
 	PatternIndex                   // the element index
+	PatternPlanted                 // PlantedInt and PlantedFloat everywhere: a value tests look for in outputs
 )
 
-var patternNames = [...]string{"default", "single", "dominant", "few", "close", "random", "index"}
+// The planted values: distinctive bit patterns, unlikely anywhere else in
+// a profile or report (tests of --no-values look for them byte by byte).
+const (
+	PlantedInt   = 0x5EC2E7ED
+	PlantedFloat = 4242.4242
+)
+
+var patternNames = [...]string{"default", "single", "dominant", "few", "close", "random", "index", "planted"}
 
 func (p Pattern) String() string {
 	if int(p) < len(patternNames) {
@@ -361,6 +369,8 @@ func (g *gen) value(p Pattern, u unit, i uint64, salt uint64) uint64 {
 		n = int64(h)
 	case PatternIndex:
 		f, n = float64(i), int64(i)
+	case PatternPlanted:
+		f, n = PlantedFloat, PlantedInt
 	}
 	if u.float {
 		if u.bits == 32 {

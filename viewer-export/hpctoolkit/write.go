@@ -589,6 +589,9 @@ func (b *builder) description() string {
 	if p.Synthetic {
 		d.WriteString("**Synthetic data**: some of the merged items were generated, not measured.\n\n")
 	}
+	if p.Interrupted != "" {
+		d.WriteString("**" + view.InterruptedNote(p.Interrupted) + "**\n\n")
+	}
 	fmt.Fprintf(&d, "%d items merged from %d ranks (%d sealed).\n\n", p.MergedItems(), len(p.Items), p.SealedRanks())
 	if gs := b.gpus; gs.Grouped() {
 		// host → GPU → ranks, as the profiles' identifier tuples nest them.

@@ -16,6 +16,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <h1>gpuprof report <span class="job">{{.Job}}</span></h1>
 <nav><a href="#advice">Advice</a><a href="#flame">Flame graph</a><a href="#heatmap">Rank heatmap</a><a href="#redundancy">Redundancy</a><a href="#kernels">Kernels</a>{{if .Diff}}<a href="#diff">Before/after</a>{{end}}<a href="#provenance">Provenance</a></nav>
 </header>
+{{if .Prov.Interrupted}}<div id="interrupted-banner" class="banner">INTERRUPTED by {{.Prov.Interrupted}}: the job was stopped before its end; this report holds what was merged by then.</div>{{end}}
 {{with .Prov.NothingLine}}<div id="nothing-banner" class="banner">{{.}}</div>{{end}}
 {{if .Synthetic}}<div id="synthetic-banner" class="banner">SYNTHETIC DATA: some merged items were generated, not measured on a GPU. Do not draw performance conclusions from this report.</div>{{end}}
 <div id="js-errors" class="banner" hidden></div>

@@ -190,6 +190,9 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	if pv.SamplesDropped > 0 {
 		d.Summary = append(d.Summary, kv{"PC samples", fmt.Sprintf("%d dropped by the GPU's sampling hardware", pv.SamplesDropped)})
 	}
+	if n := view.ValuesNote(pv.Values); n != "" {
+		d.Summary = append(d.Summary, kv{"Values", n})
+	}
 	gs := analysis.GPUsOf(p)
 	if gs.Grouped() {
 		d.Summary = append(d.Summary, kv{"GPUs", view.GPUSummary(gs) + " (Provenance groups the ranks by host and GPU)"})

@@ -31,6 +31,7 @@ type Document struct {
 	Version     int          `json:"version"`
 	Job         string       `json:"job"`
 	Synthetic   bool         `json:"synthetic"`
+	Interrupted string       `json:"interrupted,omitempty"` // the signal that cut the job short
 	Items       uint64       `json:"items"`
 	SealedRanks uint64       `json:"sealed_ranks"`
 	Ranks       []Rank       `json:"ranks"`
@@ -343,12 +344,12 @@ func sketch(s *profile.ValueSketch) *Sketch {
 	if s == nil {
 		return nil
 	}
-	kind := map[profile.ValueKind]string{profile.ValUnknown: "unknown", profile.ValInt: "int", profile.ValFloat: "float"}[s.Kind]
+	kind := map[profile.ValueKind]string{profile.ValUnknown: "unknown", profile.ValInt: "int", profile.ValFloat: "float", profile.ValHashed: "hashed"}[s.Kind]
 	if kind == "" {
 		kind = "unknown"
 	}
 	out := &Sketch{Kind: kind, Bits: s.Bits, Total: s.Total, Distinct: s.Distinct(), Top: []TopValue{}}
-	if s.Total > 0 {
+	if s.Total > 0 && s.Kind != profile.ValHashed {
 		out.Min, out.Max = view.Value(s, s.Min), view.Value(s, s.Max)
 	}
 	for _, t := range s.Heaviest() {
@@ -363,7 +364,7 @@ func sketch(s *profile.ValueSketch) *Sketch {
 
 // Build returns the document of p and its advice.
 func Build(p *profile.Profile, advice []analysis.Advice) *Document {
-	d := &Document{Format: Format, Version: Version, Job: p.Job, Synthetic: p.Synthetic, Items: p.MergedItems(), SealedRanks: p.SealedRanks(),
+	d := &Document{Format: Format, Version: Version, Job: p.Job, Synthetic: p.Synthetic, Interrupted: p.Interrupted, Items: p.MergedItems(), SealedRanks: p.SealedRanks(),
 		Ranks: []Rank{}, Metrics: []Metric{}, Modules: []Module{}, Functions: []Function{}, Nodes: []Node{}, Kernels: []Kernel{},
 		Temporal: []Temporal{}, Spatial: []Spatial{}, PCs: []PCStat{}, Objects: []Object{}, ObjectStats: []ObjectStat{}, Advice: []Advice{}}
 	for _, r := range p.SortedRanks() {

@@ -349,6 +349,9 @@ func comments(p *profile.Profile) []string {
 	if p.Synthetic {
 		out = append(out, "SYNTHETIC data: some merged items were generated, not measured")
 	}
+	if p.Interrupted != "" {
+		out = append(out, view.InterruptedNote(p.Interrupted))
+	}
 	out = append(out, fmt.Sprintf("%d items from %d ranks, %d sealed", p.MergedItems(), len(p.Items), p.SealedRanks()))
 	for _, r := range p.SortedRanks() {
 		ri := p.Ranks[r]

@@ -119,6 +119,9 @@ func (r *report) header() {
 	if p.Synthetic {
 		r.b.WriteString("*** SYNTHETIC DATA: some merged items were generated, not measured on a GPU ***\n")
 	}
+	if pv.Interrupted != "" {
+		r.b.WriteString("*** " + view.InterruptedNote(pv.Interrupted) + " ***\n")
+	}
 	ranks := p.SortedRanks()
 	expected := r.o.ExpectedRanks
 	if expected == 0 && len(ranks) > 0 {
@@ -189,6 +192,9 @@ func (r *report) header() {
 		drop += " (" + strings.Join(parts, ", ") + ")"
 	}
 	rows = append(rows, []string{"Records:", drop})
+	if n := view.ValuesNote(pv.Values); n != "" {
+		rows = append(rows, []string{"Values:", n})
+	}
 	if pv.SamplesDropped > 0 {
 		rows = append(rows, []string{"PC samples:", fmt.Sprintf("%d dropped by the GPU's sampling hardware (its buffer was full): stall shares are measured on the samples kept", pv.SamplesDropped)})
 	}

@@ -367,6 +367,10 @@ func Value(s *profile.ValueSketch, raw uint64) string {
 	if s == nil {
 		return fmt.Sprintf("%#x", raw)
 	}
+	if s.Kind == profile.ValHashed {
+		// --no-values: a keyed hash, shortened; it tells values apart only.
+		return fmt.Sprintf("#%08x", uint32(raw))
+	}
 	if s.Kind == profile.ValFloat {
 		bits := 64
 		if s.Bits == 32 {
@@ -439,12 +443,57 @@ type Provenance struct {
 	// Nothing: no rank reported a kernel launch, so nothing was measured
 	// (the application did not use the GPU, or no collector could).
 	Nothing bool
+	// Interrupted: the signal that cut the job short ("" if it ran to its end).
+	Interrupted string
+	// Values says what the value sketches hold: "" (none), "values" (values
+	// read from the application's memory) or "hashed" (--no-values).
+	Values string
+}
+
+// InterruptedNote is the line every output shows for an interrupted job.
+func InterruptedNote(sig string) string {
+	return "INTERRUPTED by " + sig + ": the job was stopped before its end; this profile holds what was merged by then"
+}
+
+// ValuesNote says what the value sketches hold, for the reports' headers
+// ("" when the profile has none).
+func ValuesNote(values string) string {
+	switch values {
+	case "values":
+		return "value sketches hold values read from the application's memory (top values, ranges); gpuprof run --no-values keeps only keyed hashes"
+	case "hashed":
+		return "hidden (--no-values): value sketches hold keyed hashes, counts and redundancy fractions, no value read from the application's memory"
+	}
+	return ""
+}
+
+// valuesOf says what p's value sketches hold (see Provenance.Values).
+func valuesOf(p *profile.Profile) string {
+	out := ""
+	see := func(s *profile.ValueSketch) {
+		switch {
+		case s == nil || s.Total == 0:
+		case s.Kind == profile.ValHashed:
+			if out == "" {
+				out = "hashed"
+			}
+		default:
+			out = "values" // any plain value is worth saying
+		}
+	}
+	for _, st := range p.PCs {
+		see(st.Values)
+	}
+	for _, st := range p.ObjStats {
+		see(st.Values)
+	}
+	return out
 }
 
 // ProvenanceOf gathers p's provenance.
 func ProvenanceOf(p *profile.Profile) Provenance {
 	pv := Provenance{Job: p.Job, Synthetic: p.Synthetic, Ranks: len(p.Ranks), Sealed: p.SealedRanks(), Items: p.MergedItems(),
-		Incomplete: map[int32]string{}, DroppedBy: map[int32]uint64{}}
+		Incomplete: map[int32]string{}, DroppedBy: map[int32]uint64{}, Interrupted: p.Interrupted, Values: valuesOf(p)}
 	set := func(dst *[]string, v string) {
 		if v == "" {
 			return
