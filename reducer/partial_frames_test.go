@@ -53,4 +53,3 @@ func TestPartialFrames(t *testing.T) {
 		t.Fatal("a corrupted frame decoded")
 	}
 }
-
