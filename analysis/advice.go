@@ -5,6 +5,7 @@
 package analysis
 
 import (
+	"fmt"
 	"math"
 	"sort"
 
@@ -120,8 +121,25 @@ func SortAdvice(as []Advice) {
 		if a.Kind != b.Kind {
 			return a.Kind < b.Kind
 		}
-		return firstLine(a) < firstLine(b)
+		if la, lb := firstLine(a), firstLine(b); la != lb {
+			return la < lb
+		}
+		// Advice built from maps arrives in any order: the rest of the
+		// main hotspot and the evidence decide ties, so reports repeat.
+		if ka, kb := hotspotKey(a), hotspotKey(b); ka != kb {
+			return ka < kb
+		}
+		return a.Evidence < b.Evidence
 	})
+}
+
+// hotspotKey names an advice's main hotspot for ordering ties.
+func hotspotKey(a Advice) string {
+	if len(a.Hotspots) == 0 {
+		return ""
+	}
+	h := a.Hotspots[0]
+	return fmt.Sprintf("%s\x00%s\x00%016x\x00%s\x00%d", h.Kernel, h.Function, uint64(h.Context), h.SASS, len(a.Hotspots))
 }
 
 // rank groups advice for SortAdvice: repeated work, framework phases, notes.
