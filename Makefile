@@ -1,8 +1,15 @@
-# gpuprof: `make demo` runs the whole pipeline on captured H100 traces,
-# `make test` runs every test. Both install what they need first.
+# gpuprof: `make demo` runs the whole pipeline on captured H100 traces (it
+# needs only Go and make), `make test` runs every test (it installs the
+# Debian packages the tests need first). No variable here is named after a
+# common environment variable, so the environment cannot redirect outputs.
 GO       ?= go
 BIN      := bin
-OUT      ?= gpuprof-demo
+DEMO_DIR ?= gpuprof-demo
+# The injection library goes where bin/gpuprof looks for it: lib/ beside it.
+INJECT_LIBDIR := $(abspath $(BIN)/lib)
+SCREENSHOT ?= docs/report-screenshot.png
+# The commit gpuprof version prints where Go's build information lacks it.
+BUILD_COMMIT := $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null && echo $$c || echo "$$c (modified)"; })
 # Fuzz budgets are counts, not durations: with a duration, Go 1.26's fuzzing
 # coordinator can report a bare "context deadline exceeded" at the end of a
 # loaded run (go.dev/issue/75804, fixed in Go 1.27), which failed CI once.
@@ -10,7 +17,7 @@ FUZZTIME ?= 20000x
 # Packages whose concurrency the race detector checks.
 RACE_PKGS := ./profile/... ./collector/... ./reducer/... ./broker/...
 
-.PHONY: all build test demo demo-check bench inject setup deps vet fuzz clean
+.PHONY: all build test demo demo-check screenshot bench inject setup deps vet fuzz clean
 
 all: build
 
@@ -22,7 +29,8 @@ deps:
 
 build: deps
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/gpuprof ./cmd/gpuprof
+	CGO_ENABLED=0 $(GO) build -ldflags "-X 'main.commit=$(BUILD_COMMIT)'" -o $(BIN)/gpuprof ./cmd/gpuprof
+	@./$(BIN)/gpuprof version
 
 vet: deps
 	$(GO) vet ./...
@@ -44,8 +52,13 @@ demo-check: build
 fuzz:
 	@./scripts/fuzz-short $(FUZZTIME)
 
-demo: setup build
-	./$(BIN)/gpuprof demo -o $(OUT)
+demo: build
+	./$(BIN)/gpuprof demo --force -o $(DEMO_DIR)
+
+# docs/report-screenshot.png from the current demo, in headless Chromium
+# (scripts/setup-debian installs it).
+screenshot: demo
+	./scripts/screenshot $(DEMO_DIR)/report.html $(SCREENSHOT)
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./profile/ ./collector/... ./reducer/...
@@ -53,7 +66,8 @@ bench: deps
 # The injection library and the CUDA test programs: only where nvcc exists.
 inject:
 	@command -v nvcc >/dev/null || { echo "make inject: nvcc not found (needs the CUDA toolkit)"; exit 1; }
-	$(MAKE) -C collector/inject
+	$(MAKE) -C collector/inject INJECT_LIBDIR=$(INJECT_LIBDIR)
+	@echo "injection library: $(INJECT_LIBDIR)/libgpuprof_inject.so (bin/gpuprof finds it there)"
 
 clean:
-	rm -rf $(BIN) $(OUT)
+	rm -rf $(BIN) $(DEMO_DIR)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"gpuprof/analysis"
 	"gpuprof/sass"
+	"gpuprof/symname"
 )
 
 // kindRule gives the source type of the memory accesses at the lines of a
@@ -92,7 +92,7 @@ func TestAccessKindsAgreeWithSource(t *testing.T) {
 						continue
 					}
 					k := kinds[i]
-					where := fmt.Sprintf("%s %s+%#x %s", name, analysis.Demangle(f.Name), in.Offset, in.Text())
+					where := fmt.Sprintf("%s %s+%#x %s", name, symname.Short(f.Name), in.Offset, in.Text())
 					switch in.Mem.Space {
 					case sass.SpaceConstant:
 						constant++
@@ -118,7 +118,7 @@ func TestAccessKindsAgreeWithSource(t *testing.T) {
 					line := lines[l.Line-1]
 					allowed := []string{spec.def}
 					for _, r := range spec.rules {
-						if strings.HasPrefix(analysis.Demangle(f.Name), r.kernel) && strings.Contains(line, r.marker) {
+						if strings.HasPrefix(symname.Short(f.Name), r.kernel) && strings.Contains(line, r.marker) {
 							allowed = r.kinds
 						}
 					}

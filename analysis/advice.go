@@ -5,6 +5,7 @@
 package analysis
 
 import (
+	"fmt"
 	"math"
 	"sort"
 
@@ -45,6 +46,18 @@ type Advice struct {
 	// KernelShare is the share of the job's GPU time spent in the kernel
 	// context the advice is about (0 if unknown, e.g. static advice).
 	KernelShare float64
+	// Phase is the framework phase that launched the advice's kernel
+	// (PhaseAutotuning, PhaseCompile; "" for the program's own, repeated
+	// work): such advice ranks after the rest.
+	Phase string
+	// SpeedupNA says why no speedup is shown although the model gave one
+	// (the estimate exceeded what the model can justify; Speedup is 0).
+	SpeedupNA string
+	// SampledRanks are the ranks whose PC samples the advice rests on,
+	// for advice built from PC samples when the profile records which
+	// ranks' GPUs were sampled (one process per GPU is: the others give
+	// kernel times only).
+	SampledRanks []int32
 
 	red    *redInfo    // what the speedup estimate of a redundancy insight needs
 	static []staticRef // the instructions a static finding flags
@@ -65,10 +78,17 @@ const (
 	CatImbalance  = "imbalance"
 )
 
+// Note reports whether the entry is a note about a kernel (a waiting
+// kernel) rather than advice: viewers show notes apart.
+func (a Advice) Note() bool { return a.Category == CatWaiting }
+
 // JobGain is the share of the job's GPU time the advice would save: the
 // kernel's share times 1-1/Speedup, or times Importance when no speedup is
 // estimated.
 func (a Advice) JobGain() float64 {
+	if a.Note() {
+		return 0
+	}
 	share := a.KernelShare
 	if share == 0 {
 		share = 1
@@ -79,11 +99,16 @@ func (a Advice) JobGain() float64 {
 	return share * a.Importance * 0.01 // unestimated findings rank below estimated ones
 }
 
-// SortAdvice orders advice across the job: by JobGain, then speedup,
+// SortAdvice orders advice across the job: advice on the program's
+// repeated work first, then advice on kernels of a framework's compile or
+// autotuning phase, then notes; within each, by JobGain, then speedup,
 // importance and kind, so the order is deterministic.
 func SortAdvice(as []Advice) {
 	sort.SliceStable(as, func(i, j int) bool {
 		a, b := as[i], as[j]
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra < rb
+		}
 		if ga, gb := a.JobGain(), b.JobGain(); ga != gb && !nearlyEqual(ga, gb) {
 			return ga > gb
 		}
@@ -96,8 +121,36 @@ func SortAdvice(as []Advice) {
 		if a.Kind != b.Kind {
 			return a.Kind < b.Kind
 		}
-		return firstLine(a) < firstLine(b)
+		if la, lb := firstLine(a), firstLine(b); la != lb {
+			return la < lb
+		}
+		// Advice built from maps arrives in any order: the rest of the
+		// main hotspot and the evidence decide ties, so reports repeat.
+		if ka, kb := hotspotKey(a), hotspotKey(b); ka != kb {
+			return ka < kb
+		}
+		return a.Evidence < b.Evidence
 	})
+}
+
+// hotspotKey names an advice's main hotspot for ordering ties.
+func hotspotKey(a Advice) string {
+	if len(a.Hotspots) == 0 {
+		return ""
+	}
+	h := a.Hotspots[0]
+	return fmt.Sprintf("%s\x00%s\x00%016x\x00%s\x00%d", h.Kernel, h.Function, uint64(h.Context), h.SASS, len(a.Hotspots))
+}
+
+// rank groups advice for SortAdvice: repeated work, framework phases, notes.
+func rank(a Advice) int {
+	switch {
+	case a.Note():
+		return 2
+	case a.Phase != "":
+		return 1
+	}
+	return 0
 }
 
 func nearlyEqual(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(math.Abs(a), math.Abs(b)) }
@@ -140,14 +193,15 @@ func ByKernel(as []Advice) map[string][]Advice {
 // nothing big to gain.
 const NoGainShare = 0.05
 
-// NothingBigToGain returns the estimated advice that would save the most
-// of the job's GPU time, and whether even that one saves less than
-// NoGainShare (true also when nothing is estimated).
+// NothingBigToGain returns the estimated advice on the program's repeated
+// work that would save the most of the job's GPU time, and whether even
+// that one saves less than NoGainShare (true also when nothing is
+// estimated).
 func NothingBigToGain(as []Advice) (*Advice, bool) {
 	var best *Advice
 	for i := range as {
 		a := &as[i]
-		if a.Speedup <= 0 {
+		if a.Speedup <= 0 || a.Phase != "" {
 			continue
 		}
 		if best == nil || a.JobGain() > best.JobGain() {

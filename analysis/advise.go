@@ -61,6 +61,10 @@ func Advise(p *profile.Profile, mods ModuleSource, opts Options) ([]Advice, erro
 	x := NewIndex(p)
 	views := map[profile.NodeID]*kernelView{}
 	var out []Advice
+	// Waiting kernels get a note instead of advice (waiting.go); waitFns
+	// are the GPU functions only they run.
+	waiting := map[profile.NodeID]bool{}
+	waitFns, busyFns := map[*sass.Function]bool{}, map[*sass.Function]bool{}
 	if mods != nil {
 		for _, k := range x.Kernels {
 			kv, err := newKernelView(x, k, mods, opts)
@@ -71,13 +75,27 @@ func Advise(p *profile.Profile, mods ModuleSource, opts Options) ([]Advice, erro
 				continue
 			}
 			views[k] = kv
+			if note := kv.waiting(); note != nil {
+				waiting[k] = true
+				for _, fv := range kv.fns {
+					waitFns[fv.c.F] = true
+				}
+				out = append(out, *note)
+				continue
+			}
+			for _, fv := range kv.fns {
+				busyFns[fv.c.F] = true
+			}
 			for _, m := range kv.optimizers() {
 				a := kv.advice(m)
-				if a.Importance >= opts.MinImportance && a.Speedup >= opts.MinSpeedup {
+				if a.Importance >= opts.MinImportance && (a.Speedup >= opts.MinSpeedup || a.SpeedupNA != "") {
 					out = append(out, a)
 				}
 			}
 		}
+	}
+	for f := range busyFns {
+		delete(waitFns, f)
 	}
 	red := Redundancy(x, *opts.Redundancy, instLookup(x, mods))
 	red = mergeObjectInsights(red)
@@ -99,11 +117,30 @@ func Advise(p *profile.Profile, mods ModuleSource, opts Options) ([]Advice, erro
 			}
 		}
 	}
+	out = dropWaiting(x, out, waiting, waitFns)
+	gpus := GPUsOf(p)
+	for i := range out {
+		out[i].Phase = x.advicePhase(out[i])
+		noteSampledRanks(x, gpus, &out[i])
+	}
 	SortAdvice(out)
 	if opts.Top > 0 && len(out) > opts.Top {
 		out = out[:opts.Top]
 	}
 	return out, nil
+}
+
+// advicePhase is the framework phase of the kernel of an advice's main
+// hotspot ("" when it has none or the kernel is the program's own work).
+func (x *Index) advicePhase(a Advice) string {
+	if len(a.Hotspots) == 0 {
+		return ""
+	}
+	k := x.P.KernelOf(a.Hotspots[0].Context)
+	if k == profile.RootID {
+		return ""
+	}
+	return x.Phase(k)
 }
 
 // advice turns an optimizer match into ranked advice.
@@ -137,6 +174,8 @@ func (kv *kernelView) advice(m match) Advice {
 		eq = "eq. 3, T/(T-M)" + m.note
 	case m.est == estGiven:
 		eq = "the scheduler model of eq. 7-11"
+	case m.est == estHiding && m.scopes != nil:
+		eq = "eq. 5/6 per barrier interval, T/(T-Σ min(A_I, M_I))" + m.note
 	case m.est == estHiding && m.starved:
 		eq = fmt.Sprintf("one eligible warp per scheduler: the %.0f samples waiting on arithmetic hide by instruction-level parallelism (eq. 4), the rest behind A = %.0f active samples (eq. 6)", m.Mexec, m.A) + m.note
 	case m.est == estHiding:
@@ -145,6 +184,11 @@ func (kv *kernelView) advice(m match) Advice {
 	a.Evidence = fmt.Sprintf("%s: M = %.0f of T = %.0f samples (%.1f%%); %s = %.3f", m.detail, m.M, kv.T, 100*m.M/kv.T, eq, s)
 	if kv.noCode > 0 {
 		a.Evidence += fmt.Sprintf("; %.0f samples at instructions without SASS", kv.noCode)
+	}
+	if why := m.na; why != "" {
+		a.Speedup, a.SpeedupNA = 0, why
+	} else if why := kv.unjustified(m, s); why != "" {
+		a.Speedup, a.SpeedupNA = 0, why
 	}
 	return a
 }

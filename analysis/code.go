@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 
@@ -35,6 +36,10 @@ type code struct {
 
 	libmOnce sync.Once
 	libm     []bool // libmConversions
+
+	barOnce   sync.Once
+	interval  []int // barrierIntervals
+	nInterval int
 }
 
 // libmConversion says whether instruction i is a conversion of the math
@@ -222,7 +227,8 @@ func (c *code) loopLine(li int) string {
 		pos = c.M.Location(c.F.CFG().Loops[li].Loc).Pos
 	}
 	if pos.File < 0 {
-		return ""
+		g := c.F.CFG()
+		return fmt.Sprintf("+%#x (%s)", c.F.Insts[g.Blocks[g.Loops[li].Header].Start].Offset, NoLine)
 	}
 	return c.M.PosString(pos)
 }

@@ -163,14 +163,20 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 	})
 	a := &Advice{Kind: OptGlobalAdjust, Category: CatDivergence, Importance: share, KernelShare: x.KernelShare(k), Ranks: x.KernelRanks(k)}
 	m, excess := 0.0, 0.0
+	chained, priced := 0, 0
 	for i, d := range bad {
 		w := x.Where(d.Node)
 		w.Amount = float64(d.Sectors)
-		excess += 32 * (float64(d.Sectors) - d.Ideal*float64(d.WarpAccesses))
 		if kv != nil {
 			if r, ok := kv.byNode[d.Node]; ok {
 				w.SASS = kv.where(r.fv, r.i).SASS
-				m += r.fv.cost(r.i) * (1 - d.Efficiency())
+				if c, _ := kv.chainedLoads([]instRef{r}); len(c) > 0 {
+					chained++ // its waits are round trips, not bandwidth (chains.go)
+				} else {
+					priced++
+					m += r.fv.cost(r.i) * (1 - d.Efficiency())
+					excess += 32 * (float64(d.Sectors) - d.Ideal*float64(d.WarpAccesses))
+				}
 			}
 		}
 		if i < 5 {
@@ -184,10 +190,18 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 		m, how = kv.trafficCost(excess), fmt.Sprintf("memory stall samples × excess traffic %.0f of %.0f bytes", excess, kv.kernelBytes())
 	}
 	h := a.Hotspots[0]
-	a.Hint = fmt.Sprintf("the warp accesses at %s:%d touch %.1f 32-byte sectors where %.0f would do: make consecutive lanes access consecutive addresses (structure of arrays, transposed indexing, or staging through shared memory).",
-		h.File, h.Line, bad[0].Degree, bad[0].Ideal)
+	a.Hint = fmt.Sprintf("the warp accesses %s touch %.1f 32-byte sectors where %.0f would do: make consecutive lanes access consecutive addresses (structure of arrays, transposed indexing, or staging through shared memory).",
+		at(h.File, h.Line), bad[0].Degree, bad[0].Ideal)
 	a.Evidence = fmt.Sprintf("memory divergence: kernel %.2f sectors per warp access (ideal %.2f); %d divergent instructions, %.1f%% of the warp accesses; worst %.1f sectors/access at efficiency %.2f",
 		tot.Degree, tot.Ideal, len(bad), 100*share, bad[0].Degree, bad[0].Efficiency())
+	if kv != nil && chained > 0 {
+		a.Evidence += fmt.Sprintf("; %d of the divergent loads depend on their own earlier results (a dependent chain): each waits a full round trip whatever its sectors, and what fewer sectors save of it is not in the profile", chained)
+		if priced == 0 {
+			a.SpeedupNA = "the divergent loads form a dependent chain (each load's address comes from its previous result): coalescing them shortens their round trips only by the queueing, which the profile does not measure"
+			return a
+		}
+		a.Evidence += "; the estimate counts the other divergent accesses"
+	}
 	if kv != nil && m > 0 {
 		a.Speedup = StallElimination(kv.T, m)
 		a.Evidence += fmt.Sprintf("; M = %.0f of T = %.0f samples (%s), eq. 3 = %.3f", m, kv.T, how, a.Speedup)
@@ -252,10 +266,10 @@ func outerLine(x *Index, id profile.NodeID) string {
 		switch n.Frame.Kind {
 		case profile.KindLine:
 			if line == "" {
-				line = fmt.Sprintf("%s:%d", n.Frame.File, n.Frame.Line)
+				line = Place(n.Frame.File, n.Frame.Line)
 			}
 		case profile.KindInlined:
-			line = fmt.Sprintf("%s:%d", n.Frame.File, n.Frame.Line)
+			line = Place(n.Frame.File, n.Frame.Line)
 		}
 		cur = n.Parent
 	}
@@ -314,7 +328,7 @@ func branchDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, opts Opt
 		a.Hotspots = append(a.Hotspots, w)
 	}
 	h := a.Hotspots[0]
-	a.Hint = fmt.Sprintf("the code at %s:%d runs with %.0f%% of each warp's lanes: lanes of one warp take different paths. Map work to threads so that a warp's lanes agree (sort or regroup by the branch condition).", h.File, h.Line, 100*items[0].eff)
+	a.Hint = fmt.Sprintf("the code %s runs with %.0f%% of each warp's lanes: lanes of one warp take different paths. Map work to threads so that a warp's lanes agree (sort or regroup by the branch condition).", at(h.File, h.Line), 100*items[0].eff)
 	a.Evidence = fmt.Sprintf("branch divergence (%s): %.1f%% of the kernel's %s in code below %.0f%% SIMT efficiency", how, 100*div/total, map[bool]string{true: "samples", false: "executions"}[kv != nil], 100*MaxSIMT)
 	if kv != nil {
 		a.Speedup = StallElimination(kv.T, m)

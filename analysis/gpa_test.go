@@ -633,6 +633,11 @@ func TestFusedActiveSamplesLeaveTheBound(t *testing.T) {
 // H100's top clock, which at the kernel's 60 samples in 11 ns is 22.0
 // samples: S = 60 / (8/1.98 × 60/11) = 11 × 1.98 / 8. Read off the 8
 // selected samples left at 4 warps per scheduler, the floor is 32 samples.
+//
+// GPUscout's register spilling names the same fix (keep the spilled values
+// in registers), so it gets the same estimate (item 17), where eq. 3 alone
+// on the LDL's and STL's cost (the LDL's 10 samples, the FADD's 40 blamed
+// on it, the STL's 2) gave it 60/(60-52) = 7.5.
 func TestRegisterIncreaseCountFloor(t *testing.T) {
 	for _, counted := range []bool{false, true} {
 		m, s := spilledKernel(t)
@@ -646,17 +651,20 @@ func TestRegisterIncreaseCountFloor(t *testing.T) {
 				s.p.Add(s.node[off], profile.InstExecuted, 2112)
 			}
 		}
-		as, err := Advise(s.p, Modules{mod1: m}, Options{})
+		as, err := Advise(s.p, Modules{mod1: m}, Options{Static: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := findKind(t, as, OptRegisterIncrease)
+		a, st := findKind(t, as, OptRegisterIncrease), findKind(t, as, StaticSpill)
 		want := 60.0 / 32
 		if counted {
 			want = 11 * 1.98 / 8
 		}
-		if !approx(a.Speedup, want) {
-			t.Fatalf("counted %v: speedup %v, want %v; %s", counted, a.Speedup, want, a.Evidence)
+		if !approx(a.Speedup, want) || !approx(st.Speedup, want) {
+			t.Fatalf("counted %v: register increase %v, register spilling %v, want both %v; %s; %s", counted, a.Speedup, st.Speedup, want, a.Evidence, st.Evidence)
+		}
+		if !strings.Contains(st.Evidence, "52 of the kernel's 60 samples") {
+			t.Fatalf("evidence %q", st.Evidence)
 		}
 	}
 }

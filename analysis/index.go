@@ -6,9 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ianlancetaylor/demangle"
-
 	"gpuprof/profile"
+	"gpuprof/symname"
 )
 
 // Index answers the questions every analysis asks of a merged profile:
@@ -29,8 +28,9 @@ type Index struct {
 	JobTime    uint64
 	inc        map[profile.NodeID]profile.Values
 
-	pcAccesses map[profile.PCKey]uint64 // per (kernel, access kind), PC zero
-	localPCs   map[InstKey]bool         // PCs touching local-memory pseudo objects
+	phase      map[profile.NodeID]string // Phase's answers
+	pcAccesses map[profile.PCKey]uint64  // per (kernel, access kind), PC zero
+	localPCs   map[InstKey]bool          // PCs touching local-memory pseudo objects
 }
 
 // InstKey names an instruction within a kernel launch context.
@@ -133,7 +133,7 @@ func (x *Index) Where(id profile.NodeID) Where {
 	p := x.P
 	w := Where{Context: id}
 	if k := p.KernelOf(id); k != profile.RootID {
-		w.Kernel = Demangle(p.Nodes[k].Frame.Function)
+		w.Kernel = symname.Demangle(p.Nodes[k].Frame.Function)
 	}
 	if pc, ok := x.PCOf[id]; ok {
 		pc := pc
@@ -153,14 +153,14 @@ func (x *Index) Where(id profile.NodeID) Where {
 			}
 		case profile.KindLoop:
 			if w.Loop == "" {
-				w.Loop = fmt.Sprintf("%s:%d", n.Frame.File, n.Frame.Line)
+				w.Loop = loopPlace(n.Frame)
 				if w.File == "" { // a loop node described by itself
 					w.File, w.Line = n.Frame.File, n.Frame.Line
 				}
 			}
 		case profile.KindInlined:
 			if w.Function == "" && n.Frame.Function != "" {
-				w.Function = Demangle(n.Frame.Function)
+				w.Function = symname.Demangle(n.Frame.Function)
 			}
 			// Code inlined from the toolkit's headers is shown at the
 			// user's call site.
@@ -169,7 +169,7 @@ func (x *Index) Where(id profile.NodeID) Where {
 			}
 		case profile.KindGPUFunction:
 			if w.Function == "" {
-				w.Function = Demangle(n.Frame.Function)
+				w.Function = symname.Demangle(n.Frame.Function)
 			}
 		}
 		cur = n.Parent
@@ -184,7 +184,7 @@ func (x *Index) Where(id profile.NodeID) Where {
 func (x *Index) WhereObject(k profile.NodeID, o profile.ObjectID) Where {
 	w := Where{Context: k, Object: &o}
 	if n := x.P.Nodes[k]; n != nil {
-		w.Kernel = Demangle(n.Frame.Function)
+		w.Kernel = symname.Demangle(n.Frame.Function)
 		w.Function = w.Kernel
 	}
 	w.Alloc = x.AllocSite(o)
@@ -204,7 +204,7 @@ func (x *Index) AllocSite(o profile.ObjectID) string {
 			break
 		}
 		f := n.Frame
-		s := Demangle(f.Function)
+		s := symname.Short(f.Function)
 		if f.File != "" {
 			s += fmt.Sprintf(" %s:%d", f.File, f.Line)
 		}
@@ -214,22 +214,41 @@ func (x *Index) AllocSite(o profile.ObjectID) string {
 	return strings.Join(parts, " <- ")
 }
 
+// NoLine is what a place without line information reads: the code is
+// known at function level only.
+const NoLine = "no line information"
+
+// Place renders a source position, "file:line", or NoLine.
+func Place(file string, line uint32) string {
+	if file == "" {
+		return NoLine
+	}
+	return fmt.Sprintf("%s:%d", file, line)
+}
+
+// at renders a position for a sentence: "at file:line", or "(no line
+// information)".
+func at(file string, line uint32) string {
+	if file == "" {
+		return "(" + NoLine + ")"
+	}
+	return "at " + Place(file, line)
+}
+
+// loopPlace names a loop node: its header's "file:line", or its header's
+// offset when the code has no line information.
+func loopPlace(f profile.Frame) string {
+	if f.File == "" {
+		return fmt.Sprintf("+%#x (%s)", f.Offset, NoLine)
+	}
+	return Place(f.File, f.Line)
+}
+
 // SystemFile reports whether a source file belongs to the CUDA toolkit or
 // the system (headers whose lines mean little to the user).
 func SystemFile(f string) bool {
 	return strings.HasPrefix(f, "/usr/") || strings.Contains(f, "/cuda/") || strings.Contains(f, "/targets/") ||
 		strings.Contains(f, "/crt/") || strings.HasSuffix(f, "_functions.hpp") || strings.HasSuffix(f, "_functions.h")
-}
-
-// Demangle returns the readable form of a C++ symbol, or name itself.
-func Demangle(name string) string {
-	if !strings.HasPrefix(name, "_Z") {
-		return name
-	}
-	if d, err := demangle.ToString(name, demangle.NoParams); err == nil {
-		return d
-	}
-	return name
 }
 
 // KernelShare is kernel context k's share of the job's GPU time.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gpuprof/analysis"
+	"gpuprof/symname"
 )
 
 // insightSpecs are the value-redundancy programs' intended insights
@@ -58,7 +59,7 @@ func TestInsightsOnCaptures(t *testing.T) {
 				continue
 			}
 			for _, h := range a.Hotspots {
-				if h.Kernel == s.kernel && strings.Contains(sourceLine(d, s.prog, h.File, h.Line), s.marker) && found == nil {
+				if symname.Short(h.Kernel) == s.kernel && strings.Contains(sourceLine(d, s.prog, h.File, h.Line), s.marker) && found == nil {
 					found, at = a, h
 				}
 			}

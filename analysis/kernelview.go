@@ -8,6 +8,7 @@ import (
 	"gpuprof/analysis/blame"
 	"gpuprof/profile"
 	"gpuprof/sass"
+	"gpuprof/symname"
 )
 
 // kernelView gathers one kernel context's PC samples with the SASS of its
@@ -205,7 +206,7 @@ func (kv *kernelView) where(fv *fnView, i int) Where {
 	if id := fv.node[i]; id != 0 {
 		w = kv.x.Where(id)
 	} else {
-		w = Where{Context: kv.k, Kernel: Demangle(kv.x.P.Nodes[kv.k].Frame.Function), Function: Demangle(fv.c.F.Name)}
+		w = Where{Context: kv.k, Kernel: symname.Demangle(kv.x.P.Nodes[kv.k].Frame.Function), Function: symname.Demangle(fv.c.F.Name)}
 		w.File, w.Line = fv.c.lineOf(i)
 		w.Loop = fv.c.loopLine(fv.c.Loop[i])
 		if f := kv.x.P.Funcs; f != nil {

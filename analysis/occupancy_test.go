@@ -1,8 +1,13 @@
 package analysis
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
+
+	"gpuprof/profile"
+	"gpuprof/sass"
 )
 
 // Occupancy by number on the H100 (sm_90), as the CUDA occupancy
@@ -83,5 +88,104 @@ func TestIssueFloorWaves(t *testing.T) {
 	want := 100 * 13.6 * (0.8*256/255 + 0.2*16/15.0)
 	if got := p.issueSamples(100, 0.5, 4); !approx(got, want) {
 		t.Fatalf("issue samples %v, want %v", got, want)
+	}
+}
+
+// occupancyKernel is a kernel of 256-thread blocks at 39 registers (6
+// blocks, 12 warps per scheduler, limited by registers; 8 blocks need at
+// most 32). Its code names R36 at most, so 2 registers are reserved (39 =
+// 36 + 1 + 2). With wide true, eight 128-bit loads keep R4..R35 and the
+// address R2, R3 live at once: 34 values, 36 registers. Otherwise two
+// loads and a sum keep 4 live.
+func occupancyKernel(t *testing.T, wide bool) (*sass.Module, *sampled) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("#line 3\n")
+	if wide {
+		for r := 4; r < 36; r += 4 {
+			fmt.Fprintf(&b, "LDG.E.128 R%d, desc[UR4][R2.64+0x%x] {W0 S1}\n", r, 4*(r-4))
+		}
+		b.WriteString("FADD R36, R4, R5 {B0 S4}\n")
+		for r := 6; r < 36; r++ {
+			fmt.Fprintf(&b, "FADD R36, R36, R%d {S4}\n", r)
+		}
+	} else {
+		b.WriteString("LDG.E R35, desc[UR4][R2.64] {W0 S1}\nLDG.E R36, desc[UR4][R2.64+0x4] {W0 S1}\nFADD R36, R35, R36 {B0 S4}\n")
+	}
+	b.WriteString("STG.E desc[UR4][R2.64], R36 {S1}\nEXIT\n")
+	m := parseSASS(t, "k", b.String())
+	s := sampledKernel(t, m, "k", mod1)
+	s.launches(1, 256, 10560, 39)
+	return m, s
+}
+
+// Occupancy increase (item 19). With R_I = 10/100 the scheduler model
+// gives I(16)/I(12) = (1-0.9^16)/(1-0.9^12) = 1.1353. That stands when 80
+// of the samples are latency no warp hid (bound 100/20 = 5). When 85 of
+// the 90 idle samples wait on a full LSU queue, more warps can fill 5 at
+// most (bound 100/95): n/a. And when the code keeps 34 values live, 32
+// registers per thread cannot hold them without spills: n/a whatever the
+// samples.
+func TestOccupancyIncreaseBounds(t *testing.T) {
+	model := (1 - math.Pow(0.9, 16)) / (1 - math.Pow(0.9, 12))
+	for _, c := range []struct {
+		wide       bool
+		lsb, throt uint64
+		na         string
+	}{
+		{false, 80, 10, ""},
+		{false, 5, 85, "more resident warps can give: in 5 of the kernel's 100 samples"},
+		{true, 80, 10, "the code keeps 34 values live at once, 36 registers with the 2 the compiler reserves: at most 32"},
+	} {
+		m, s := occupancyKernel(t, c.wide)
+		s.stall(0x00, "selected", 10)
+		s.stall(0x10, "long_scoreboard", c.lsb)
+		s.stall(0x10, "long_scoreboard_not_issued", c.lsb)
+		s.stall(0x00, "lg_throttle", c.throt)
+		s.stall(0x00, "lg_throttle_not_issued", c.throt)
+		as, err := Advise(s.p, Modules{mod1: m}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := findKind(t, as, OptOccupancyIncrease)
+		switch {
+		case c.na == "" && (!approx(a.Speedup, model) || a.SpeedupNA != ""):
+			t.Errorf("%+v: speedup %v (n/a %q), want %v", c, a.Speedup, a.SpeedupNA, model)
+		case c.na != "" && (a.Speedup != 0 || !strings.Contains(a.SpeedupNA, c.na)):
+			t.Errorf("%+v: speedup %v, n/a %q, want n/a with %q", c, a.Speedup, a.SpeedupNA, c.na)
+		}
+	}
+}
+
+// Thread increase (item 19): blocks of 32 threads stop at 32 blocks per
+// SM, 8 warps per scheduler; 64-thread blocks at 39 registers fit 25 (50
+// warps, 12.5 per scheduler): I(12.5)/I(8) at R_I = 0.1. With 80 of the
+// 90 idle samples latency the bound is 5 and the model stands. When they
+// are barrier waits, the new warps join the same blocks and wait at the
+// same barriers: nothing to fill, n/a. (An occupancy increase adds other
+// blocks, whose warps do not wait there.)
+func TestThreadIncreaseBarrierWaits(t *testing.T) {
+	model := IssueRate(0.1, 12.5) / IssueRate(0.1, 8)
+	for _, reason := range []string{"long_scoreboard", "barrier"} {
+		m, s := occupancyKernel(t, false)
+		s.p.Nodes[s.k.ID].Metrics = nil
+		s.p.Add(s.k.ID, profile.GPUTime, 1000)
+		s.launches(1, 32, 42240, 39)
+		s.stall(0x00, "selected", 10)
+		s.stall(0x10, reason, 80)
+		s.stall(0x10, reason+"_not_issued", 80)
+		s.stall(0x00, "lg_throttle", 10)
+		s.stall(0x00, "lg_throttle_not_issued", 10)
+		as, err := Advise(s.p, Modules{mod1: m}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := findKind(t, as, OptThreadIncrease)
+		if reason == "long_scoreboard" && (!approx(a.Speedup, model) || a.SpeedupNA != "") {
+			t.Errorf("latency: speedup %v (n/a %q), want %v", a.Speedup, a.SpeedupNA, model)
+		}
+		if reason == "barrier" && (a.Speedup != 0 || !strings.Contains(a.SpeedupNA, "in 0 of the kernel's 100 samples")) {
+			t.Errorf("barrier waits: speedup %v, n/a %q", a.Speedup, a.SpeedupNA)
+		}
 	}
 }

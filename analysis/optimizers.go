@@ -68,17 +68,35 @@ type match struct {
 	// outright (fusion.go), on top of the hidden latency; Afused is its
 	// active part, which no longer covers latency.
 	Mfused, Afused float64
-	S              float64 // the speedup, for estGiven
-	note           string  // what the estimate adds to the evidence
-	hots           []hot
-	hint           string
-	detail         string
+	// scopes, where the kernel has block-wide barriers, splits M, Mexec,
+	// A and Afused by barrier interval: a wait hides only behind work
+	// between the same two barriers (barriers.go).
+	scopes []scope
+	S      float64 // the speedup, for estGiven
+	// na says why the estimate cannot be given (Advice.SpeedupNA).
+	na     string
+	note   string // what the estimate adds to the evidence
+	hots   []hot
+	hint   string
+	detail string
 }
 
 // speedup applies the match's estimator.
 func (m *match) speedup(T float64) float64 {
 	if m.est == estGiven {
 		return m.S
+	}
+	if m.est == estHiding && m.scopes != nil {
+		hidden := 0.0
+		for _, sc := range m.scopes {
+			a := max(0, sc.A-sc.Afused)
+			if m.starved {
+				hidden += sc.Mexec + math.Min(a, sc.M-sc.Mexec)
+			} else {
+				hidden += math.Min(a, sc.M)
+			}
+		}
+		return StallElimination(T, hidden+m.Mfused)
 	}
 	if m.est == estHiding {
 		a := m.A - m.Afused
@@ -406,13 +424,20 @@ func (kv *kernelView) indirectAccess() *match {
 // (GPA: the copy could be LDGSTS / cp.async).
 func (kv *kernelView) asyncCopy() *match {
 	h := newHotSet()
-	m := kv.latencyEdgeMatch(func(fv *fnView, e blame.Edge) bool {
+	ok := func(fv *fnView, e blame.Edge) bool {
 		return fv.c.Model.Insts[e.Src].Kind == blame.KGlobalMem && fv.c.F.Insts[e.Src].Mem.Op == sass.MemLoad &&
 			fv.c.Model.Insts[e.Dst].Kind == blame.KSharedMem && fv.c.F.Insts[e.Dst].Mem.Op == sass.MemStore
-	}, h)
-	return &match{kind: OptAsyncCopy, est: estHiding, M: m, A: kv.A, hots: h.list(),
+	}
+	m := kv.latencyEdgeMatch(ok, h)
+	r := &match{kind: OptAsyncCopy, est: estHiding, M: m, A: kv.A, hots: h.list(),
 		hint:   "global loads are waited for only to be stored to shared memory: copy with cp.async (LDGSTS) or the TMA so the copy overlaps other work.",
 		detail: "memory-dependency stalls of shared stores blamed on global loads"}
+	if !kv.gpaOnly && kv.hasBarriers() {
+		// The copy must land before the barrier that publishes it: it
+		// overlaps only the work in front of that barrier.
+		r.setScopes(kv.hidingScopes(ok, func(*fnView, int) bool { return true }))
+	}
+	return r
 }
 
 // codeReordering matches dependency stalls whose source and stalled
@@ -430,6 +455,10 @@ func (kv *kernelView) codeReordering() *match {
 		hint:   "instructions wait for results computed just before them: move independent work between producer and consumer (load earlier, interleave independent computations).",
 		detail: "memory and execution dependency stalls (latency samples) hidden behind the kernel's active samples"}
 	if !kv.gpaOnly {
+		var scopes map[scopeKey]*scope
+		if kv.hasBarriers() {
+			scopes = kv.hidingScopes(ok, func(*fnView, int) bool { return true })
+		}
 		fused := 0
 		for _, fv := range kv.fns {
 			copies := fv.loopCopies()
@@ -437,13 +466,22 @@ func (kv *kernelView) codeReordering() *match {
 			if len(loops) == 0 {
 				continue
 			}
+			// Fusion interleaves the copies' bodies: not across a barrier.
+			iv, one := fv.loopsInterval(loops)
+			if !one {
+				continue
+			}
 			mf, af := fv.fusionSamples(loops, copies)
 			r.Mfused += mf
 			r.Afused += af
+			if sc := scopes[scopeKey{fv.c, iv}]; sc != nil {
+				sc.Afused += af
+			}
 			for li := range loops {
 				fused = max(fused, copies[li])
 			}
 		}
+		r.setScopes(scopes)
 		if r.Mfused > 0 {
 			r.hint = fmt.Sprintf("instructions wait for results computed just before them, and the independent work is in %d copies of the loop: fuse them and interleave their bodies (unroll and jam), so each waits behind the others' work.", fused)
 			r.note = fmt.Sprintf("; the waits lie in %d independent copies of one loop, whose fusion also runs the loop control once for %d bodies: %.0f samples of it go (eq. 3)", fused, fused, r.Mfused)
@@ -456,17 +494,26 @@ func (kv *kernelView) codeReordering() *match {
 // (nested loops included) as the scope of eq. 6.
 func (kv *kernelView) loopUnrolling() []match {
 	var out []match
+	barriers := !kv.gpaOnly && kv.hasBarriers()
 	for _, fv := range kv.fns {
 		g := fv.c.F.CFG()
 		for li := range g.Loops {
+			// Iterations separated by a barrier do not overlap, unrolled or
+			// not: unrolling brings no independent work (barriers.go).
+			if barriers && fv.barrierEveryIteration(li) {
+				continue
+			}
 			h := newHotSet()
 			m, mx := 0.0, 0.0
-			for _, e := range fv.r.Edges {
-				if !latencyReason(e.Reason) || !fv.inLoop(e.Dst, li) || !fv.inLoop(e.Src, li) {
-					continue
+			ok := func(efv *fnView, e blame.Edge) bool {
+				if efv != fv || !latencyReason(e.Reason) || !fv.inLoop(e.Dst, li) || !fv.inLoop(e.Src, li) {
+					return false
 				}
 				k := fv.c.Model.Insts[e.Src].Kind
-				if k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem || k == blame.KArithFixed || k == blame.KArithVar {
+				return k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem || k == blame.KArithFixed || k == blame.KArithVar
+			}
+			for _, e := range fv.r.Edges {
+				if ok(fv, e) {
 					v := e.Samples * kv.latShare(fv, e)
 					m += v
 					if execEdge(fv, e) {
@@ -478,12 +525,33 @@ func (kv *kernelView) loopUnrolling() []match {
 			if m == 0 {
 				continue
 			}
-			out = append(out, match{kind: OptLoopUnrolling, est: estHiding, M: m, A: fv.loopActive(li), Mexec: mx, starved: kv.starved(), hots: h.list(),
+			mt := match{kind: OptLoopUnrolling, est: estHiding, M: m, A: fv.loopActive(li), Mexec: mx, starved: kv.starved(), hots: h.list(),
 				hint:   fmt.Sprintf("the loop at %s waits on results of its own iterations: unroll it (#pragma unroll) so independent iterations overlap their latencies.", fv.c.loopLine(li)),
-				detail: fmt.Sprintf("memory and execution dependency stalls inside the loop at %s, hidden behind its active samples (eq. 6)", fv.c.loopLine(li))})
+				detail: fmt.Sprintf("memory and execution dependency stalls inside the loop at %s, hidden behind its active samples (eq. 6)", fv.c.loopLine(li))}
+			if barriers {
+				mt.setScopes(kv.hidingScopes(ok, func(ifv *fnView, i int) bool { return ifv == fv && fv.inLoop(i, li) }))
+			}
+			out = append(out, mt)
 		}
 	}
 	return out
+}
+
+// setScopes gives a latency-hiding match its barrier intervals (none when
+// scopes is nil) and says so in its evidence.
+func (m *match) setScopes(scopes map[scopeKey]*scope) {
+	if scopes == nil {
+		return
+	}
+	m.scopes = []scope{} // non-nil: the kernel has barriers
+	A := 0.0
+	for _, sc := range scopes {
+		if sc.M > 0 || sc.A > 0 {
+			m.scopes = append(m.scopes, *sc)
+			A += sc.A
+		}
+	}
+	m.note += fmt.Sprintf(" (the kernel has block-wide barriers: each wait hides only behind the work between the same two barriers; %d intervals with waits or work, %.0f active samples other than barrier waits)", len(m.scopes), A)
 }
 
 // functionInlining matches the latency samples in non-inlined device

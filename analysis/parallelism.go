@@ -238,21 +238,41 @@ func (kv *kernelView) parallelismOptimizers() []match {
 	}
 	hot := []hot{}
 	var out []match
-	mk := func(kind, hint, detail string, after float64) {
+	mk := func(kind, hint, detail string, after float64) *match {
 		s := after / before
 		if s <= 1 {
-			return
+			return nil
 		}
 		out = append(out, match{kind: kind, est: estGiven, S: s, M: kv.L, hots: hot, hint: hint,
 			detail: fmt.Sprintf("%s; resident warps per scheduler %.1f, issued share of samples R_I = %.3f, issue rate of the busy schedulers %.2f -> %.2f (eq. 9-11)", detail, p.W, m.rI, before, after)})
+		return &out[len(out)-1]
+	}
+	// More resident warps on the same SMs (thread and occupancy increase)
+	// can only fill what the schedulers left idle (moreWarpsBound).
+	bounded := func(mt *match, otherBlocks bool) {
+		if mt == nil || kv.gpaOnly || mt.na != "" {
+			return
+		}
+		if b, why := kv.moreWarpsBound(otherBlocks); mt.S > b*(1+1e-9) {
+			mt.na = fmt.Sprintf("the scheduler model gives %.2fx, above the %.2fx more resident warps can give: %s", mt.S, b, why)
+		}
 	}
 	occ := p.occ
 	cfgText := fmt.Sprintf("%.0f blocks of %.0f threads, %.0f registers per thread, %.0f bytes of shared memory per block: %d blocks (%d warps) per SM on the %s, limited by %s",
 		p.cfg.GridBlocks, p.cfg.Threads, p.cfg.Regs, p.cfg.Shared, occ.BlocksPerSM, occ.WarpsPerSM, p.g.Name, occ.Limiter)
-	// Block increase: fewer blocks than SMs leave SMs idle.
-	if p.cfg.GridBlocks < float64(p.g.SMs) {
-		mk(OptBlockIncrease, fmt.Sprintf("the grid has %.0f blocks for %d SMs: split the work into at least %d blocks (smaller blocks or more work items per launch) so every SM runs.", p.cfg.GridBlocks, p.g.SMs, p.g.SMs),
-			cfgText, m.rate(float64(p.g.SMs)*bps, wb, bps))
+	// Block increase: fewer blocks than SMs leave SMs idle. The fix
+	// divides a launch's work into more blocks, so the estimate spreads the
+	// launch's own warps over more SMs (one block each): a launch of one
+	// warp (a one-thread spin) has nothing to divide. GPA filled every SM
+	// with blocks of the present size, which is more work than the launch
+	// has.
+	if warps := p.cfg.GridBlocks * wb; p.cfg.GridBlocks < float64(p.g.SMs) {
+		nb := math.Min(float64(p.g.SMs), math.Floor(warps))
+		if nb > p.cfg.GridBlocks {
+			per := warps / nb
+			mk(OptBlockIncrease, fmt.Sprintf("the grid has %.0f blocks for %d SMs: split its %.0f warps into %.0f smaller blocks (%.1f warps each) so %.0f SMs run.", p.cfg.GridBlocks, p.g.SMs, warps, nb, per, nb),
+				cfgText+fmt.Sprintf("; bounded by the launch's work: its %.0f warps over %.0f SMs, %.1f per block", warps, nb, per), m.rate(nb, per, 1))
+		}
 	}
 	// Thread increase: small blocks hit the blocks-per-SM limit before the
 	// threads do.
@@ -268,25 +288,29 @@ func (kv *kernelView) parallelismOptimizers() []match {
 		}
 		if best > 0 {
 			grid := p.cfg.GridBlocks * th / best // the same threads in bigger blocks
-			mk(OptThreadIncrease, fmt.Sprintf("blocks of %.0f threads reach the %d-blocks-per-SM limit with %d warps resident: use %.0f threads per block (%d warps per SM).", th, p.g.BlocksPerSM, occ.WarpsPerSM, best, bestOcc.WarpsPerSM),
-				cfgText, m.rate(grid, math.Ceil(best/32), float64(bestOcc.BlocksPerSM)))
+			bounded(mk(OptThreadIncrease, fmt.Sprintf("blocks of %.0f threads reach the %d-blocks-per-SM limit with %d warps resident: use %.0f threads per block (%d warps per SM).", th, p.g.BlocksPerSM, occ.WarpsPerSM, best, bestOcc.WarpsPerSM),
+				cfgText, m.rate(grid, math.Ceil(best/32), float64(bestOcc.BlocksPerSM))), false)
 		}
 	}
 	// Occupancy increase: registers or shared memory limit the blocks.
 	if occ.Limiter == LimitRegisters || occ.Limiter == LimitShared {
 		next := min(occ.ByThreads, occ.ByBlocks, occ.ByShared, occ.ByRegs+1000)
-		hint := ""
+		hint, cost := "", ""
 		if occ.Limiter == LimitRegisters {
 			next = min(occ.ByThreads, occ.ByBlocks, occ.ByShared)
 			regs := (p.g.RegsPerSM / (next * int(wb)) / p.g.RegUnit * p.g.RegUnit) / 32
 			hint = fmt.Sprintf("registers limit the SM to %d blocks: at most %d registers per thread (__launch_bounds__(%.0f, %d) or -maxrregcount) would fit %d, if that does not spill.", occ.BlocksPerSM, regs, p.cfg.Threads, next, next)
+			cost = kv.registerLimitCost(regs)
 		} else {
 			next = min(occ.ByThreads, occ.ByBlocks, occ.ByRegs)
 			sh := p.g.SharedPerSM/next - p.g.SharedReservedBlk
 			hint = fmt.Sprintf("shared memory limits the SM to %d blocks: at most %d bytes per block would fit %d (smaller tiles, or fewer buffers).", occ.BlocksPerSM, sh, next)
 		}
 		if next > occ.BlocksPerSM {
-			mk(OptOccupancyIncrease, hint, cfgText, m.rate(p.cfg.GridBlocks, wb, float64(next)))
+			if mt := mk(OptOccupancyIncrease, hint, cfgText, m.rate(p.cfg.GridBlocks, wb, float64(next))); mt != nil {
+				mt.na = cost
+				bounded(mt, true)
+			}
 		}
 	}
 	return out
@@ -322,4 +346,66 @@ func (kv *kernelView) registerIncreaseSpeedup(M float64) (float64, string) {
 		note += fmt.Sprintf("; the instructions left need %.0f samples to issue (issue floor, from %s) rather than T-M = %.0f", rest, from, kv.T-M)
 	}
 	return s, note
+}
+
+// moreWarpsBound is the largest speedup more resident warps on the same
+// SMs can give (docs/validation.md, item 19). The instructions still
+// issue, and a cycle in which no warp issued because a queue or a pipe was
+// full (throttle and pipe-busy stalls) stays: more warps bring more work
+// to the same queue. Only the cycles in which no warp issued while warps
+// waited on their own results, fetch or the like can go, and only those
+// not already hidden (a stall sampled while another warp issued cost
+// nothing): T / (T - H), H those not-issued samples (all samples of those
+// reasons without not-issued data). Waits at a block's barrier count when
+// the new warps come in other blocks (otherBlocks: occupancy increase),
+// which do not wait there; not when they join the same blocks (thread
+// increase), whose barriers they then wait at too. With instruction
+// counts, the schedulers cannot issue more than once a cycle either:
+// 1 / utilization.
+func (kv *kernelView) moreWarpsBound(otherBlocks bool) (float64, string) {
+	H := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			for r, v := range fv.s[i].ByReason {
+				switch rs, _ := blame.LookupReason(r); {
+				case rs.Group == blame.GActive || rs.Group == blame.GThrottle || rs.Group == blame.GPipe:
+				case !otherBlocks && (r == "barrier" || r == "warpgroup_arrive"):
+				default:
+					H += v * fv.latencyShare(i, r)
+				}
+			}
+		}
+	}
+	b := math.Inf(1)
+	if H < kv.T {
+		b = kv.T / (kv.T - H)
+	}
+	why := fmt.Sprintf("in %.0f of the kernel's %.0f samples no warp issued while warps waited on something other than a full queue or pipe, the most more warps can fill", H, kv.T)
+	if u, _, ok := kv.issueUtilization(); ok && u > 0 && 1/u < b {
+		b = 1 / u
+		why = fmt.Sprintf("the schedulers already issue in %.0f%% of the cycles (instruction counts at the top clock)", 100*u)
+	}
+	return b, why
+}
+
+// registerLimitCost says why a limit of regs registers per thread has a
+// cost the model cannot price ("" when the code fits): the code keeps more
+// values live at once than the limit leaves after the registers the
+// compiler reserves (the cubin's count less the highest register used, two
+// on sm_90), so the compiler must spill or keep fewer values in flight.
+func (kv *kernelView) registerLimitCost(regs int) string {
+	p := kv.parallelism()
+	if p == nil || kv.gpaOnly {
+		return ""
+	}
+	live, top := 0, -1
+	for _, fv := range kv.fns {
+		live = max(live, maxLiveRegs(fv.c.F))
+		top = max(top, maxRegIndex(fv.c.F))
+	}
+	reserved := max(0, int(math.Round(p.cfg.Regs))-(top+1))
+	if need := live + reserved; need > regs {
+		return fmt.Sprintf("the code keeps %d values live at once, %d registers with the %d the compiler reserves: at most %d registers per thread would make the compiler spill or keep fewer values in flight, which the model cannot price", live, need, reserved, regs)
+	}
+	return ""
 }

@@ -8,6 +8,7 @@ import (
 
 	"gpuprof/profile"
 	"gpuprof/sass"
+	"gpuprof/symname"
 )
 
 // mergeObjectInsights joins the spatial insights of one kind about one
@@ -114,11 +115,15 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 				}
 			}
 		}
-		m, how := kv.redundancyCost(a, refs, trs)
+		m, how, na := kv.redundancyCost(a, refs, trs)
+		if na != "" {
+			a.SpeedupNA = na
+			return
+		}
 		estimated = true
 		before += t
 		left := t * max(0, 1-m/kv.T) // a kernel whose work all goes away costs nothing
-		note := fmt.Sprintf("%s: M = %.0f of T = %.0f samples", Demangle(x.P.Nodes[k].Frame.Function), m, kv.T)
+		note := fmt.Sprintf("%s: M = %.0f of T = %.0f samples", symname.Short(x.P.Nodes[k].Frame.Function), m, kv.T)
 		if how != "" {
 			note += " (" + how + ")"
 		}
@@ -180,14 +185,28 @@ func (kv *kernelView) ref(w Where) (instRef, bool) {
 // kernel's memory traffic times its memory stall samples when the kernel
 // is memory bound (its accesses compete for bandwidth), else their own
 // samples and the stalls blamed on them.
-func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) (float64, string) {
+//
+// When the accesses stay (narrower), a load on a dependent chain keeps its
+// round trips whatever its width (chains.go): it is left out, and with
+// nothing else left the estimate is n/a (na says why).
+func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) (m float64, how, na string) {
 	if a.Kind == KindScalarRepl {
-		return kv.scalarReplacementCost(refs, trs)
+		m, how = kv.scalarReplacementCost(refs, trs)
+		return m, how, ""
 	}
 	if a.Kind == KindConstant && kv.onlyStores(refs) {
-		return kv.T, "" // the kernel only writes the constant: it goes away
+		return kv.T, "", "" // the kernel only writes the constant: it goes away
 	}
-	rs, frac, _ := kv.removed(a, refs)
+	rs, frac, gone := kv.removed(a, refs)
+	if !gone {
+		chained, rest := kv.chainedLoads(rs)
+		switch {
+		case len(chained) > 0 && len(rest) == 0:
+			return 0, "", "the accesses are loads on a dependent chain (each address comes from the previous result): a narrower access shortens their round trips only by the queueing, which the profile does not measure"
+		case len(chained) > 0:
+			rs, how = rest, fmt.Sprintf("%d loads on a dependent chain left out", len(chained))
+		}
+	}
 	if kv.memoryBound() {
 		b := 0.0
 		for _, r := range rs {
@@ -196,10 +215,10 @@ func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) (
 			}
 		}
 		if b > 0 {
-			return kv.trafficCost(frac * b), ""
+			return kv.trafficCost(frac * b), how, ""
 		}
 	}
-	return frac * (sumCost(rs, 1) + kv.throttleRelief(rs)), ""
+	return frac * (sumCost(rs, 1) + kv.throttleRelief(rs)), how, ""
 }
 
 // removed is what the insight's optimisation takes away in one kernel

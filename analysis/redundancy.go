@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"gpuprof/profile"
+	"gpuprof/symname"
 )
 
 // Kinds of GVProf's Table II insights.
@@ -119,7 +120,7 @@ func classify(s *profile.ValueSketch, ratio float64, th RedundancyThresholds, wh
 	share := float64(top[0].Count-top[0].Err) / float64(s.Total)
 	d := s.Distinct()
 	narrow := func() (valueClass, bool) {
-		if s.Kind == profile.ValFloat || ratio < th.MinSpatial || d > th.FewDistinct || s.Bits <= 8 {
+		if s.Kind == profile.ValFloat || s.Kind == profile.ValHashed || ratio < th.MinSpatial || d > th.FewDistinct || s.Bits <= 8 {
 			return valueClass{}, false
 		}
 		need := intBits(s.AsInt(s.Min), s.AsInt(s.Max))
@@ -134,7 +135,7 @@ func classify(s *profile.ValueSketch, ratio float64, th RedundancyThresholds, wh
 	// A few small integers in a wide type shrink every access whatever
 	// their distribution; that comes before a dominant value when the type
 	// can lose half its width or more.
-	if c, ok := narrow(); ok && intBits(s.AsInt(s.Min), s.AsInt(s.Max)) <= int(s.Bits)/2 {
+	if c, ok := narrow(); ok && intBits(s.AsInt(s.Min), s.AsInt(s.Max)) <= int(s.Bits)/2 { // (no range of hashes: narrow refuses them)
 		return c, true
 	}
 	if share >= th.DominantShare {
@@ -183,6 +184,9 @@ func intBits(lo, hi int64) int {
 }
 
 func fmtValue(s *profile.ValueSketch, raw uint64) string {
+	if s.Kind == profile.ValHashed {
+		return fmt.Sprintf("one value (hidden by --no-values, hash #%08x)", uint32(raw))
+	}
 	if s.Kind == profile.ValFloat {
 		return fmt.Sprintf("%g", s.AsFloat(raw))
 	}
@@ -261,7 +265,7 @@ func spatialInsights(x *Index, th RedundancyThresholds, covered map[InstKey]stri
 		ranks, note := x.nodeRanks(key.Context, node, redMetric(false, key.Access))
 		a.Ranks = ranks
 		a.Evidence = fmt.Sprintf("%s %ss of %s: %s; spatial redundancy %.1f%% (eq. 2: %d of %d accesses); %.1f%% of the kernel's %ss",
-			Demangle(p.Nodes[key.Context].Frame.Function), key.Access, what, cls.detail, 100*ratio, sc, st.Accesses, 100*share, key.Access)
+			symname.Short(p.Nodes[key.Context].Frame.Function), key.Access, what, cls.detail, 100*ratio, sc, st.Accesses, 100*share, key.Access)
 		if note != "" {
 			a.Evidence += "; " + note
 		}
@@ -313,7 +317,7 @@ func pcValueInsights(x *Index, th RedundancyThresholds, covered map[InstKey]stri
 		}
 		share := float64(st.Accesses) / float64(kacc)
 		w := x.whereInst(key.Context, key.PC)
-		what := fmt.Sprintf("the %s at %s:%d", key.Access, w.File, w.Line)
+		what := fmt.Sprintf("the %s %s", key.Access, at(w.File, w.Line))
 		// A single PC's values are not redundant in eq. 2's sense (no object),
 		// but one value at one PC is the same opportunity.
 		cls, ok := classify(st.Values, 1, th, what)
@@ -437,15 +441,15 @@ func temporalInsights(x *Index, th RedundancyThresholds, insts InstLookup) []Adv
 			a.Hotspots = append(a.Hotspots, w)
 			nk := profile.PCKey{Context: g.ctx, PC: pk.new, Access: pk.acc}
 			a.red.tr = append(a.red.tr, float64(perNew[nk])/float64(p.PCs[nk].Accesses))
-			ratios = append(ratios, fmt.Sprintf("%s:%d<-%s:%d %d (TR %.1f%%)", w.File, w.Line, old.File, old.Line, counts[pk],
+			ratios = append(ratios, fmt.Sprintf("%s<-%s %d (TR %.1f%%)", Place(w.File, w.Line), Place(old.File, old.Line), counts[pk],
 				100*float64(perNew[nk])/float64(p.PCs[nk].Accesses)))
 		}
 		h := a.Hotspots[0]
 		switch g.kind {
 		case KindScalarRepl:
-			a.Hint = fmt.Sprintf("the %ss at %s:%d in the loop at %s repeat the value of an earlier access to the same address: keep it in a register (hoist it out of the loop or mark the pointer __restrict__) instead of reaccessing memory each iteration.", g.acc, h.File, h.Line, h.Loop)
+			a.Hint = fmt.Sprintf("the %ss %s in the loop at %s repeat the value of an earlier access to the same address: keep it in a register (hoist it out of the loop or mark the pointer __restrict__) instead of reaccessing memory each iteration.", g.acc, at(h.File, h.Line), h.Loop)
 		case KindInlining:
-			a.Hint = fmt.Sprintf("%s saves and restores unchanged values in local memory at its entry and exit: inline it (__forceinline__) so the caller's registers are not spilled around the call.", h.Function)
+			a.Hint = fmt.Sprintf("%s saves and restores unchanged values in local memory at its entry and exit: inline it (__forceinline__) so the caller's registers are not spilled around the call.", symname.Short(h.Function))
 		}
 		ranks, note := x.nodeRanks(g.ctx, h.Context, redMetric(true, g.acc))
 		a.Ranks = ranks
@@ -510,10 +514,10 @@ func (x *Index) whereInst(k profile.NodeID, pc profile.PC) Where {
 	}
 	w := Where{Context: k, PC: &pc}
 	if n := x.P.Nodes[k]; n != nil {
-		w.Kernel = Demangle(n.Frame.Function)
+		w.Kernel = symname.Demangle(n.Frame.Function)
 	}
 	if f := x.P.Funcs[pc.Func]; f != nil {
-		w.Function = Demangle(f.Name)
+		w.Function = symname.Demangle(f.Name)
 	}
 	return w
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gpuprof/profile"
+	"gpuprof/symname"
 )
 
 func TestSpatialClasses(t *testing.T) {
@@ -48,7 +49,7 @@ func TestSpatialClasses(t *testing.T) {
 			if h.File != "k.cu" || h.Line != c.lines || h.Object == nil || *h.Object != obj || !strings.Contains(h.Alloc, "main.cu:50") {
 				t.Fatalf("hotspot %+v", h)
 			}
-			if h.Kernel != "fill" || a.Importance != 1 { // every store of the kernel goes to obj
+			if symname.Short(h.Kernel) != "fill" || a.Importance != 1 { // every store of the kernel goes to obj
 				t.Fatalf("kernel %q importance %v", h.Kernel, a.Importance)
 			}
 			if a.Ranks != nil {
@@ -132,7 +133,7 @@ func TestTemporalLoopAndInlining(t *testing.T) {
 		t.Fatalf("importance %v, want %v", sr.Importance, want)
 	}
 	in := find(as, KindInlining)
-	if in == nil || in.Hotspots[0].Function != "helper" {
+	if in == nil || symname.Short(in.Hotspots[0].Function) != "helper" {
 		t.Fatalf("no inlining insight on helper: %+v", as)
 	}
 	for _, a := range as {

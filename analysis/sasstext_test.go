@@ -103,8 +103,15 @@ func sampledKernel(t *testing.T, m *sass.Module, name string, mod profile.Module
 // sampledKernelIn adds the kernel context to p.
 func sampledKernelIn(t *testing.T, p *profile.Profile, m *sass.Module, name string, mod profile.ModuleHash) *sampled {
 	t.Helper()
+	return sampledKernelAt(t, p, m, name, mod, profile.Frame{Kind: profile.KindHostFrame, Module: "/app", Function: "main", File: "main.cu", Line: 10 + uint32(len(p.Nodes))})
+}
+
+// sampledKernelAt adds the kernel context to p, launched from the host
+// frames given (outermost first).
+func sampledKernelAt(t *testing.T, p *profile.Profile, m *sass.Module, name string, mod profile.ModuleHash, host ...profile.Frame) *sampled {
+	t.Helper()
 	p.AddModule(profile.Module{Hash: mod, Name: "k.cubin", SM: 90})
-	h := p.Path(profile.Frame{Kind: profile.KindHostFrame, Module: "/app", Function: "main", File: "main.cu", Line: 10 + uint32(len(p.Nodes))})
+	h := p.Path(host...)
 	k := p.Child(h.ID, profile.Frame{Kind: profile.KindKernel, Module: mod.String(), Function: name})
 	fn := p.Child(k.ID, profile.Frame{Kind: profile.KindGPUFunction, Module: mod.String(), Function: name})
 	p.AddFunc(mod, name)

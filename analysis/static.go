@@ -8,6 +8,7 @@ import (
 
 	"gpuprof/profile"
 	"gpuprof/sass"
+	"gpuprof/symname"
 )
 
 // GPUscout's static checks (SC-W 2023, §4).
@@ -51,7 +52,7 @@ func StaticCheck(m *sass.Module) []Advice {
 func staticAdvice(c *code, kind, hint, evidence string, idx []int) Advice {
 	a := Advice{Kind: kind, Category: CatStatic, Hint: hint, Evidence: evidence}
 	for _, i := range idx {
-		w := Where{Kernel: Demangle(c.F.Name), Function: Demangle(c.F.Name)}
+		w := Where{Kernel: symname.Demangle(c.F.Name), Function: symname.Demangle(c.F.Name)}
 		w.File, w.Line = c.lineOf(i)
 		w.Loop = c.loopLine(c.Loop[i])
 		w.SASS = fmt.Sprintf("/*%04x*/ %s", c.F.Insts[i].Offset, c.F.Insts[i].Text())
@@ -424,11 +425,30 @@ func joinStatic(x *Index, views map[profile.NodeID]*kernelView, m *sass.Module, 
 			cp.Importance = mm / kv.T
 			cp.KernelShare = x.KernelShare(k)
 			cp.Ranks = x.KernelRanks(k)
-			if a.Kind == StaticSpill || a.Kind == StaticConversion {
-				cp.Speedup = StallElimination(kv.T, mm)
-			}
 			cp.Evidence += fmt.Sprintf("; %.0f of the kernel's %.0f samples at or blamed on these instructions", mm, kv.T)
-			if !joined || mm > bestM {
+			switch a.Kind {
+			case StaticSpill:
+				// The fix is register increase's (keep the spilled values in
+				// registers), so is the estimate: its matched samples (the
+				// spills' cost and the throttle they cause), the registers
+				// the values need and the issue floor of what is left.
+				ri := kv.registerIncrease()
+				cp.Speedup = ri.S
+				cp.Evidence += fmt.Sprintf("; estimated as register increase (the same fix): M = %.0f of T = %.0f samples, eq. 3%s = %.3f", ri.M, kv.T, ri.note, ri.S)
+			case StaticConversion:
+				cp.Speedup = StallElimination(kv.T, mm)
+				hot := map[instRef]bool{}
+				for _, r := range a.static {
+					hot[instRef{fv, r.i}] = true
+				}
+				if why := kv.eq3Unjustified(cp.Speedup, hot, false); why != "" {
+					cp.Speedup, cp.SpeedupNA = 0, why
+				}
+			}
+			// The program's own kernels first: a finding on code that a
+			// framework's autotuner also ran belongs to the repeated work.
+			if !joined || x.Phase(k) == "" && best.Phase != "" || (x.Phase(k) == "") == (best.Phase == "") && mm > bestM {
+				cp.Phase = x.Phase(k)
 				best, bestM, joined = cp, mm, true
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"gpuprof/analysis"
+	"gpuprof/symname"
 )
 
 // Per-instance statistics of a real capture's kernel contexts: the
@@ -37,7 +38,7 @@ func TestInstanceStatsOnCapture(t *testing.T) {
 	// loop_reload's bad kernel reloads s[0] every iteration: most of its
 	// element-level loads reuse an element loaded a few units earlier.
 	for _, k := range x.Kernels {
-		if analysis.Demangle(p.Nodes[k].Frame.Function) != "accumulate_reload" {
+		if symname.Short(p.Nodes[k].Frame.Function) != "accumulate_reload" {
 			continue
 		}
 		h := analysis.ReuseHistogram(x.Inclusive(k), "elem")

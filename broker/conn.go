@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // Options says how to reach a broker: the embedded one (Embedded.Options)
@@ -20,13 +23,19 @@ type Options struct {
 	URLs []string
 	// CredsFile is a NATS credentials file (user JWT and nkey seed).
 	CredsFile string
-	// NKeySeedFile authenticates with an nkey seed instead.
-	NKeySeedFile string
+	// NKeySeedFile authenticates with an nkey seed instead; NKeySeed is the
+	// seed itself (a job's collectors get theirs in the environment, from
+	// gpuprof run through the launcher).
+	NKeySeedFile, NKeySeed string
 	// User and Password, or Token, for servers configured with them.
 	User, Password, Token string
 	// CAFile verifies the servers' TLS certificates; CertFile and KeyFile
 	// are this client's certificate for servers that verify clients.
 	CAFile, CertFile, KeyFile string
+	// CAPEM verifies the servers' certificates as CAFile does, from the
+	// certificate itself (a job's own CA, handed to its collectors in the
+	// environment).
+	CAPEM []byte
 	// Name shows in the server's connection list ("gpuprof collect rank 3").
 	Name string
 	// InboxPrefix replaces "_INBOX" for reply subjects (InboxPrefix(job,
@@ -109,6 +118,20 @@ func Connect(o Options) (*Conn, error) {
 			return nil, fmt.Errorf("broker: nkey seed %s: %w", o.NKeySeedFile, err)
 		}
 		opts = append(opts, nk)
+	}
+	if o.NKeySeed != "" {
+		nk, err := nkeyOption(o.NKeySeed)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nk)
+	}
+	if len(o.CAPEM) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(o.CAPEM) {
+			return nil, fmt.Errorf("broker: the CA certificate given holds no PEM certificate")
+		}
+		opts = append(opts, nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
 	}
 	if o.User != "" {
 		opts = append(opts, nats.UserInfo(o.User, o.Password))
@@ -322,4 +345,18 @@ func (c *Conn) DeleteJob(ctx context.Context, job string) error {
 		return fmt.Errorf("broker: delete bucket %s: %w", ModuleBucket(job), err)
 	}
 	return nil
+}
+
+// nkeyOption authenticates with the nkey seed given as text. The key pair
+// signs the server's nonce; the seed is not kept in the options.
+func nkeyOption(seed string) (nats.Option, error) {
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(seed)))
+	if err != nil {
+		return nil, fmt.Errorf("broker: nkey seed: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("broker: nkey seed: %w", err)
+	}
+	return nats.Nkey(pub, kp.Sign), nil
 }

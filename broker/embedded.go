@@ -15,8 +15,9 @@ import (
 type EmbeddedOptions struct {
 	// Dir holds JetStream's file storage (created user-only if missing).
 	Dir string
-	// Host to listen on; default the loopback address, so nothing off the
-	// machine can reach an unauthenticated embedded broker.
+	// Host to listen on; default the loopback address. gpuprof run listens
+	// on a routable address only when ranks run on other hosts, and then
+	// with Auth's TLS.
 	Host string
 	// Port: 0 picks a random free port.
 	Port int
@@ -27,6 +28,9 @@ type EmbeddedOptions struct {
 	MaxStore int64
 	// User and Password, when set, are required of every client.
 	User, Password string
+	// Auth, when set, admits only one job's clients, each in its role, over
+	// TLS if Auth has a CA (gpuprof run always sets it).
+	Auth *JobAuth
 }
 
 // Embedded is a running (or stopped, restartable) in-process broker.
@@ -68,23 +72,23 @@ func (e *Embedded) start() error {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	so := &server.Options{
-		ServerName:        "gpuprof-embedded",
-		Host:              o.Host,
-		Port:              port,
-		JetStream:         true,
-		StoreDir:          o.Dir,
-		JetStreamMaxStore: o.MaxStore,
-		MaxPayload:        o.MaxPayload,
-		// Reducer nodes of one process share a connection and each fetches
-		// megabytes ahead; the default 64 MiB of pending data per client
-		// would have the server cut it.
-		MaxPending: 256 << 20,
-		NoLog:      true,
-		NoSigs:     true,
-		Username:   o.User,
-		Password:   o.Password,
+	so := &server.Options{}
+	if o.Auth != nil {
+		var err error
+		if so, err = o.Auth.serverOptions(); err != nil {
+			return err
+		}
 	}
+	so.ServerName = "gpuprof-embedded"
+	so.Host, so.Port = o.Host, port
+	so.JetStream, so.StoreDir, so.JetStreamMaxStore = true, o.Dir, o.MaxStore
+	so.MaxPayload = o.MaxPayload
+	// Reducer nodes of one process share a connection and each fetches
+	// megabytes ahead; the default 64 MiB of pending data per client
+	// would have the server cut it.
+	so.MaxPending = 256 << 20
+	so.NoLog, so.NoSigs = true, true
+	so.Username, so.Password = o.User, o.Password
 	s, err := server.NewServer(so)
 	if err != nil {
 		return fmt.Errorf("broker: embedded server: %w", err)
@@ -106,7 +110,11 @@ func (e *Embedded) start() error {
 	}
 	e.opts.Port, _ = strconv.Atoi(p)
 	e.srv = s
-	e.URL = "nats://" + net.JoinHostPort(o.Host, p)
+	scheme := "nats://"
+	if o.Auth != nil && o.Auth.CA != nil {
+		scheme = "tls://"
+	}
+	e.URL = scheme + net.JoinHostPort(o.Host, p)
 	return nil
 }
 
@@ -154,7 +162,37 @@ func (e *Embedded) Restart() error {
 	return err
 }
 
-// Options returns client options for this server.
+// Options returns client options for this server: with Auth, the
+// reducer's (gpuprof run's own role); ClientOptions gives another role's.
 func (e *Embedded) Options(name string) Options {
+	if e.opts.Auth != nil {
+		return e.ClientOptions(RoleReducer, name)
+	}
 	return Options{URLs: []string{e.URL}, Name: name, User: e.opts.User, Password: e.opts.Password}
+}
+
+// ClientOptions returns role's options for this server (Auth must be set).
+func (e *Embedded) ClientOptions(role Role, name string) Options {
+	o := e.opts.Auth.ClientOptions(role, name)
+	o.URLs = []string{e.URL}
+	return o
+}
+
+// ClientNames returns the names (Options.Name) of the clients connected
+// now, with how many connections carry each: gpuprof run tells a
+// collector that exited from one that stalls by it.
+func (e *Embedded) ClientNames() (map[string]int, error) {
+	s := e.Server()
+	if s == nil {
+		return nil, fmt.Errorf("broker: the embedded server is stopped")
+	}
+	cz, err := s.Connz(&server.ConnzOptions{State: server.ConnOpen, Limit: 1 << 20})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, c := range cz.Conns {
+		out[c.Name]++
+	}
+	return out, nil
 }

@@ -20,6 +20,14 @@ const (
 	ModuleSASS  = "sass"
 )
 
+// FunctionKind is the object kind of the listing of one function of a
+// module (docs/sass.md, "Sharing listings"): listings are made and shared
+// function by function, so a module's objects are its cubin (when small
+// enough), and one listing per function that ran.
+func FunctionKind(fn string) string {
+	return fmt.Sprintf("fn%016x", xxhash.Sum64String(fn))
+}
+
 // ErrModuleNotFound is returned by GetModule for a module nobody uploaded.
 var ErrModuleNotFound = errors.New("broker: module not in the store")
 
@@ -133,6 +141,37 @@ func (c *Conn) HasModule(ctx context.Context, job string, h profile.ModuleHash, 
 		return err
 	})
 	return has, err
+}
+
+// ModuleSize returns the size of module h's object of kind, or
+// ErrModuleNotFound (the root reads it before deciding to fetch a cubin).
+func (c *Conn) ModuleSize(ctx context.Context, job string, h profile.ModuleHash, kind string) (uint64, error) {
+	name, err := moduleName(h, kind)
+	if err != nil {
+		return 0, err
+	}
+	obs, err := c.moduleStore(ctx, job)
+	if err != nil {
+		return 0, err
+	}
+	var size uint64
+	err = Retry(ctx, DefaultRetry, func() error {
+		info, err := obs.GetInfo(ctx, name)
+		if err == nil && info.Deleted {
+			err = jetstream.ErrObjectNotFound
+		}
+		if err == nil {
+			size = info.Size
+		}
+		return err
+	})
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return 0, fmt.Errorf("%w: %s in %s", ErrModuleNotFound, name, ModuleBucket(job))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("broker: module %s in %s: %w", name, ModuleBucket(job), err)
+	}
+	return size, nil
 }
 
 // GetModule returns module h's object of kind, or ErrModuleNotFound.

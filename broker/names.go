@@ -92,6 +92,16 @@ func DoneSubject(job string, rank int32) string {
 	return SubjectPrefix + "." + job + ".done." + strconv.Itoa(int(rank))
 }
 
+// StatusSubject carries rank's collector status (running, analysing,
+// interrupted, done) as plain NATS messages, not stored: heartbeats that
+// let gpuprof run say why a rank is incomplete (docs/faults.md).
+func StatusSubject(job string, rank int32) string {
+	return SubjectPrefix + "." + job + ".status." + strconv.Itoa(int(rank))
+}
+
+// StatusSubjects matches every rank's status subject of job.
+func StatusSubjects(job string) string { return SubjectPrefix + "." + job + ".status.*" }
+
 // PartialSubject carries the cumulative partials of tree node (level, node).
 func PartialSubject(job string, level, node int) string {
 	return SubjectPrefix + "." + job + ".partial." + strconv.Itoa(level) + "." + strconv.Itoa(node)
@@ -129,6 +139,7 @@ const (
 	SubjectPartial
 	SubjectFinal
 	SubjectEnd
+	SubjectStatus
 )
 
 // Subject is a parsed gpuprof subject.
@@ -156,14 +167,17 @@ func ParseSubject(subj string) (Subject, error) {
 		return v, err == nil && v >= 0
 	}
 	switch {
-	case (t[2] == "batch" || t[2] == "done") && len(t) == 4:
+	case (t[2] == "batch" || t[2] == "done" || t[2] == "status") && len(t) == 4:
 		r, ok := num(t[3], 32)
 		if !ok {
 			return bad("rank token is not a rank")
 		}
 		s.Kind, s.Rank = SubjectBatch, int32(r)
-		if t[2] == "done" {
+		switch t[2] {
+		case "done":
 			s.Kind = SubjectDone
+		case "status":
+			s.Kind = SubjectStatus
 		}
 	case t[2] == "partial" && len(t) == 5:
 		l, ok1 := num(t[3], 16)

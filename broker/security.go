@@ -17,8 +17,8 @@ import (
 type Role string
 
 const (
-	// RoleCollector publishes one job's batches and done items and uploads
-	// its GPU modules; nothing else.
+	// RoleCollector publishes one job's batches, done items and status
+	// heartbeats and uploads its GPU modules; nothing else.
 	RoleCollector Role = "collector"
 	// RoleReducer is gpuprof run and gpuprof reduce: it creates the job's
 	// stream and module bucket, consumes, publishes partials and the final
@@ -67,6 +67,7 @@ func JobPermissions(job string, role Role) (Permissions, error) {
 			Publish: []string{
 				SubjectPrefix + "." + job + ".batch.*",
 				SubjectPrefix + "." + job + ".done.*",
+				StatusSubjects(job),
 				// Module uploads: chunks and metadata, the bucket's
 				// lookup, an existing object's metadata, and the purge of
 				// a replaced object's chunks (two ranks racing to upload
@@ -96,7 +97,8 @@ func JobPermissions(job string, role Role) (Permissions, error) {
 				"$JS.FC."+s+".>",
 			)
 		}
-		return Permissions{Publish: pub, Subscribe: []string{inbox}}, nil
+		// The collectors' status heartbeats: gpuprof run follows them.
+		return Permissions{Publish: pub, Subscribe: []string{inbox, StatusSubjects(job)}}, nil
 	}
 	return Permissions{}, fmt.Errorf("broker: unknown role %q (want %s or %s)", role, RoleCollector, RoleReducer)
 }

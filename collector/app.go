@@ -12,18 +12,20 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"gpuprof/collector/proctree"
 )
 
 // run starts the application with the injection library and collects the
-// streams its processes send over a Unix socket (one per process that
-// loads CUDA; usually one).
+// streams its processes send over a Unix socket: one per process that
+// loads CUDA, each measured as its own rank (assign).
 func (c *Collector) run(ctx context.Context) error {
 	lib := c.o.InjectLib
 	if lib == "" {
 		lib = DefaultInjectLib()
 	}
 	if _, err := os.Stat(lib); err != nil {
-		return fmt.Errorf("rank %d: injection library: %w (build it with make inject, or set GPUPROF_INJECT)", c.rank, err)
+		return fmt.Errorf("rank %d: injection library: %w (build it with make inject, or set GPUPROF_INJECT)", c.place.base, err)
 	}
 	dir, err := os.MkdirTemp("", "gpuprof-")
 	if err != nil {
@@ -33,7 +35,7 @@ func (c *Collector) run(ctx context.Context) error {
 	sock := filepath.Join(dir, "stream.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
-		return fmt.Errorf("rank %d: %w", c.rank, err)
+		return fmt.Errorf("rank %d: %w", c.place.base, err)
 	}
 	defer ln.Close()
 
@@ -42,7 +44,7 @@ func (c *Collector) run(ctx context.Context) error {
 	cmd.Env = append(os.Environ(),
 		"CUDA_INJECTION64_PATH="+lib,
 		"GPUPROF_SOCKET="+sock,
-		"GPUPROF_RANK="+strconv.Itoa(int(c.rank)),
+		"GPUPROF_RANK="+strconv.Itoa(int(c.place.base)),
 		"GPUPROF_JOB="+c.o.Job,
 	)
 	if c.o.Mode != "" {
@@ -54,45 +56,96 @@ func (c *Collector) run(ctx context.Context) error {
 	if c.o.KernelSampling > 0 {
 		cmd.Env = append(cmd.Env, "GPUPROF_KERNEL_SAMPLING="+strconv.Itoa(c.o.KernelSampling))
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("rank %d: starting %s: %w", c.rank, c.o.Command[0], err)
+	if c.o.PythonFrames {
+		cmd.Env = append(cmd.Env, "PYTHONPERFSUPPORT=1")
 	}
-	c.logf("started %s (pid %d)", c.o.Command[0], cmd.Process.Pid)
-
-	// Cancellation is passed on to the application as SIGTERM; its
-	// streams then end and are analysed to their end.
-	waited := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			cmd.Process.Signal(syscall.SIGTERM)
-		case <-waited:
-		}
-	}()
+	if err := cmd.Start(); err != nil {
+		c.mu.Lock()
+		c.appEnded = true
+		c.mu.Unlock()
+		close(c.appExited)
+		return fmt.Errorf("rank %d: starting %s: %w", c.place.base, c.o.Command[0], err)
+	}
+	c.mu.Lock()
+	c.appPID = cmd.Process.Pid
+	c.mu.Unlock()
+	c.logf("started %s (pid %d), expecting %d rank(s)", c.o.Command[0], cmd.Process.Pid, c.place.world)
+	// Interruptions reach the application through c.proc (Interrupt); an
+	// interruption that came before it started is passed on now. Its
+	// streams then end and are analysed until ctx (the analysis' stop).
+	c.imu.Lock()
+	c.proc = cmd.Process
+	early := c.intr
+	c.imu.Unlock()
+	if early != nil {
+		cmd.Process.Signal(early)
+	}
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
 	var conns []net.Conn
+	exited := false
 	n := 0
 	accept := func(conn net.Conn) {
+		// The launcher environment is read now, while the process lives;
+		// a rank of its own is claimed now, any other (by order, or an
+		// extra id for a rank already taken) at its first GPU work.
+		pid := peerPID(conn)
+		pr := c.readRank(pid, os.Getenv)
 		mu.Lock()
 		n++
 		i := n
 		conns = append(conns, conn)
+		late := exited
 		mu.Unlock()
-		rec := c.o.Record
-		if rec != "" && i > 1 {
-			rec = fmt.Sprintf("%s.%d", rec, i-1)
+		source := fmt.Sprintf("stream %d (pid %d)", i, pid)
+		claim := func() *rankState {
+			rs := c.assign(pid, pr)
+			rs.logf("%s: rank by %s", source, rs.how)
+			if late {
+				rs.issue(fmt.Sprintf("pid %d connected after the application had exited", pid))
+			}
+			return rs
+		}
+		var rs *rankState
+		if pr.ok && c.free(pr.own.Rank) {
+			rs = claim() // now, so that no process numbered by order takes it
+		}
+		// Recorded under the rank's name; a rank found later is recorded
+		// under the pid first and renamed.
+		rec := ""
+		if rs != nil {
+			rec = recordPath(c.o.Record, rs.rank, i)
+		} else {
+			rec = recordPath(c.o.Record, -1, i)
+			if rankPattern.MatchString(c.o.Record) {
+				rec = rankPattern.ReplaceAllString(c.o.Record, fmt.Sprintf("pid%d", pid))
+			}
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer conn.Close()
-			// Streams are read to their end even after ctx is cancelled:
-			// the application is being stopped and its data is still
-			// worth keeping.
-			if err := c.stream(context.WithoutCancel(ctx), conn, fmt.Sprintf("stream %d", i), rec); err != nil {
+			// ctx is cancelled only when an interruption's StopTimeout is
+			// over: until then the streams of an application being stopped
+			// are read and analysed, their data still worth keeping.
+			got, err := c.stream(ctx, rs, claim, conn, source, rec)
+			if rs == nil && rec != "" && rankPattern.MatchString(c.o.Record) {
+				if got != nil {
+					if rerr := os.Rename(rec, recordPath(c.o.Record, got.rank, i)); rerr != nil {
+						c.recordFailed(rerr)
+					}
+				} else {
+					os.Remove(rec) // no GPU work: nothing worth keeping
+				}
+			}
+			// The rank is done when its stream is: its done item goes out
+			// now, not when the last process of the job ends.
+			if got != nil {
+				err = errors.Join(err, got.publishDone(ctx))
+			}
+			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -112,21 +165,55 @@ func (c *Collector) run(ctx context.Context) error {
 	}()
 
 	werr := cmd.Wait()
-	close(waited)
+	c.imu.Lock()
+	c.proc = nil
+	c.imu.Unlock()
 	code := -1
+	var killedBy string
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			code = 128 + int(ws.Signal())
+			killedBy = proctree.SignalName(ws.Signal())
 		}
-	}
-	if code < 0 && werr != nil {
-		c.issue("application: " + werr.Error())
 	}
 	c.mu.Lock()
 	c.exit = code
+	c.appEnded = true
+	ranks := append([]*rankState(nil), c.order...)
+	owed := c.owed()
+	for _, rs := range c.order {
+		if code < 0 && werr != nil {
+			rs.issue("application: " + werr.Error())
+		}
+		if killedBy != "" {
+			// Its measurements stop where the signal struck.
+			rs.issue("application ended by " + killedBy)
+		}
+	}
 	c.mu.Unlock()
+	close(c.appExited)
 	c.logf("application exited with status %d", code)
+	if code >= 0 {
+		// Every rank's application has ended with the command (its
+		// stream's END says how, else the command's status); the
+		// analysis goes on.
+		for _, rs := range ranks {
+			rs.mu.Lock()
+			end := rs.end
+			rs.mu.Unlock()
+			if end < 0 {
+				end = int32(code)
+			}
+			rs.exited(int(end))
+		}
+		for _, r := range owed {
+			c.note(r, RankExited, code)
+		}
+	}
+	mu.Lock()
+	exited = true
+	mu.Unlock()
 
 	// Connections still queued are taken; then no new ones.
 	ln.SetDeadline(time.Now().Add(200 * time.Millisecond))
@@ -138,7 +225,11 @@ func (c *Collector) run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-time.After(c.o.DrainTimeout):
-		c.issue(fmt.Sprintf("streams still open %v after the application exited were cut", c.o.DrainTimeout))
+		c.mu.Lock()
+		for _, rs := range c.order {
+			rs.issue(fmt.Sprintf("streams still open %v after the application exited were cut", c.o.DrainTimeout))
+		}
+		c.mu.Unlock()
 		mu.Lock()
 		for _, cn := range conns {
 			cn.Close()
@@ -146,10 +237,14 @@ func (c *Collector) run(ctx context.Context) error {
 		mu.Unlock()
 		<-done
 	}
+	why := "no stream from the application (did it use CUDA, and could it load the injection library?)"
+	if n > 0 {
+		why = fmt.Sprintf("never connected: no CUDA process of this rank reached the collector and used the GPU before the application ended (%d process(es) connected)", n)
+	}
+	if code < 0 && werr != nil {
+		why += "; application: " + werr.Error()
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if n == 0 {
-		c.issue("no stream from the application (did it use CUDA, and could it load the injection library?)")
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.missing(ctx, why))...)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -51,28 +52,38 @@ func TestAnalysisAccount(t *testing.T) {
 }
 
 // The reader's budget holds it back only while the analysis holds
-// readAhead bytes, and never deadlocks on a frame larger than the budget.
+// readAhead bytes, says how long it waited, and never deadlocks on a frame
+// larger than the budget. In a synctest bubble: a blocked acquire is seen
+// blocked (not assumed so after a sleep), and the wait it reports is the
+// bubble's exact time to the release.
 func TestByteBudget(t *testing.T) {
-	b := newByteBudget(100)
-	if w := b.acquire(60); w != 0 {
-		t.Fatalf("first acquire waited %v", w)
-	}
-	got := make(chan time.Duration)
-	go func() { got <- b.acquire(60) }()
-	select {
-	case <-got:
-		t.Fatal("acquired beyond the budget")
-	case <-time.After(50 * time.Millisecond):
-	}
-	b.release(60)
-	if w := <-got; w < 40*time.Millisecond {
-		t.Fatalf("waited %v", w)
-	}
-	b.release(60)
-	if w := b.acquire(1000); w != 0 { // larger than the budget, nothing held
-		t.Fatalf("oversized frame waited %v", w)
-	}
-	go func() { got <- b.acquire(1) }()
-	b.close() // the stream ends: nobody waits any more
-	<-got
+	synctest.Test(t, func(t *testing.T) {
+		b := newByteBudget(100)
+		if w := b.acquire(60); w != 0 {
+			t.Fatalf("first acquire waited %v", w)
+		}
+		got := make(chan time.Duration)
+		go func() { got <- b.acquire(60) }()
+		synctest.Wait() // blocked in acquire, or (wrongly) on sending its result
+		select {
+		case w := <-got:
+			t.Fatalf("acquired beyond the budget (waited %v)", w)
+		default:
+		}
+		time.Sleep(50 * time.Millisecond)
+		b.release(60)
+		if w := <-got; w != 50*time.Millisecond {
+			t.Fatalf("waited %v, want the 50ms until the release", w)
+		}
+		b.release(60)
+		if w := b.acquire(1000); w != 0 { // larger than the budget, nothing held
+			t.Fatalf("oversized frame waited %v", w)
+		}
+		go func() { got <- b.acquire(1) }()
+		synctest.Wait()
+		b.close() // the stream ends: nobody waits any more
+		if w := <-got; w != 0 {
+			t.Fatalf("a waiter released by close waited %v of the bubble's time", w)
+		}
+	})
 }

@@ -113,6 +113,7 @@ func direct(t *testing.T, stream []byte, rank int32) *profile.Profile {
 			t.Fatal(err)
 		}
 	}
+	a.Final()
 	p, err := a.Flush(0)
 	if err != nil {
 		t.Fatal(err)
@@ -256,6 +257,8 @@ func TestResolveRank(t *testing.T) {
 		{-1, map[string]string{"PMIX_RANK": "8", "PMI_RANK": "9"}, 8, "PMIX_RANK", false},
 		{-1, map[string]string{"PMI_RANK": "9", "SLURM_PROCID": "10"}, 9, "PMI_RANK", false},
 		{-1, map[string]string{"SLURM_PROCID": "10"}, 10, "SLURM_PROCID", false},
+		{-1, map[string]string{"RANK": "6", "WORLD_SIZE": "8", "SLURM_PROCID": "1"}, 6, "RANK", false},
+		{-1, map[string]string{"RANK": "6", "SLURM_PROCID": "1"}, 1, "SLURM_PROCID", false}, // RANK without WORLD_SIZE is not a launcher's
 		{-1, map[string]string{}, 0, "default", false},
 		{-1, map[string]string{"PMI_RANK": "x"}, 0, "PMI_RANK", true},
 	} {
@@ -270,6 +273,9 @@ func TestResolveRank(t *testing.T) {
 // collector's socket like the injection library does, writes a generated
 // stream, echoes stdin to stdout and exits with a chosen status.
 func TestMain(m *testing.M) {
+	if os.Getenv("GPUPROF_TEST_SPAWN") != "" {
+		os.Exit(spawnApp())
+	}
 	if os.Getenv("GPUPROF_TEST_APP") != "" {
 		os.Exit(fakeApp())
 	}
@@ -283,14 +289,33 @@ func fakeApp() int {
 		fmt.Fprintln(os.Stderr, "app:", err)
 		return 99
 	}
+	if os.Getenv("GPUPROF_TEST_CHILD") != "" {
+		// A CUDA process connects when CUDA starts and lives on: the
+		// collector reads its launcher environment meanwhile.
+		time.Sleep(200 * time.Millisecond)
+	}
 	var scale int
 	fmt.Sscan(os.Getenv("GPUPROF_TEST_SCALE"), &scale)
-	o := synth.Options{Seed: 13, BlockSampling: 4, FrameRecords: 64, ExitCode: 3, Scale: scale}
+	var child int // a spawned child's index: its own data
+	fmt.Sscan(os.Getenv("GPUPROF_TEST_CHILD"), &child)
+	o := synth.Options{Seed: 13 + uint64(child), BlockSampling: 4, FrameRecords: 64, ExitCode: 3, Scale: scale}
 	if os.Getenv("GPUPROF_BLOCK_SAMPLING") != "" {
 		fmt.Sscan(os.Getenv("GPUPROF_BLOCK_SAMPLING"), &o.BlockSampling)
 	}
 	var rank int
 	fmt.Sscan(os.Getenv("GPUPROF_RANK"), &rank)
+	if os.Getenv("GPUPROF_TEST_CHILD") != "" {
+		rank = child // HELLO names the child, for the test to see who got which rank
+	}
+	if os.Getenv("GPUPROF_TEST_PERFMAP") != "" {
+		return pythonApp(conn, rank, o)
+	}
+	if os.Getenv("GPUPROF_TEST_IDLE") != "" {
+		return idleApp(conn, rank, o)
+	}
+	if os.Getenv("GPUPROF_TEST_HOLD") != "" {
+		return heldApp(conn, rank, o)
+	}
 	if _, err := synth.WriteRank(conn, rank, o); err != nil {
 		fmt.Fprintln(os.Stderr, "app:", err)
 		return 98
@@ -379,7 +404,7 @@ func TestAnalysisFailureDoesNotStopApplication(t *testing.T) {
 // collector's recovery from a bug in the analysis.
 type panicking struct{}
 
-func (panicking) Structure(profile.ModuleHash, []byte, []string, uint16) (analyze.Structure, error) {
+func (panicking) Request(analyze.ModuleRef, string) *analyze.Pending {
 	panic("structure lookup failed")
 }
 

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
+
+	"gpuprof/profile/chunk"
 )
 
 // A batch is what a collector publishes: one item of a rank's profile. On the
@@ -43,51 +43,27 @@ const (
 	headerFixed   = 4 + 2 + 2 + 4 + 4 + 2 + 2 + 4*5 + 8 + 2
 	// MaxRawBytes bounds an item's uncompressed encoding on decode, so a
 	// corrupt header cannot make a reducer allocate without bound.
-	MaxRawBytes = 1 << 30
+	MaxRawBytes = chunk.MaxRawBytes
 )
 
-// Header is a decoded chunk header.
+// Header is a decoded chunk header: the item it belongs to and, in the
+// envelope, the body and the chunk's place in it.
 type Header struct {
-	Version       uint16
-	Flags         uint16
-	Job           string
-	Rank          int32
-	Seq           uint32
-	Chunk, Chunks uint16
-	Nodes, Pairs  uint32
-	Objects       uint32
-	RawLen        uint32
-	BodyLen       uint32
-	Sum           uint64
-	PayloadOffset int // where the chunk's payload starts in the message
-}
-
-// EncoderOptions are the zstd settings of batches and partials: a 1 MiB
-// window rather than the default 8 MiB, whose history costs each pooled
-// encoder a 16 MB buffer (a sync.Pool drops its encoders at collections,
-// so they were reallocated). On a realistic rank item (9.7 MB raw) the
-// output grows 0.17%, on 16 ranks merged (22 MB) it shrinks 0.08%, and
-// allocation per encode falls 2.6x and 1.2x.
-func EncoderOptions(level zstd.EncoderLevel) []zstd.EOption {
-	return []zstd.EOption{zstd.WithEncoderLevel(level), zstd.WithWindowSize(1 << 20), zstd.WithEncoderConcurrency(1)}
+	chunk.Envelope
+	Version      uint16
+	Flags        uint16
+	Rank         int32
+	Seq          uint32
+	Nodes, Pairs uint32
+	Objects      uint32
 }
 
 // ID is the (job/rank/seq) name used as the broker's message id, with the
 // chunk index, so a retried publish is stored once.
 func (h *Header) ID() string { return fmt.Sprintf("%s/%d/%d/%d", h.Job, h.Rank, h.Seq, h.Chunk) }
 
-var (
-	encPool = sync.Pool{New: func() any { e, _ := zstd.NewWriter(nil, EncoderOptions(zstd.SpeedDefault)...); return e }}
-	decOnce sync.Once
-	zdec    *zstd.Decoder
-)
-
-func decoder() *zstd.Decoder {
-	decOnce.Do(func() {
-		zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxRawBytes))
-	})
-	return zdec
-}
+// Items are compressed at zstd's default level, in one frame.
+var batchZ = chunk.NewCompressor(zstd.SpeedDefault)
 
 // EncodeBatch encodes item p (which must hold exactly one item) as chunks of
 // at most maxPayload bytes each.
@@ -101,37 +77,22 @@ func EncodeBatch(p *Profile, done bool, maxPayload int) ([][]byte, error) {
 	if len(raw) > MaxRawBytes {
 		return nil, fmt.Errorf("profile: EncodeBatch: rank %d seq %d: %d bytes exceeds %d", rank, seq, len(raw), MaxRawBytes)
 	}
-	zw := encPool.Get().(*zstd.Encoder)
-	body := zw.EncodeAll(raw, nil)
-	encPool.Put(zw)
-	h := Header{Version: BatchVersion, Job: p.Job, Rank: rank, Seq: seq,
-		Nodes: uint32(len(p.Nodes)), Pairs: uint32(len(p.Temporal) + len(p.Spatial)), Objects: uint32(len(p.Objects)),
-		RawLen: uint32(len(raw)), BodyLen: uint32(len(body)), Sum: xxhash.Sum64(body)}
+	body := batchZ.Compress(raw, 0)
+	h := Header{Version: BatchVersion, Rank: rank, Seq: seq,
+		Nodes: uint32(len(p.Nodes)), Pairs: uint32(len(p.Temporal) + len(p.Spatial)), Objects: uint32(len(p.Objects))}
+	h.Job = p.Job
+	h.Seal(raw, body)
 	if done {
 		h.Flags |= FlagDone
 	}
 	if p.Synthetic {
 		h.Flags |= FlagSynthetic
 	}
-	room := maxPayload - headerFixed - len(p.Job)
-	if room < 64 {
-		return nil, fmt.Errorf("profile: EncodeBatch: max payload %d leaves no room after the header", maxPayload)
+	chunks, err := chunk.Split(&h.Envelope, body, headerFixed+len(p.Job), maxPayload, func(b []byte, _ *chunk.Envelope) []byte { return h.append(b) })
+	if err != nil {
+		return nil, fmt.Errorf("profile: EncodeBatch: rank %d seq %d: %w", rank, seq, err)
 	}
-	n := (len(body) + room - 1) / room
-	if n == 0 {
-		n = 1
-	}
-	if n > 0xffff {
-		return nil, fmt.Errorf("profile: EncodeBatch: rank %d seq %d needs %d chunks", rank, seq, n)
-	}
-	h.Chunks = uint16(n)
-	out := make([][]byte, 0, n)
-	for i := 0; i < n; i++ {
-		h.Chunk = uint16(i)
-		part := body[i*room : min(len(body), (i+1)*room)]
-		out = append(out, append(h.append(make([]byte, 0, headerFixed+len(p.Job)+len(part))), part...))
-	}
-	return out, nil
+	return chunks, nil
 }
 
 func (h *Header) append(b []byte) []byte {
@@ -163,6 +124,15 @@ func (e *BatchError) Error() string {
 	return fmt.Sprintf("batch rank %d seq %d: offset %d: %s", e.Rank, e.Seq, e.Offset, e.Msg)
 }
 
+// batchError names the item of h in an envelope's error.
+func batchError(h *Header, err error) error {
+	var ce *chunk.Error
+	if errors.As(err, &ce) {
+		return &BatchError{h.Rank, h.Seq, ce.Offset, ce.Msg}
+	}
+	return err
+}
+
 // ParseHeader decodes a chunk header.
 func ParseHeader(msg []byte) (*Header, error) {
 	if len(msg) < headerFixed {
@@ -173,15 +143,16 @@ func ParseHeader(msg []byte) (*Header, error) {
 	}
 	le := binary.LittleEndian
 	h := &Header{Version: le.Uint16(msg[4:]), Flags: le.Uint16(msg[6:]), Rank: int32(le.Uint32(msg[8:])), Seq: le.Uint32(msg[12:]),
-		Chunk: le.Uint16(msg[16:]), Chunks: le.Uint16(msg[18:]), Nodes: le.Uint32(msg[20:]), Pairs: le.Uint32(msg[24:]),
-		Objects: le.Uint32(msg[28:]), RawLen: le.Uint32(msg[32:]), BodyLen: le.Uint32(msg[36:]), Sum: le.Uint64(msg[40:])}
+		Nodes: le.Uint32(msg[20:]), Pairs: le.Uint32(msg[24:]), Objects: le.Uint32(msg[28:])}
+	h.Chunk, h.Chunks = le.Uint16(msg[16:]), le.Uint16(msg[18:])
+	h.RawLen, h.BodyLen, h.Sum = le.Uint32(msg[32:]), le.Uint32(msg[36:]), le.Uint64(msg[40:])
 	jl := int(le.Uint16(msg[48:]))
 	bad := func(off int, m string) (*Header, error) { return nil, &BatchError{h.Rank, h.Seq, off, m} }
 	if h.Version != BatchVersion {
 		return bad(4, fmt.Sprintf("schema version %d, want %d", h.Version, BatchVersion))
 	}
-	if h.Chunks == 0 || h.Chunk >= h.Chunks {
-		return bad(16, fmt.Sprintf("chunk %d of %d", h.Chunk, h.Chunks))
+	if err := h.CheckChunk(16); err != nil {
+		return nil, batchError(h, err)
 	}
 	if h.RawLen > MaxRawBytes {
 		return bad(32, fmt.Sprintf("raw length %d over the limit", h.RawLen))
@@ -199,9 +170,8 @@ var ErrIncomplete = errors.New("batch: chunks missing")
 
 // Assembler puts the chunks of one item back together.
 type Assembler struct {
-	h     *Header
-	parts [][]byte
-	have  int
+	h   *Header
+	asm chunk.Assembler
 }
 
 // Add takes one chunk message; it returns the decoded item once all chunks
@@ -213,30 +183,19 @@ func (a *Assembler) Add(msg []byte) (*Profile, *Header, error) {
 	}
 	if a.h == nil {
 		a.h = h
-		a.parts = make([][]byte, h.Chunks)
-	} else if h.Job != a.h.Job || h.Rank != a.h.Rank || h.Seq != a.h.Seq || h.Chunks != a.h.Chunks || h.Sum != a.h.Sum {
-		return nil, h, &BatchError{h.Rank, h.Seq, 0, "chunk does not belong to the item being assembled"}
 	}
-	if a.parts[h.Chunk] == nil {
-		// Keep a copy only when other chunks must wait for this one.
-		part := msg[h.PayloadOffset:]
-		if len(a.parts) > 1 {
-			part = append([]byte(nil), part...)
-		}
-		a.parts[h.Chunk] = part
-		a.have++
+	misfit := &BatchError{h.Rank, h.Seq, 0, "chunk does not belong to the item being assembled"}
+	if h.Rank != a.h.Rank || h.Seq != a.h.Seq {
+		return nil, h, misfit
 	}
-	if a.have < len(a.parts) {
+	done, err := a.asm.Add(&h.Envelope, msg)
+	if err != nil {
+		return nil, h, misfit
+	}
+	if !done {
 		return nil, h, ErrIncomplete
 	}
-	body := a.parts[0]
-	if len(a.parts) > 1 {
-		body = make([]byte, 0, a.h.BodyLen)
-		for _, p := range a.parts {
-			body = append(body, p...)
-		}
-	}
-	p, err := decodeBody(a.h, body)
+	p, err := DecodeAssembled(a.h, &a.asm)
 	return p, a.h, err
 }
 
@@ -250,19 +209,15 @@ func DecodeBatch(msg []byte) (*Profile, *Header, error) {
 	return p, h, err
 }
 
-func decodeBody(h *Header, body []byte) (*Profile, error) {
-	if uint32(len(body)) != h.BodyLen {
-		return nil, &BatchError{h.Rank, h.Seq, h.PayloadOffset, fmt.Sprintf("body has %d bytes, header says %d", len(body), h.BodyLen)}
-	}
-	if xxhash.Sum64(body) != h.Sum {
-		return nil, &BatchError{h.Rank, h.Seq, h.PayloadOffset, "checksum mismatch"}
-	}
-	raw, err := decoder().DecodeAll(body, make([]byte, 0, h.RawLen))
+// DecodeAssembled decodes item h from its chunks, all in a.
+func DecodeAssembled(h *Header, a *chunk.Assembler) (*Profile, error) {
+	body, err := a.Body()
 	if err != nil {
-		return nil, &BatchError{h.Rank, h.Seq, h.PayloadOffset, "zstd: " + err.Error()}
+		return nil, batchError(h, err)
 	}
-	if uint32(len(raw)) != h.RawLen {
-		return nil, &BatchError{h.Rank, h.Seq, h.PayloadOffset, fmt.Sprintf("decompressed %d bytes, header says %d", len(raw), h.RawLen)}
+	raw, err := chunk.Decompress(&h.Envelope, body)
+	if err != nil {
+		return nil, batchError(h, err)
 	}
 	p, err := Decode(raw)
 	if err != nil {

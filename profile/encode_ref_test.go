@@ -133,13 +133,14 @@ func refEncode(p *profile.Profile) []byte {
 	}
 
 	e.b = append(e.b, "GPPF"...)
-	e.u(4) // version 2 added RankInfo.SamplesDropped, version 3 RankInfo.ReuseP, version 4 RankInfo.Device, PCSampling and Props
+	e.u(5) // version 2 added RankInfo.SamplesDropped, version 3 RankInfo.ReuseP, version 4 RankInfo.Device, PCSampling and Props, version 5 Profile.Interrupted
 	e.s(p.Job)
 	if p.Synthetic {
 		e.u(1)
 	} else {
 		e.u(0)
 	}
+	e.s(p.Interrupted)
 	e.u(uint64(len(names)))
 	for _, n := range names {
 		e.s(n)

@@ -28,6 +28,7 @@ func (p *Profile) MergeAll(parts []*Profile) []error {
 			p.Job = o.Job
 		}
 		p.Synthetic = p.Synthetic || o.Synthetic
+		p.Interrupted = joinSet(p.Interrupted, o.Interrupted)
 		for r, ob := range o.Items {
 			if pb := p.Items[r]; pb != nil {
 				pb.Or(ob)

@@ -300,6 +300,9 @@ type Profile struct {
 	PerRank map[int32]map[NodeID]Values
 	// Synthetic is set if any merged item came from generated data.
 	Synthetic bool
+	// Interrupted names the signal that cut the job short ("SIGTERM"), ""
+	// if it ran to its end: the profile holds what was merged by then.
+	Interrupted string
 }
 
 // New returns an empty profile of job.

@@ -18,6 +18,11 @@ const (
 	ValUnknown ValueKind = iota
 	ValInt
 	ValFloat
+	// ValHashed: the collector stored keyed hashes of the values, never the
+	// values (gpuprof run --no-values). Counts, shares and the distinct
+	// estimate hold as for plain values; Min and Max are not kept, and a
+	// listed "value" is a hash that names nothing outside the job.
+	ValHashed
 )
 
 // SketchK is the number of heavy hitters a ValueSketch keeps.
@@ -150,14 +155,19 @@ func (s *ValueSketch) AddN(raw uint64, n uint64) {
 	if n == 0 {
 		return
 	}
-	if s.Bits > 0 && s.Bits < 64 {
-		raw &= 1<<s.Bits - 1 // bits beyond the unit are not part of the value
-	}
-	if s.Total == 0 || s.less(raw, s.Min) {
-		s.Min = raw
-	}
-	if s.Total == 0 || s.less(s.Max, raw) {
-		s.Max = raw
+	if s.Kind == ValHashed {
+		// A hash spans 64 bits whatever the unit, and a range of hashes
+		// means nothing.
+	} else {
+		if s.Bits > 0 && s.Bits < 64 {
+			raw &= 1<<s.Bits - 1 // bits beyond the unit are not part of the value
+		}
+		if s.Total == 0 || s.less(raw, s.Min) {
+			s.Min = raw
+		}
+		if s.Total == 0 || s.less(s.Max, raw) {
+			s.Max = raw
+		}
 	}
 	s.Total += n
 	if s.HLL == nil {
@@ -242,6 +252,9 @@ func (s *ValueSketch) Merge(o *ValueSketch) {
 		}
 		s.Min = s.minOf(s.Min, o.Min)
 		s.Max = s.maxOf(s.Max, o.Max)
+	}
+	if s.Kind == ValHashed {
+		s.Min, s.Max = 0, 0
 	}
 	s.Total += o.Total
 	if o.HLL != nil {

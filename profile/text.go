@@ -15,6 +15,9 @@ func (p *Profile) String() string {
 	if p.Synthetic {
 		b.WriteString("source: synthetic\n")
 	}
+	if p.Interrupted != "" {
+		fmt.Fprintf(&b, "interrupted: %s\n", p.Interrupted)
+	}
 	fmt.Fprintf(&b, "items: %d from %d ranks, %d sealed\n", p.MergedItems(), len(p.Items), p.SealedRanks())
 	for _, r := range p.SortedRanks() {
 		ri := p.Ranks[r]
@@ -33,6 +36,15 @@ func (p *Profile) String() string {
 		}
 		if ri.Incomplete != "" {
 			fmt.Fprintf(&b, " incomplete=%q", ri.Incomplete)
+		}
+		if ri.Device != "" {
+			fmt.Fprintf(&b, " device=%s", ri.Device)
+		}
+		if ri.PCSampling != "" {
+			fmt.Fprintf(&b, " pc_sampling=%q", ri.PCSampling)
+		}
+		if g := ri.Props; g.SMs != 0 {
+			fmt.Fprintf(&b, " props=%d/%d/%d/%d/%d/%d/%d/%d/%d", g.SMs, g.ClockKHz, g.MemClockKHz, g.MemBusBits, g.L2Bytes, g.RegsPerSM, g.SharedPerSM, g.ThreadsPerSM, g.MemBytes)
 		}
 		b.WriteString("\n")
 	}

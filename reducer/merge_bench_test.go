@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gpuprof/profile"
+	"gpuprof/profile/chunk"
 	"gpuprof/profile/proftest"
 )
 
@@ -102,7 +103,7 @@ func BenchmarkMerge64(b *testing.B) {
 							}
 						}
 					}
-					chunks, h, err := encodePartial(partialHeader{Node: uint32(l), Job: "bench"}, p, 1<<30)
+					chunks, h, err := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "bench"}, Node: uint32(l)}, p, 1<<30)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -125,7 +126,7 @@ func BenchmarkMerge64(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if _, _, err := encodePartial(partialHeader{Level: 1, Job: "bench"}, fin, 1<<30); err != nil {
+				if _, _, err := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "bench"}, Level: 1}, fin, 1<<30); err != nil {
 					b.Fatal(err)
 				}
 				root = time.Since(tr)
@@ -179,7 +180,7 @@ func BenchmarkTail64(b *testing.B) {
 			}
 		}
 		leaves[l] = p
-		chunks, h, err := encodePartial(partialHeader{Node: uint32(l), Job: "bench"}, p, 1<<30)
+		chunks, h, err := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "bench"}, Node: uint32(l)}, p, 1<<30)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -187,7 +188,7 @@ func BenchmarkTail64(b *testing.B) {
 	}
 	b.Run("leaf", func(b *testing.B) {
 		for b.Loop() {
-			if _, _, err := encodePartial(partialHeader{Job: "bench"}, leaves[0], 1<<30); err != nil {
+			if _, _, err := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "bench"}}, leaves[0], 1<<30); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -219,7 +220,7 @@ func BenchmarkTail64(b *testing.B) {
 				}
 			}
 			t2 := time.Now()
-			if _, _, err := encodePartial(partialHeader{Level: 1, Job: "bench"}, fin, 1<<30); err != nil {
+			if _, _, err := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "bench"}, Level: 1}, fin, 1<<30); err != nil {
 				b.Fatal(err)
 			}
 			dec, merge, enc = dec+t1.Sub(t0), merge+t2.Sub(t1), enc+time.Since(t2)

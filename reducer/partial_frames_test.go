@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"gpuprof/profile"
+	"gpuprof/profile/chunk"
 	"gpuprof/profile/proftest"
 )
 
@@ -27,7 +28,7 @@ func TestPartialFrames(t *testing.T) {
 	if len(raw) < 8*zframe {
 		t.Fatalf("profile of %d bytes: too small for several frames", len(raw))
 	}
-	chunks, _, err := encodePartial(partialHeader{Level: 1, Node: 2, Job: "job"}, p, 1<<20)
+	chunks, _, err := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "job"}, Level: 1, Node: 2}, p, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestPartialFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := chunks[0][h.payloadOff:]
+	body := chunks[0][h.PayloadOffset:]
 	if bytes.Count(body, []byte{0x28, 0xb5, 0x2f, 0xfd}) < len(raw)/zframe {
 		t.Fatalf("%d bytes compressed without the frames expected", len(raw))
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gpuprof/profile"
+	"gpuprof/profile/chunk"
 	"gpuprof/profile/proftest"
 )
 
@@ -108,7 +109,7 @@ func TestPartialCodec(t *testing.T) {
 			}
 		}
 	}
-	h := partialHeader{Level: 1, Node: 3, PVer: 7, Flags: flagFinished, Clock: 123, LastDone: 456, Ranks: 4, Sealed: 4, Batches: 12, BytesIn: 999, Job: "job"}
+	h := partialHeader{Envelope: chunk.Envelope{Job: "job"}, Level: 1, Node: 3, PVer: 7, Flags: flagFinished, Clock: 123, LastDone: 456, Ranks: 4, Sealed: 4, Batches: 12, BytesIn: 999}
 	chunks, h, err := encodePartial(h, p, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +177,7 @@ func TestPartialCodec(t *testing.T) {
 		}
 	}
 	other := proftest.Item("job", 1, proftest.Small, 9, 0, false, 0)
-	oc, oh, _ := encodePartial(partialHeader{Level: 1, Node: 3, PVer: 8, Job: "job"}, other, 1<<20)
+	oc, oh, _ := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "job"}, Level: 1, Node: 3, PVer: 8}, other, 1<<20)
 	ohp, _ := parsePartialHeader(oc[0])
 	if _, err := a.add(ohp, oc[0], 0); err == nil || oh.PVer != 8 {
 		t.Error("a chunk of another version was accepted")
@@ -186,9 +187,11 @@ func TestPartialCodec(t *testing.T) {
 // FuzzPartial: no input makes the partial decoder panic.
 func FuzzPartial(f *testing.F) {
 	p := proftest.Item("job", 1, proftest.Small, 2, 0, false, 0)
-	chunks, _, _ := encodePartial(partialHeader{Level: 1, Node: 1, PVer: 3, Job: "job"}, p, 1<<20)
+	chunks, _, _ := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "job"}, Level: 1, Node: 1, PVer: 3}, p, 1<<20)
 	f.Add(chunks[0])
 	f.Add([]byte("GPR1"))
+	several, _, _ := encodePartial(partialHeader{Envelope: chunk.Envelope{Job: "job"}, Level: 1, Node: 1, PVer: 3}, p, 600)
+	f.Add(several[0])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := parsePartialHeader(b)
 		if err != nil {
@@ -203,6 +206,10 @@ func FuzzPartial(f *testing.F) {
 		if err != nil {
 			return
 		}
-		decodePartial(h, body)
+		if q, err := decodePartial(h, body); err == nil {
+			if err := q.Validate(); err != nil {
+				t.Fatalf("decoded partial fails validation: %v", err)
+			}
+		}
 	})
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,11 +134,60 @@ func RunTree(ctx context.Context, cfg Config) (*profile.Profile, *TreeStats, err
 	return root.Profile, st, nil
 }
 
+// RunNode runs node cfg.Node of cfg.Tree until it finishes (every rank
+// below it sealed, or its deadline passed) and returns its stats; the root
+// returns the final profile too. When ctx ends first it stops at once
+// without acknowledging anything, as a killed process would: a later
+// RunNode of the same node resumes from the broker and gives the same
+// result.
+func RunNode(ctx context.Context, cfg Config) (*NodeResult, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	spec, err := cfg.Tree.Node(cfg.Node)
+	if err != nil {
+		return nil, err
+	}
+	// A message larger than a fetch's byte bound is never delivered (the
+	// server ends the fetch with a 409 and the node would pull forever):
+	// every fetch must hold the largest message, with its subject and reply.
+	if mp := cfg.Conn.MaxPayload() + 4096; cfg.PullBytes < mp {
+		cfg.PullBytes = mp
+	}
+	n := &node{cfg: cfg, spec: spec, log: cfg.Logger.With("job", cfg.Job, "node", spec.Name.String())}
+	if spec.Leaf() {
+		n.role = newLeaf(n)
+	} else {
+		n.role = newInner(n)
+	}
+	// The root publishes the final profile at the end; until then an inner
+	// root's state is its children's partials, but a leaf that is also
+	// the root needs its own partials as its durable state.
+	n.partials = !spec.Root || spec.Leaf()
+	return n.run(ctx)
+}
+
 // SignalEnd tells job's reducers that the application has ended, which
 // starts their rank-timeout clocks (the launcher calls it when mpirun
 // exits). It is stored in the stream, so reducers started or restarted
 // later see it too; signalling twice keeps the first.
 func SignalEnd(ctx context.Context, conn *broker.Conn, job string, exitCode int) error {
+	return signalEnd(ctx, conn, job, fmt.Sprintf("exit %d", exitCode), "end")
+}
+
+// SignalEndWithin tells job's reducers that whatever the ranks have not
+// sent within of now will not come: ranks still missing then are sealed
+// as incomplete, however long the rank timeout. gpuprof run sends it when
+// the job is interrupted (so that the report is written before the batch
+// system's kill) and when the launcher, and with it every collector, has
+// exited. It is kept beside SignalEnd's message, not instead of it: a node
+// takes the earliest deadline.
+func SignalEndWithin(ctx context.Context, conn *broker.Conn, job string, exitCode int, within time.Duration) error {
+	return signalEnd(ctx, conn, job, fmt.Sprintf("exit %d within %s", exitCode, within), "within/"+within.String())
+}
+
+func signalEnd(ctx context.Context, conn *broker.Conn, job, body, id string) error {
 	if err := broker.ValidateJob(job); err != nil {
 		return err
 	}
@@ -152,12 +201,30 @@ func SignalEnd(ctx context.Context, conn *broker.Conn, job string, exitCode int)
 		{broker.EndSubject(job), broker.StreamName(job)},
 		{broker.TreeEndSubject(job), broker.TreeStreamName(job)},
 	} {
-		m := &nats.Msg{Subject: t.subj, Data: []byte("exit " + strconv.Itoa(exitCode)), Header: nats.Header{}}
-		if _, _, err := broker.PublishRetry(ctx, js, m, job+"/end", t.stream, broker.DefaultRetry, nil); err != nil {
+		m := &nats.Msg{Subject: t.subj, Data: []byte(body), Header: nats.Header{}}
+		if _, _, err := broker.PublishRetry(ctx, js, m, job+"/"+id, t.stream, broker.DefaultRetry, nil); err != nil {
 			return fmt.Errorf("reducer: end signal of job %s on %s: %w", job, t.subj, err)
 		}
 	}
 	return nil
+}
+
+// endClock is the clock an end message starts, for rank timeout timeout:
+// the message's time, or, for one that gives the ranks less ("within D"),
+// a clock set back so that a leaf's deadline falls D after the message.
+// An inner node's deadline is ChildGrace per level later, as always: its
+// children seal their ranks first and may be slow to deliver (a cluster's
+// election).
+func endClock(at time.Time, body []byte, timeout time.Duration) time.Time {
+	_, rest, ok := strings.Cut(string(body), " within ")
+	if !ok {
+		return at
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(rest))
+	if err != nil || d < 0 || d >= timeout {
+		return at
+	}
+	return at.Add(d - timeout)
 }
 
 // WaitFinal waits until job's final profile is in the tree stream

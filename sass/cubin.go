@@ -25,6 +25,10 @@ type CubinFunction struct {
 	End     uint64 // end of its code: the next function symbol or the section end
 	Entry   bool   // a kernel
 	Global  bool
+	// Symbol is the function's index in the ELF symbol table, counting
+	// the null symbol as 0: what nvdisasm's --cuda-function-index (-fun)
+	// takes.
+	Symbol int
 	// FileOffset is where the function's code starts in the cubin file.
 	FileOffset uint64
 	// Code is the function's code, [Value, End) of its section.
@@ -107,7 +111,7 @@ func ParseCubin(data []byte) (c *Cubin, err error) {
 		return nil, &FormatError{Offset: -1, Msg: "reading the symbol table: " + err.Error()}
 	}
 	bySec := map[int][]*CubinFunction{}
-	for _, s := range syms {
+	for i, s := range syms {
 		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Section == elf.SHN_UNDEF || int(s.Section) >= len(f.Sections) {
 			continue
 		}
@@ -122,6 +126,7 @@ func ParseCubin(data []byte) (c *Cubin, err error) {
 			Size:    s.Size,
 			Entry:   s.Other&stoCUDAEntry != 0,
 			Global:  elf.ST_BIND(s.Info) == elf.STB_GLOBAL,
+			Symbol:  i + 1, // Symbols leaves out the null symbol
 		}
 		bySec[int(s.Section)] = append(bySec[int(s.Section)], cf)
 	}

@@ -128,3 +128,27 @@ func FuzzParseCubin(f *testing.F) {
 		exercise(t, c.Module())
 	})
 }
+
+// FuzzSplitListing: cutting any text into a header and sections loses
+// nothing, and joining the pieces never panics.
+func FuzzSplitListing(f *testing.F) {
+	for _, name := range []string{"cflow/c.sm90.hex.txt", "probe/k.sass.txt"} {
+		b, err := os.ReadFile(td + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b[:min(len(b), 6000)])
+	}
+	f.Add([]byte(".section\n.section .text.a,\"ax\"\n//----- x\n\t.section\t.text.b\n"))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		header, secs := SplitListing(text)
+		whole := append([]byte(nil), header...)
+		for _, s := range secs {
+			whole = append(whole, s.Text...)
+		}
+		if string(whole) != string(text) {
+			t.Fatalf("the pieces do not add up to the text")
+		}
+		JoinListing(header, secs)
+	})
+}

@@ -7,29 +7,30 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"gpuprof/broker"
 	"gpuprof/collector"
+	"gpuprof/collector/analyze"
+	"gpuprof/collector/proctree"
 	"gpuprof/collector/publish"
 	"gpuprof/profile"
 )
 
 func init() {
-	register("collect", "measure one rank (wraps the application, or replays a recorded stream)", cmdCollect)
+	register("collect", "measure the ranks of one command (wraps the application, or replays a recorded stream)", cmdCollect)
 }
 
 // natsFlags adds the broker connection flags shared by collect, reduce and
 // run, and returns a function that builds the options after parsing.
 func natsFlags(fs *flag.FlagSet) func(name string) broker.Options {
-	url := fs.String("nats", os.Getenv("GPUPROF_NATS"), "NATS server URL(s), comma-separated (default $GPUPROF_NATS)")
+	url := fs.String("nats", os.Getenv(NATSEnv), "NATS server URL(s), comma-separated (default $"+NATSEnv+")")
 	creds := fs.String("creds", os.Getenv("GPUPROF_CREDS"), "NATS credentials file")
-	nkey := fs.String("nkey", "", "NATS nkey seed file")
+	nkey := fs.String("nkey", "", "NATS nkey seed file (default: the seed in $"+NKeySeedEnv+", which gpuprof run sets for its ranks)")
 	user := fs.String("user", "", "NATS user")
 	pass := fs.String("password", os.Getenv("GPUPROF_NATS_PASSWORD"), "NATS password (default $GPUPROF_NATS_PASSWORD)")
 	ca := fs.String("tls-ca", "", "CA certificate that signed the servers' certificates")
@@ -40,26 +41,35 @@ func natsFlags(fs *flag.FlagSet) func(name string) broker.Options {
 		if *url != "" {
 			o.URLs = []string{*url}
 		}
+		envCredentials(&o)
 		return o
 	}
 }
 
 func cmdCollect(args []string) error {
 	fs := newFlags("collect", "[flags] [-- APP ARGS...]", `
-Measures one rank. With an application, it starts it with the injection
-library (CUDA_INJECTION64_PATH) and reads the library's raw record stream
-over a Unix socket; with --replay it reads a recorded stream instead. It
-analyses the stream online (value redundancy, stalls, launches, allocations)
-and publishes profile batches to the job's NATS stream (--nats), or merges
-them into one local profile (--local FILE). The rank comes from --rank or
-OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID. The exit status is
-the application's.
+Measures the ranks of one command. With an application, it starts it with
+the injection library (CUDA_INJECTION64_PATH) and reads the raw record
+stream of every process that uses CUDA over a Unix socket; with --replay it
+reads a recorded stream instead. It analyses each stream online (value
+redundancy, stalls, launches, allocations) and publishes profile batches to
+the job's NATS stream (--nats), or merges them into one local profile
+(--local FILE). The collector's own rank comes from --rank or RANK (with
+WORLD_SIZE), OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID. Each
+CUDA process is measured as its own rank: the one its own launcher
+environment gives it (torchrun's RANK), else in order of first CUDA use
+(docs/launchers.md). The exit status is the application's.
 
-'gpuprof run' inserts this command after mpirun's own options; written by
-hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
+'gpuprof run' inserts this command after mpirun's own options, or before a
+torchrun; written by hand:
+  mpirun -np 64 gpuprof collect --job J --nats URL -- ./app
+  gpuprof collect --job J --nats URL -- torchrun --nproc-per-node 8 train.py`)
 	var o collector.Options
 	fs.StringVar(&o.Job, "job", os.Getenv("GPUPROF_JOB"), "job id (default $GPUPROF_JOB)")
-	fs.IntVar(&o.Rank, "rank", -1, "rank (default: from the launcher's environment)")
+	fs.IntVar(&o.Rank, "rank", -1, "the collector's rank (default: from the launcher's environment)")
+	fs.IntVar(&o.Ranks, "ranks", envInt("GPUPROF_RANKS"), "the job's rank count (default $GPUPROF_RANKS, which gpuprof run sets, else what the launcher says)")
+	fs.BoolVar(&o.PythonFrames, "python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks show Python functions")
+	fs.StringVar(&o.PerfMap, "perf-map", "", "CPython perf map (perf-PID.map) naming the Python frames of a replayed stream")
 	fs.StringVar(&o.Replay, "replay", "", "replay recorded raw streams, several (comma-separated) as passes of one rank ({rank} or {rank:N} in a path is replaced)")
 	fs.StringVar(&o.Record, "record", "", "also record the raw stream to this file ({rank} replaced)")
 	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid | all (one run per kind, merged)")
@@ -67,16 +77,24 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	fs.IntVar(&o.KernelSampling, "kernel-sampling", 0, "kernel sampling period K (default 1)")
 	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
+	hostSyms := fs.String("host-symbols", os.Getenv("GPUPROF_HOST_SYMBOLS"), "symbol tables (files, or directories of *.syms; comma-separated) for host binaries that are not on this machine, as 'gpuprof symtab' writes beside captures")
 	fs.Uint64Var(&o.BatchRecords, "batch-records", uint64(max(0, envInt("GPUPROF_BATCH_RECORDS"))), "publish a batch every this many access records (default $GPUPROF_BATCH_RECORDS or 262144)")
-	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "and at least this often (default 5s)")
+	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "also publish a batch at least this often, however few records (default 5s)")
 	fs.IntVar(&o.Workers, "workers", envInt("GPUPROF_WORKERS"), "goroutines analysing access records (default $GPUPROF_WORKERS or the number of cores)")
 	fs.IntVar(&o.MemWorkers, "mem-workers", envInt("GPUPROF_MEM_WORKERS"), "goroutines for reuse distances and bank conflicts (default $GPUPROF_MEM_WORKERS or --workers)")
 	fs.IntVar(&o.ReuseSampling, "reuse-sampling", envInt("GPUPROF_REUSE_SAMPLING"), "measure reuse distances in one traced block in this many of each launch; 1: every block (default $GPUPROF_REUSE_SAMPLING or 4)")
 	fs.Int64Var(&o.CandidateLimit, "candidate-limit", int64(max(0, envInt("GPUPROF_CANDIDATE_LIMIT"))), "spatial candidates a worker holds before a resolution is brought forward (default $GPUPROF_CANDIDATE_LIMIT or 32768)")
 	fs.Uint64Var(&o.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 16384)")
 	fs.IntVar(&o.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 16)")
+	sw := time.Duration(0)
+	if v, err := time.ParseDuration(os.Getenv("GPUPROF_STRUCTURE_WAIT")); err == nil {
+		sw = v
+	}
+	fs.DurationVar(&o.StructureWait, "structure-wait", sw, "longest wait for GPU functions' structure (nvdisasm), during the run and after the application's end (default $GPUPROF_STRUCTURE_WAIT or 30s)")
 	window := fs.Int("window", 64, "batches published and not yet acknowledged at most (backpressure)")
+	fs.DurationVar(&o.StopTimeout, "stop-timeout", 5*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the analysis may go on before what it has is published")
 	local := fs.String("local", "", "no broker: merge this rank's batches into a profile file")
+	noValues := fs.Bool("no-values", false, "store no value read from the application's memory: value sketches keep keyed hashes (counts and redundancy fractions stay)")
 	nats := natsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -88,7 +106,17 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 	if *sassFiles != "" {
 		o.SASSFiles = strings.Split(*sassFiles, ",")
 	}
+	if *hostSyms != "" {
+		o.HostSymbols = strings.Split(*hostSyms, ",")
+	}
 	o.Logf = func(format string, a ...any) { slog.Debug(fmt.Sprintf(format, a...)) }
+	if *noValues {
+		h, err := valueHasher()
+		if err != nil {
+			return err
+		}
+		o.HashValues = h
+	}
 	if o.Job == "" {
 		o.Job = "local"
 	}
@@ -96,8 +124,23 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := context.Background()
+	sigs, stopSigs := notifyInterrupts()
+	defer stopSigs()
+	intr := make(chan os.Signal, 2)
+	o.Interrupts = intr
+	var reporter atomic.Pointer[statusReporter] // heartbeats, with a broker
+	var firstSig atomic.Pointer[string]
+	go func() {
+		for sig := range sigs {
+			name := proctree.SignalName(sig)
+			if rep := reporter.Load(); firstSig.CompareAndSwap(nil, &name) && rep != nil {
+				rep.interrupted(name)
+			}
+			intr <- sig
+		}
+	}()
+	var rep *statusReporter
 	var closePub func(context.Context) error
 	switch {
 	case *local != "":
@@ -110,7 +153,11 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 			return err
 		}
 	default:
-		bo := nats("gpuprof collect")
+		name := "gpuprof collect"
+		if rank, _, err := collector.ResolveRank(o.Rank, os.Getenv); err == nil {
+			name = collectorConnName(rank, os.Getpid())
+		}
+		bo := nats(name)
 		if len(bo.URLs) == 0 {
 			return errors.New("no broker: give --nats URL (gpuprof run sets it) or --local FILE")
 		}
@@ -120,22 +167,47 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 			return err
 		}
 		defer conn.Close()
+		// Heartbeats of every rank this collector publishes.
+		rep = newStatusReporter(conn.NC, o.Job, name)
+		reporter.Store(rep)
+		if sig := firstSig.Load(); sig != nil {
+			rep.interrupted(*sig)
+		}
+		o.OnRank = rep.note
 		pub, err := publish.New(conn, publish.Config{Job: o.Job, Window: *window})
 		if err != nil {
 			return err
 		}
 		o.Publisher = pub
-		o.Share = conn // one rank disassembles each module
+		o.Share = conn // one rank disassembles each function
 		o.OnModule = func(h profile.ModuleHash, cubin []byte) {
-			// The first rank that sees a module uploads it; the others skip.
+			// The first rank that sees a module uploads it; the others
+			// skip. A framework's big modules stay here: the listings of
+			// their functions that ran go through the bucket instead.
+			if len(cubin) > CubinKeepMax {
+				return
+			}
 			if _, err := conn.PutModule(ctx, o.Job, h, broker.ModuleCubin, cubin); err != nil {
 				slog.Warn("module upload", "module", h, "err", err)
 			}
 		}
 		closePub = pub.Close
 	}
-	runErr, rank := collectPasses(ctx, o)
-	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	runErr, rank, appRan, sig := collectPasses(ctx, o)
+	if rank < 0 && runErr != nil {
+		// The collection did not start (bad options): the rank says so,
+		// so the reducers need not wait for it until the rank timeout.
+		if r, ok := publishFailure(ctx, o, runErr); ok && rep != nil {
+			rep.note(r, collector.RankDone, -1)
+		}
+	}
+	// Publishing what is left waits for the broker's acknowledgements:
+	// 2 minutes at most, the stop timeout once interrupted.
+	wait := 2 * time.Minute
+	if sig != nil {
+		wait = o.StopTimeout
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := closePub(cctx); err != nil {
 		// The application's result stands; the lost batches are named.
@@ -144,14 +216,57 @@ hand: mpirun -np 64 gpuprof collect --job J --nats URL -- ./app`)
 			runErr = err
 		}
 	}
+	// The exit status is the application's when it ran; what went wrong
+	// with the collection is named here and in the rank's provenance.
 	var ee *collector.ExitError
-	if errors.As(runErr, &ee) {
-		return exitError{ee.Code}
+	if rep != nil {
+		if runErr != nil && !errors.As(runErr, &ee) && sig == nil {
+			rep.close(stateFailed, oneLineErr(runErr))
+		} else {
+			rep.close(stateDone, "")
+		}
 	}
-	if runErr != nil {
+	switch {
+	case errors.As(runErr, &ee):
+		if runErr.Error() != ee.Error() {
+			slog.Error("collection incomplete", "rank", rank, "err", oneLineErr(runErr))
+		}
+		return exitError{ee.Code}
+	case sig != nil:
+		// Interrupted with no application status of its own to report (a
+		// replay, or an application that never started): as a shell
+		// reports a command ended by the signal.
+		slog.Info("collector interrupted", "rank", rank, "signal", proctree.SignalName(sig), "err", runErr)
+		return exitError{128 + signalNumber(sig)}
+	case runErr != nil && appRan:
+		slog.Error("collection incomplete", "rank", rank, "err", oneLineErr(runErr))
+		return nil
+	case runErr != nil:
 		return fmt.Errorf("rank %d: %w", rank, runErr)
 	}
 	return nil
+}
+
+// oneLineErr is err's message on one line.
+func oneLineErr(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// publishFailure publishes the done item of a rank whose collection could
+// not start, naming why, so that the rank is incomplete in every output;
+// it returns the rank and whether its done item went out.
+func publishFailure(ctx context.Context, o collector.Options, cause error) (int32, bool) {
+	r, _, err := collector.ResolveRank(o.Rank, os.Getenv)
+	if err != nil || o.Publisher == nil {
+		return r, false
+	}
+	done, err := analyze.DoneItem(o.Job, r, 0, nil, -1, "collector did not start: "+strings.TrimPrefix(cause.Error(), "collector: "))
+	if err == nil {
+		err = o.Publisher.Publish(ctx, done, true)
+	}
+	if err != nil {
+		slog.Warn("publishing the failed rank's done item", "rank", r, "err", err)
+		return r, false
+	}
+	return r, true
 }
 
 // localPublisher merges a rank's items into one profile in memory, for runs
@@ -169,8 +284,11 @@ func (l *localPublisher) Publish(_ context.Context, item *profile.Profile, _ boo
 
 // collectPasses runs one collection per pass (each replayed stream, or each
 // measurement kind of --mode all) through one passPublisher, so the rank
-// publishes one sequence of items. It returns the last pass's result.
-func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
+// publishes one sequence of items. It returns the last pass's result, the
+// rank (-1 if the collection did not start), whether the application ran
+// (its exit status is then the rank's), and the signal that interrupted
+// it (no pass follows one).
+func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank int32, appRan bool, sig os.Signal) {
 	type pass struct{ replay, mode string }
 	var passes []pass
 	switch {
@@ -184,13 +302,15 @@ func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
 	default:
 		c, err := collector.New(o)
 		if err != nil {
-			return err, -1
+			return err, -1, false, nil
 		}
-		return c.Run(ctx), c.Rank()
+		err = c.Run(ctx)
+		logRanks(c)
+		return err, c.Rank(), o.Replay == "" && c.ExitCode() >= 0, c.Interrupted()
 	}
 	rank, _, err := collector.ResolveRank(o.Rank, os.Getenv)
 	if err != nil {
-		return err, -1
+		return err, -1, false, nil
 	}
 	// Kernel times of an instrumented (redundancy) pass are host-timed around
 	// patched code: drop them when a CUPTI pass measured the same kernels.
@@ -201,35 +321,62 @@ func collectPasses(ctx context.Context, o collector.Options) (error, int32) {
 		if ps.replay != "" {
 			m, err := streamMode(collector.ExpandRank(ps.replay, rank))
 			if err != nil {
-				return err, rank
+				return err, -1, false, nil
 			}
 			modes[i] = m.String()
 		}
 		cupti = cupti || modes[i] != "redundancy"
 	}
 	pp := &passPublisher{next: o.Publisher}
-	var runErr error
 	for i, ps := range passes {
-		po := o
-		po.Rank = int(rank)
+		po := o // the rank is resolved again by each pass: the same
 		po.Publisher = pp
 		po.Replay = ps.replay
 		if ps.mode != "" {
 			po.Mode = ps.mode
 		}
-		pp.startPass(i == len(passes)-1, cupti && modes[i] == "redundancy")
-		c, err := collector.New(po)
-		if err != nil {
-			return err, rank
+		last := i == len(passes)-1
+		var c *collector.Collector
+		if !last && o.OnRank != nil {
+			// The ranks' applications end with the last pass (or an
+			// interrupted one): before, they only run.
+			po.OnRank = func(r int32, st collector.RankState, exit int) {
+				if st == collector.RankRunning || c.Interrupted() != nil {
+					o.OnRank(r, st, exit)
+				}
+			}
 		}
+		pp.startPass(last, cupti && modes[i] == "redundancy")
+		c, err = collector.New(po)
+		if err != nil {
+			if i == 0 {
+				return err, -1, false, nil
+			}
+			return err, rank, appRan, nil
+		}
+		// An interrupted pass is the last: its done item ends the rank.
+		pp.interrupted = func() bool { return c.Interrupted() != nil }
 		slog.Debug("collection pass", "rank", rank, "pass", i+1, "of", len(passes), "mode", modes[i], "replay", ps.replay)
 		runErr = c.Run(ctx)
+		logRanks(c)
+		appRan = appRan || (ps.replay == "" && c.ExitCode() >= 0)
+		if sig := c.Interrupted(); sig != nil {
+			return runErr, rank, appRan, sig
+		}
 		var ee *collector.ExitError
 		if runErr != nil && !errors.As(runErr, &ee) {
-			return runErr, rank
+			return runErr, rank, appRan, nil
 		}
 	}
-	return runErr, rank
+	return runErr, rank, appRan, nil
+}
+
+// logRanks says which ranks a collector published when they are more
+// than its own (a torch launcher's workers, several CUDA processes).
+func logRanks(c *collector.Collector) {
+	if rs := c.Ranks(); len(rs) > 1 || (len(rs) == 1 && rs[0] != c.Rank()) {
+		slog.Info("collector published ranks", "ranks", fmt.Sprint(rs))
+	}
 }
 
 // envInt is the integer in the environment variable name, 0 when unset or

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"gpuprof/collector/symbolize"
 	"gpuprof/collector/synth"
 )
 
@@ -29,12 +30,16 @@ the reduction tree (fan-in 4, so it has more than one level), the advisory
 analysis, and every export, written to -o. If the captures are missing it
 falls back to generated streams, and the report says "synthetic".`)
 	cfg := jobConfig{Stdout: os.Stdout}
-	fs.StringVar(&cfg.Out, "o", "gpuprof-demo", "output directory")
+	fs.StringVar(&cfg.Out, "o", "gpuprof-demo", "output directory (must not exist or be empty, unless --force)")
+	force := fs.Bool("force", false, "replace gpuprof's outputs in an existing output directory")
 	fs.IntVar(&cfg.FanIn, "fan-in", 4, "reduction tree fan-in")
 	captures := fs.String("captures", "", "captures directory (default testdata/captures of the source tree)")
 	synthetic := fs.Bool("synthetic", false, "use generated streams even if captures exist")
 	ranks := fs.Int("ranks", 8, "ranks (generated streams only)")
 	if err := parseAll(fs, args); err != nil {
+		return err
+	}
+	if err := checkOutDir(cfg.Out, *force); err != nil {
 		return err
 	}
 	if *captures == "" {
@@ -50,6 +55,11 @@ falls back to generated streams, and the report says "synthetic".`)
 		}
 		if s := findTestdata("sass"); s != "" {
 			sassDirs = append(sassDirs, s)
+		}
+		// The captures' host binaries are not here: their symbol tables
+		// (gpuprof symtab, made where they were captured) name the frames.
+		if syms, _ := filepath.Glob(filepath.Join(*captures, "*"+symbolize.TableExt)); len(syms) > 0 {
+			cfg.Collect = append(cfg.Collect, "--host-symbols", absList(*captures))
 		}
 	}
 	if len(files) == 0 {

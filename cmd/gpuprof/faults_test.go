@@ -29,13 +29,15 @@ import (
 
 // fakeLauncher is a stand-in for mpirun: "-np N" then the rank command. It
 // starts N ranks (rank in OMPI_COMM_WORLD_RANK, as Open MPI sets it),
-// writes each rank's pid and its own arguments beside itself, waits for
-// every rank and exits with the first non-zero status in rank order, as a
-// launcher reports a failed rank. The files let a test find the broker
-// (--nats) and kill one rank's collector by pid.
+// writes each rank's pid, its own arguments and the broker's URL it got in
+// its environment beside itself, waits for every rank and exits with the
+// first non-zero status in rank order, as a launcher reports a failed
+// rank. The files let a test find the broker and kill one rank's
+// collector by pid.
 const fakeLauncherScript = `#!/bin/sh
 n=$2; shift 2
 d=$(dirname "$0")
+printf '%s\n' "$GPUPROF_NATS" > "$d/nats.tmp" && mv "$d/nats.tmp" "$d/nats"
 printf '%s\n' "$@" > "$d/args.tmp" && mv "$d/args.tmp" "$d/args"
 r=0; pids=
 while [ "$r" -lt "$n" ]; do
@@ -77,15 +79,17 @@ func (l *fakeLauncher) file(t *testing.T, name string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// brokerURL is the --nats URL gpuprof run gave the collectors.
+// brokerURL is the broker's URL gpuprof run gave the collectors (in their
+// environment).
 func (l *fakeLauncher) brokerURL(t *testing.T) string {
 	t.Helper()
-	args := strings.Split(l.file(t, "args"), "\n")
-	if i := slices.Index(args, "--nats"); i >= 0 && i+1 < len(args) {
-		return args[i+1]
-	}
-	t.Fatalf("no --nats in the collectors' arguments %q", args)
-	return ""
+	return l.file(t, "nats")
+}
+
+// reducerKey is the reducer role's seed file of the job gpuprof run wrote
+// into out (what gpuprof reduce processes use).
+func reducerKey(out, job string) string {
+	return filepath.Join(out, "broker", "auth", broker.SeedFileName(job, broker.RoleReducer))
 }
 
 func (l *fakeLauncher) pid(t *testing.T, rank int) int {
@@ -267,9 +271,11 @@ func waitItems(t *testing.T, s jetstream.Stream, subj string, n int, d time.Dura
 	}
 }
 
-func jobStream(t *testing.T, url, job string) jetstream.Stream {
+// jobStream reaches job's input stream on url as a reducer: with the seed
+// file nkey ("": a broker without credentials).
+func jobStream(t *testing.T, url, job, nkey string) jetstream.Stream {
 	t.Helper()
-	c, err := broker.Connect(broker.Options{URLs: []string{url}, Name: "fault test"})
+	c, err := broker.Connect(broker.Options{URLs: []string{url}, Name: "fault test", NKeySeedFile: nkey, InboxPrefix: broker.InboxPrefix(job, broker.RoleReducer)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +336,7 @@ func TestCollectorKilledMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	s := jobStream(t, l.brokerURL(t), job)
+	s := jobStream(t, l.brokerURL(t), job, reducerKey(out, job))
 	waitItems(t, s, broker.BatchSubject(job, victim), 2, 60*time.Second)
 	if err := syscall.Kill(l.pid(t, victim), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -349,9 +355,12 @@ func TestCollectorKilledMidRun(t *testing.T) {
 	if kept == nil || kept.IsEmpty() {
 		t.Fatalf("none of the killed rank's stored batches were merged\nstderr:\n%s", stderr.String())
 	}
-	reason := fmt.Sprintf("rank timeout: no done item (%d batches merged)", kept.GetCardinality())
-	if !slices.Equal(got.IncompleteRanks(), []int32{victim}) || got.Ranks[victim].Incomplete != reason {
-		t.Fatalf("incomplete ranks %v (rank %d: %q), want only it (%q)", got.IncompleteRanks(), victim, got.Ranks[victim].Incomplete, reason)
+	// The reducer's reason, after what the collector's heartbeats and its
+	// closed connection tell gpuprof run.
+	sealed := fmt.Sprintf("rank timeout: no done item (%d batches merged)", kept.GetCardinality())
+	reason := got.Ranks[victim].Incomplete
+	if !slices.Equal(got.IncompleteRanks(), []int32{victim}) || !strings.HasPrefix(reason, "collector crashed or was killed on ") || !strings.HasSuffix(reason, ": "+sealed) {
+		t.Fatalf("incomplete ranks %v (rank %d: %q), want only it (collector crashed or was killed ...: %s)", got.IncompleteRanks(), victim, reason, sealed)
 	}
 	// The reference: every other rank's stream collected and merged here,
 	// plus the killed rank's items that the stream kept (its collector
@@ -378,7 +387,7 @@ func TestCollectorKilledMidRun(t *testing.T) {
 	if line := fmt.Sprintf("rank %d (%s)", victim, reason); !strings.Contains(string(rep), line) {
 		t.Errorf("report does not name %q:\n%s", line, head(string(rep), 12))
 	}
-	if line := fmt.Sprintf("rank=%d reason=%q", victim, reason); !strings.Contains(stderr.String(), line) {
+	if line := fmt.Sprintf("rank=%d reason=%q", victim, sealed); !strings.Contains(stderr.String(), line) {
 		t.Errorf("no log line %s:\n%s", line, stderr.String())
 	}
 	t.Logf("killed rank %d after %d of its batches were stored; %d items merged in all; exit status %d", victim, kept.GetCardinality(), got.MergedItems(), status)
@@ -433,7 +442,7 @@ func TestReducerProcessKilledAndRestarted(t *testing.T) {
 	url := l.brokerURL(t)
 	var procs []*reduceProc
 	start := func(node string) *reduceProc {
-		p := &reduceProc{cmd: exec.Command(bin, "reduce", "--job", job, "--ranks", fmt.Sprint(ranks), "--fan-in", "4", "--node", node, "--nats", url)}
+		p := &reduceProc{cmd: exec.Command(bin, "reduce", "--job", job, "--ranks", fmt.Sprint(ranks), "--fan-in", "4", "--node", node, "--nats", url, "--nkey", reducerKey(out, job))}
 		p.cmd.Stderr = &p.stderr
 		if err := p.cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -456,7 +465,7 @@ func TestReducerProcessKilledAndRestarted(t *testing.T) {
 		}
 	}
 	leaf, other, root := start("0.0"), start("0.1"), start("1.0")
-	s := jobStream(t, url, job)
+	s := jobStream(t, url, job, reducerKey(out, job))
 	// A leaf acknowledges inputs only once a partial covering them is
 	// stored: its ack floor moving says it holds durable state.
 	waitUntil(t, "leaf 0.0 to acknowledge merged inputs", 60*time.Second, func() bool {

@@ -33,6 +33,13 @@ func register(name, summary string, run func(args []string) error) {
 // exitError carries an exit code (the application's) through error returns.
 type exitError struct{ code int }
 
+// exitFailure is gpuprof's own exit status when it fails (bad flags, a
+// missing injection library, an unreachable broker, a failed reduction):
+// 125, as env(1), timeout(1) and container runners use for their own
+// failures, so that it cannot be mistaken for a wrapped application's
+// status (1, 2, 126 and 127 and 128+signal are common there).
+const exitFailure = 125
+
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func usage() {
@@ -49,18 +56,34 @@ func usage() {
 	for _, n := range names {
 		fmt.Fprintf(os.Stderr, "  %-*s %s\n", w, n, commands[n].summary)
 	}
-	fmt.Fprintf(os.Stderr, "\n'gpuprof COMMAND --help' describes a command.\n")
+	fmt.Fprintf(os.Stderr, "\n'gpuprof COMMAND --help' describes a command. gpuprof's own failures exit\nwith status %d; run and collect otherwise exit with the application's status.\n", exitFailure)
 }
 
-// newFlags returns a flag set whose --help prints the command's usage line
-// and description.
+// usages print each command's usage line, description and flags.
+var usages = map[string]func(io.Writer){}
+
+// newFlags returns a flag set for command name. A flag error is one line
+// (main prints it, naming --help); --help prints the usage line, the
+// description and the flags on stdout.
 func newFlags(name, usageLine, desc string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: gpuprof %s %s\n\n%s\n\nFlags:\n", name, usageLine, strings.TrimSpace(desc))
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	usages[name] = func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: gpuprof %s %s\n\n%s\n\nFlags:\n", name, usageLine, strings.TrimSpace(desc))
+		fs.SetOutput(w)
 		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
 	}
 	return fs
+}
+
+// printUsage prints fs's command usage on stderr (for a command given too
+// few arguments).
+func printUsage(fs *flag.FlagSet) {
+	if u := usages[fs.Name()]; u != nil {
+		u(os.Stderr)
+	}
 }
 
 func main() {
@@ -90,12 +113,31 @@ func main() {
 	switch {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
+		name := os.Args[1]
+		if len(os.Args) > 2 && usages[name+" "+os.Args[2]] != nil { // a subcommand: capture trim
+			name += " " + os.Args[2]
+		}
+		if u := usages[name]; u != nil {
+			u(os.Stdout)
+		}
 	case errors.As(err, &ee):
 		os.Exit(ee.code)
 	default:
-		fmt.Fprintf(os.Stderr, "gpuprof %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+		fmt.Fprintf(os.Stderr, "gpuprof %s: %s\n", os.Args[1], oneLine(err))
+		os.Exit(exitFailure)
 	}
+}
+
+// oneLine is err's message on one line, with a pointer to --help for flag
+// errors (the flag package's messages do not name the command's flags).
+func oneLine(err error) string {
+	s := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
+	for _, p := range []string{"flag provided but not defined", "invalid value", "invalid boolean", "flag needs an argument", "bad flag syntax"} {
+		if strings.HasPrefix(s, p) {
+			return s + fmt.Sprintf(" ('gpuprof %s --help' lists the flags)", os.Args[1])
+		}
+	}
+	return s
 }
 
 // startCPUProfile writes a CPU profile of the whole command to path (none

@@ -18,70 +18,108 @@ import (
 	"gpuprof/sass"
 )
 
-// ModulesDir holds the cubins of a job's GPU modules in its output
-// directory, by content hash, and the nvdisasm listings the collectors
-// shared (HASH.sass.zst), so the analysis can run again offline.
+// ModulesDir holds, in a job's output directory, what the analysis needs
+// of its GPU modules to run again offline: per module the nvdisasm listing
+// of the functions in the profile (HASH.sass.zst, a zstd frame of nvdisasm
+// text), and the cubin itself when it is at most CubinKeepMax bytes
+// (HASH.cubin). A framework's modules are hundreds of MB, of which a run
+// uses a few functions: those are what is kept of them.
 const ModulesDir = "modules"
 
+// CubinKeepMax bounds the cubins the collectors upload to the module
+// bucket and the root keeps in the output directory (docs/sass.md,
+// "Framework-sized modules").
+const CubinKeepMax = 16 << 20
+
 // listingFile is the saved listing of module h (analyze.EncodeListing's
-// bytes, a zstd frame).
+// bytes).
 func listingFile(dir string, h profile.ModuleHash) string {
 	return filepath.Join(dir, ModulesDir, h.String()+".sass.zst")
 }
 
-// saveListing copies module h's listing, if a collector shared one, from
-// the broker into the output directory: the root then parses it instead of
-// running nvdisasm again (and report works offline without the toolkit).
-func saveListing(ctx context.Context, conn *broker.Conn, job, out string, h profile.ModuleHash) {
-	b, err := conn.GetModule(ctx, job, h, broker.ModuleSASS)
-	if err != nil {
-		return
-	}
-	os.MkdirAll(filepath.Join(out, ModulesDir), 0o700)
-	os.WriteFile(listingFile(out, h), b, 0o600)
+func cubinFile(dir string, h profile.ModuleHash) string {
+	return filepath.Join(dir, ModulesDir, h.String()+".cubin")
 }
 
-// modules gives the analysis the parsed SASS of a profile's GPU modules:
-// the listing a collector shared (saved in the output directory), else the
-// saved cubin disassembled with nvdisasm where the CUDA toolkit is, else
-// the committed nvdisasm output whose functions cover the module's.
-type modules struct {
-	dir   string
-	files []string
-	p     *profile.Profile
+// profileFunctions lists the GPU functions of a profile by module.
+func profileFunctions(p *profile.Profile) map[profile.ModuleHash][]string {
+	out := map[profile.ModuleHash][]string{}
+	for _, f := range p.Funcs {
+		out[f.Module] = append(out[f.Module], f.Name)
+	}
+	for _, fns := range out {
+		sort.Strings(fns)
+	}
+	return out
+}
 
-	once   sync.Once
-	parsed []*sass.Module // of files
-	mu     sync.Mutex
-	cache  map[profile.ModuleHash]*sass.Module
+// saveModules copies from the job's module bucket into the output
+// directory the listings the collectors shared of the profile's functions
+// (joined per module) and the cubins the collectors uploaded (at most
+// CubinKeepMax bytes each).
+func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *profile.Profile) {
+	dir := filepath.Join(out, ModulesDir)
+	for h, fns := range profileFunctions(p) {
+		var pieces [][]byte
+		for _, fn := range fns {
+			b, err := conn.GetModule(ctx, job, h, broker.FunctionKind(fn))
+			if err != nil {
+				continue // a subroutine (in its kernel's listing), or none shared
+			}
+			_, got, text, err := analyze.DecodeEntry(b)
+			if err != nil || got != fn {
+				slog.Warn("shared listing unusable", "module", h, "function", fn, "err", err)
+				continue
+			}
+			pieces = append(pieces, text)
+		}
+		os.MkdirAll(dir, 0o700)
+		if len(pieces) > 0 {
+			os.WriteFile(listingFile(out, h), analyze.EncodeListing(sass.JoinListings(pieces...)), 0o600)
+		}
+		if n, err := conn.ModuleSize(ctx, job, h, broker.ModuleCubin); err != nil || n > CubinKeepMax {
+			continue
+		}
+		if b, err := conn.GetModule(ctx, job, h, broker.ModuleCubin); err == nil {
+			os.WriteFile(cubinFile(out, h), b, 0o600)
+		}
+	}
+}
+
+// modules gives the analysis the parsed SASS of a profile's GPU modules,
+// holding the profile's functions only: the listing saved in the output
+// directory, completed function by function from the listings cache (on
+// this machine), the nvdisasm outputs given, and nvdisasm on a saved cubin
+// where the CUDA toolkit is. For gpuprof run, a listing it completes is
+// saved back, so that a later report needs nothing else.
+type modules struct {
+	dir string
+	p   *profile.Profile
+	src *analyze.SASS
+	fns map[profile.ModuleHash][]string
+	// saveBack: a listing completed here is written to dir (gpuprof run's
+	// output; report leaves the directory it reads as it is).
+	saveBack bool
+
+	mu    sync.Mutex
+	cache map[profile.ModuleHash]*sass.Module
+	errs  map[profile.ModuleHash]error
 }
 
 func moduleSource(dir, sassFiles string, p *profile.Profile) (*modules, error) {
-	m := &modules{dir: dir, p: p, cache: map[profile.ModuleHash]*sass.Module{}}
+	var files []string
 	for _, f := range strings.Split(sassFiles, ",") {
 		if f == "" {
 			continue
 		}
-		st, err := os.Stat(f)
-		if err != nil {
+		if _, err := os.Stat(f); err != nil {
 			return nil, err
 		}
-		if !st.IsDir() {
-			m.files = append(m.files, f)
-			continue
-		}
-		filepath.Walk(f, func(path string, info os.FileInfo, err error) error {
-			if err == nil && !info.IsDir() && (strings.HasSuffix(path, ".sass.txt") || strings.HasSuffix(path, ".hex.txt")) {
-				m.files = append(m.files, path)
-			}
-			return nil
-		})
-		// Listings with encodings first: they carry the control bits.
-		sort.SliceStable(m.files, func(i, j int) bool {
-			return strings.HasSuffix(m.files[i], ".hex.txt") && !strings.HasSuffix(m.files[j], ".hex.txt")
-		})
+		files = append(files, f)
 	}
-	return m, nil
+	return &modules{dir: dir, p: p, fns: profileFunctions(p),
+		src:   &analyze.SASS{Files: files, Cache: analyze.DefaultDiskCache()},
+		cache: map[profile.ModuleHash]*sass.Module{}, errs: map[profile.ModuleHash]error{}}, nil
 }
 
 // Module implements analysis.ModuleSource.
@@ -89,63 +127,75 @@ func (m *modules) Module(h profile.ModuleHash) (*sass.Module, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if mod, ok := m.cache[h]; ok {
-		return mod, nil
+		return mod, m.errs[h]
 	}
 	mod, err := m.load(h)
-	m.cache[h] = mod
+	m.cache[h], m.errs[h] = mod, err
 	return mod, err
 }
 
 func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
+	var saved []byte
+	var have *sass.Module
 	if enc, err := os.ReadFile(listingFile(m.dir, h)); err == nil {
 		text, err := analyze.DecodeListing(enc)
 		if err == nil {
-			var mod *sass.Module
-			if mod, err = sass.Parse(text); err == nil {
-				return mod, nil
+			if have, err = sass.Parse(text); err == nil {
+				saved = text
 			}
 		}
-		slog.Warn("saved listing unusable, trying the cubin", "file", listingFile(m.dir, h), "err", err)
-	}
-	if cubin, err := os.ReadFile(filepath.Join(m.dir, ModulesDir, h.String()+".cubin")); err == nil {
-		if mod, err := disassemble(cubin); err == nil {
-			return mod, nil
+		if err != nil {
+			slog.Warn("saved listing unusable", "file", listingFile(m.dir, h), "err", err)
+			have = nil
 		}
 	}
-	var want []string
-	for _, f := range m.p.Funcs {
-		if f.Module == h {
-			want = append(want, f.Name)
+	cubin, _ := os.ReadFile(cubinFile(m.dir, h))
+	var sm uint16
+	if md := m.p.Modules[h]; md != nil {
+		sm = md.SM
+	}
+	ref := analyze.ModuleRef{Hash: h, Cubin: cubin, SM: sm, Functions: m.fns[h]}
+	var need []string
+	for _, fn := range m.fns[h] {
+		if have == nil || have.Func(fn) == nil {
+			need = append(need, fn)
 		}
 	}
-	m.once.Do(func() {
-		for _, f := range m.files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
-			if mod, err := sass.Parse(b); err == nil {
-				m.parsed = append(m.parsed, mod)
-			}
-		}
-	})
-	for _, mod := range m.parsed {
-		ok := len(want) > 0
-		for _, name := range want {
-			if mod.Func(name) == nil {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return mod, nil
+	texts, whys := m.src.Listings(ref, need)
+	pieces := [][]byte{saved}
+	var why []string
+	for _, fn := range need {
+		if text := texts[fn]; text != nil {
+			pieces = append(pieces, text)
+		} else {
+			why = append(why, fn+": "+whys[fn])
 		}
 	}
-	return nil, fmt.Errorf("module %v: no cubin with nvdisasm, and no nvdisasm output covers its %d functions", h, len(want))
+	if len(pieces) == 1 {
+		if have == nil {
+			return nil, fmt.Errorf("module %v: no listing of its %d functions (%s)", h, len(m.fns[h]), strings.Join(why[:min(len(why), 3)], "; "))
+		}
+		return have, nil
+	}
+	if saved == nil {
+		pieces = pieces[1:]
+	}
+	text := sass.JoinListings(pieces...)
+	mod, err := sass.Parse(text)
+	if err != nil {
+		return have, fmt.Errorf("module %v: joined listing: %w", h, err)
+	}
+	if m.saveBack {
+		if err := os.MkdirAll(filepath.Join(m.dir, ModulesDir), 0o700); err == nil {
+			os.WriteFile(listingFile(m.dir, h), analyze.EncodeListing(text), 0o600)
+		}
+	}
+	return mod, nil
 }
 
-// disassemble runs nvdisasm on a cubin (the CUDA toolkit must be on PATH)
-// with the collectors' options, so listings are alike wherever made.
+// disassemble runs nvdisasm on a whole cubin (the CUDA toolkit must be on
+// PATH) with the collectors' options: advise --static-only on a cubin the
+// user names.
 func disassemble(cubin []byte) (*sass.Module, error) {
 	nv, err := exec.LookPath("nvdisasm")
 	if err != nil {

@@ -3,10 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"gpuprof/collector/analyze"
 	"gpuprof/profile"
+	"gpuprof/sass"
 )
 
 // The root and report parse the listing a collector shared (saved in the
@@ -37,5 +39,62 @@ func TestSavedListing(t *testing.T) {
 	os.WriteFile(listingFile(dir, h2), []byte("not zstd"), 0o600)
 	if m, err := mods.Module(h2); err == nil || m != nil {
 		t.Fatalf("corrupt listing: %v %v", m, err)
+	}
+}
+
+// The root's module holds the profile's functions only, from the listings
+// cache of this machine, and gpuprof run saves it beside the profile.
+func TestModuleOfProfileFunctions(t *testing.T) {
+	text, err := os.ReadFile("../../testdata/sass/probe/k.hex.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := sass.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const kernel = "_Z6reloadPKfPfii"
+	piece, ok := sass.FunctionListing(text, whole, kernel)
+	if !ok {
+		t.Fatal("no listing of the kernel")
+	}
+	t.Setenv("GPUPROF_CACHE_DIR", t.TempDir())
+	h := profile.ModuleHash(0x1234)
+	if err := analyze.DefaultDiskCache().Put(h, kernel, "nvdisasm-x", piece); err != nil {
+		t.Fatal(err)
+	}
+	p := profile.New("t")
+	p.AddModule(profile.Module{Hash: h, SM: 90})
+	p.AddFunc(h, kernel)
+	p.AddFunc(h, "$_Z6reloadPKfPfii$_Z6helperPKfi") // a subroutine of its section
+	dir := t.TempDir()
+	mods, err := moduleSource(dir, "", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods.saveBack = true
+	m, err := mods.Module(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Func(kernel) == nil || m.Func("$_Z6reloadPKfPfii$_Z6helperPKfi") == nil || len(m.Functions) != 2 {
+		var names []string
+		for _, f := range m.Functions {
+			names = append(names, f.Name)
+		}
+		t.Fatalf("module functions %v", names)
+	}
+	// Saved: a report later reads it without the cache.
+	t.Setenv("GPUPROF_CACHE_DIR", "off")
+	mods2, _ := moduleSource(dir, "", p)
+	if m2, err := mods2.Module(h); err != nil || m2.Func(kernel) == nil {
+		t.Fatalf("saved listing: %v", err)
+	}
+	// Without any source the error names the functions and why.
+	p.AddFunc(h+1, "k")
+	p.AddModule(profile.Module{Hash: h + 1})
+	mods3, _ := moduleSource(t.TempDir(), "", p)
+	if _, err := mods3.Module(h + 1); err == nil || !strings.Contains(err.Error(), "k: no_cubin") {
+		t.Errorf("error %v", err)
 	}
 }

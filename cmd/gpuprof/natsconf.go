@@ -19,8 +19,9 @@ Writes what an external NATS cluster needs to run one job with per-job
 permissions, all user-only, into DIR:
 
   J.accounts.conf   the job's account (JetStream enabled) with two nkey
-                    users: the collector may publish only the job's batches
-                    and done items and upload its GPU modules; the reducer
+                    users: the collector may publish only the job's batches,
+                    done items and status heartbeats and upload its GPU
+                    modules; the reducer
                     (gpuprof run, gpuprof reduce) manages only the job's
                     stream and module bucket. Each may subscribe only to its
                     own reply inboxes.
@@ -39,7 +40,7 @@ docs/cluster.md has the whole procedure.`)
 		return err
 	}
 	if *out == "" {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("-o DIR is required")
 	}
 	if *job == "" {

@@ -10,6 +10,7 @@ import (
 	"gpuprof/analysis"
 	"gpuprof/profile"
 	"gpuprof/sass"
+	"gpuprof/symname"
 	export "gpuprof/viewer-export"
 	"gpuprof/viewer-export/diff"
 	"gpuprof/viewer-export/html"
@@ -60,7 +61,7 @@ and data objects (GVProf eq. 1-2), per-rank imbalance.`)
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("want one output directory or profile file")
 	}
 	p, adv, err := loadAdvice(fs.Arg(0), *sassFiles)
@@ -70,20 +71,27 @@ and data objects (GVProf eq. 1-2), per-rank imbalance.`)
 	return text.Write(os.Stdout, p, adv, text.Options{})
 }
 
+// exportFormats are the values export --format takes.
+var exportFormats = []string{"hpctoolkit", "pprof", "json", "html", "text", "all"}
+
 func cmdExport(args []string) error {
 	fs := newFlags("export", "[flags] DIR|FILE", `
 Writes views of a profile: hpctoolkit (a database directory hpcviewer opens),
 pprof (profile.pb.gz: go tool pprof -http=: FILE), json (schema in
 docs/json-schema.json), html (one self-contained file), text, or all.`)
-	format := fs.String("format", "all", "hpctoolkit | pprof | json | html | text | all")
+	format := fs.String("format", "all", strings.Join(exportFormats, " | "))
 	out := fs.String("o", "", "output directory (default: the profile's directory)")
 	sassFiles := sassFlag(fs.String)
 	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("want one output directory or profile file")
+	}
+	names := map[string]string{"hpctoolkit": export.DatabaseDir, "pprof": export.PprofFile, "json": export.JSONFile, "html": export.HTMLFile, "text": export.TextFile}
+	if _, ok := names[*format]; !ok && *format != "all" {
+		return fmt.Errorf("--format %q: want one of %s", *format, strings.Join(exportFormats, ", "))
 	}
 	p, adv, err := loadAdvice(fs.Arg(0), *sassFiles)
 	if err != nil {
@@ -108,11 +116,7 @@ docs/json-schema.json), html (one self-contained file), text, or all.`)
 	if err := export.WriteAll(tmp, p, adv); err != nil {
 		return err
 	}
-	names := map[string]string{"hpctoolkit": export.DatabaseDir, "pprof": "profile.pb.gz", "json": "profile.json", "html": "report.html", "text": "report.txt"}
-	name, ok := names[*format]
-	if !ok {
-		return fmt.Errorf("unknown format %q", *format)
-	}
+	name := names[*format]
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -139,7 +143,7 @@ and lists the static findings with their SASS lines.`)
 		return err
 	}
 	if fs.NArg() < 1 {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("nothing to analyse")
 	}
 	if *static {
@@ -186,7 +190,7 @@ func printAdvice(p *profile.Profile, adv []analysis.Advice, top int) {
 			if j == 3 {
 				break
 			}
-			where := fmt.Sprintf("%s:%d %s", w.File, w.Line, w.Function)
+			where := symname.Short(w.Function) + " (" + analysis.Place(w.File, w.Line) + ")"
 			if p != nil {
 				where = text.WhereLabel(p, w)
 			}
@@ -216,7 +220,7 @@ comparison.`)
 		return err
 	}
 	if fs.NArg() != 2 {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("want two profiles")
 	}
 	before, err := profile.ReadFile(fs.Arg(0))

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -22,6 +21,7 @@ import (
 
 	"gpuprof/analysis"
 	"gpuprof/broker"
+	"gpuprof/collector/proctree"
 	"gpuprof/profile"
 	"gpuprof/reducer"
 	export "gpuprof/viewer-export"
@@ -47,12 +47,27 @@ type jobConfig struct {
 	Launcher   []string // user's launcher command (run), or nil
 	Spawn      []string // demo: per-rank replay files, run as local processes
 	RankLabels map[int32]string
-	Stdout     io.Writer
+	Stdout     io.Writer // the report's first screen goes here (nil: run, whose stdout is the application's)
 
 	// Collectors' own credentials (an external cluster with per-job
 	// permissions, gpuprof nats-config): they replace Broker's for the ranks.
 	CollectorNKey, CollectorCreds string
 	StreamMaxBytes                int64 // 0: broker.DefaultStreamMaxBytes
+	// Env is what the ranks get beyond run's own environment (NAME=value):
+	// secrets travel here, never on a command line.
+	Env []string
+	// StopWait: after an interruption, how long the application and the
+	// collectors get before the report is written (lifecycle.go).
+	StopWait time.Duration
+	// Listen is the embedded broker's address (HOST[:PORT]; default the
+	// loopback address, or a routable one when MultiHost).
+	Listen string
+	// MultiHost: the launcher places ranks on other hosts.
+	MultiHost bool
+	// RanksElsewhere: some ranks' collectors run outside the launcher
+	// (torchrun --nnodes: each node starts its own), so its exit does not
+	// end them.
+	RanksElsewhere bool
 }
 
 func newJobID() string {
@@ -68,26 +83,50 @@ directory (or joins --nats URL), starts the reduction tree, inserts
 'gpuprof collect' after the launcher's own options so every rank is wrapped
 (mpirun, mpiexec, srun; a plain command is one rank), shows progress, and
 when the job ends writes the merged profile, the report and every export to
-the output directory and prints the top advice. The exit status is the
-application's.
+the output directory.
 
-  gpuprof run -o lj -- mpirun -np 64 ./lmp -in in.lj`)
-	cfg := jobConfig{Stdout: os.Stdout}
-	fs.StringVar(&cfg.Out, "o", "gpuprof-out", "output directory")
+Before it starts anything, run checks its flags, the injection library, the
+launcher and the application (on this host) and the broker, and stops with
+one line naming the problem. An output directory that is not empty is
+refused unless --force is given (which replaces gpuprof's outputs in it).
+Standard output is the application's: run's progress and its summary (the
+output directory, ranks measured and incomplete, the top advice) go to
+standard error.
+
+SIGINT or SIGTERM (Ctrl-C, a batch system's time limit) is passed to the
+application; the report of what was merged is written, marked interrupted,
+within --stop-timeout; a second one stops waiting.
+
+Exit status: the application's (the launcher's) when it ran, or 128+n when
+signal n ended it; 125 when gpuprof itself failed (a bad flag, nothing to
+measure, the broker; or the reduction, when the application succeeded), a
+status applications rarely use.
+
+  gpuprof run -o lj -- mpirun -np 64 ./lmp -in in.lj
+  gpuprof run --mode all -o lj -- mpirun -np 64 ./lmp -in in.lj`)
+	var cfg jobConfig
+	fs.StringVar(&cfg.Out, "o", "gpuprof-out", "output directory (must not exist or be empty, unless --force)")
+	force := fs.Bool("force", false, "replace gpuprof's outputs in an existing output directory")
+	inject := fs.String("inject", "", "injection library (default $GPUPROF_INJECT, else lib/libgpuprof_inject.so beside gpuprof, where 'make inject' puts it)")
 	fs.StringVar(&cfg.Job, "job", "", "job id (default: generated)")
 	fs.IntVar(&cfg.FanIn, "fan-in", 8, "reduction tree fan-in")
 	fs.IntVar(&cfg.Ranks, "ranks", 0, "rank count (default: the launcher's -np)")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "stream replicas (default 1 embedded, 3 with --nats)")
 	fs.DurationVar(&cfg.RankWait, "rank-timeout", 60*time.Second, "how long after the application ends missing ranks may still report")
 	fs.BoolVar(&cfg.ExtReduce, "external-reducers", false, "do not run the tree here: 'gpuprof reduce' processes run its nodes")
-	mode := fs.String("mode", "", "redundancy | pcsampling | hybrid (default redundancy)")
+	fs.DurationVar(&cfg.StopWait, "stop-timeout", 10*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the application and the collectors get before the report of what was merged is written; keep it well under the batch system's kill delay (Slurm's KillWait: 30s)")
+	fs.StringVar(&cfg.Listen, "broker-listen", os.Getenv("GPUPROF_BROKER_LISTEN"), "address the embedded broker listens on, HOST[:PORT] (default: 127.0.0.1, or this host's routable address when the launcher places ranks on other hosts; docs/cluster.md)")
+	mode := fs.String("mode", "", "redundancy | pcsampling | hybrid | all (default redundancy; all: one run per kind, merged by calling context)")
 	p := fs.Int("block-sampling", 0, "block sampling period P (default 50)")
 	k := fs.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
 	reuse := fs.Int("reuse-sampling", 0, "measure reuse distances in one traced block in this many of each launch; 1: every block (default 4)")
+	pyFrames := fs.Bool("python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks name Python functions")
 	batchRecords := fs.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 262144)")
-	batchInterval := fs.Duration("batch-interval", 0, "and at least this often (default 5s)")
+	batchInterval := fs.Duration("batch-interval", 0, "collectors also publish a batch at least this often, however few records (default 5s)")
 	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
+	noValues := fs.Bool("no-values", false, "store no value read from the application's memory (value sketches hold them by default): keyed hashes only; counts and redundancy fractions stay")
+	hostSyms := fs.String("host-symbols", "", "symbol tables for host binaries not on the collectors' machines (gpuprof symtab; with --replay)")
 	nats := natsFlags(fs)
 	fs.StringVar(&cfg.CollectorNKey, "collector-nkey", "", "nkey seed the collectors use instead of run's own credentials (gpuprof nats-config writes J.collector.nk)")
 	fs.StringVar(&cfg.CollectorCreds, "collector-creds", "", "NATS credentials file the collectors use instead of run's own")
@@ -96,12 +135,20 @@ application's.
 		return err
 	}
 	cfg.Launcher = fs.Args()
-	if len(cfg.Launcher) == 0 {
-		fs.Usage()
-		return errors.New("no command after --")
-	}
 	cfg.Broker = nats("gpuprof run")
 	cfg.SASS = *sassFiles
+	if err := checkRun(&cfg, runChecks{mode: *mode, blockSampling: *p, kernelSampling: *k, reuseSampling: *reuse,
+		batchInterval: *batchInterval, replay: *replay, force: *force, injectLib: *inject, hostSymbols: *hostSyms}); err != nil {
+		return err
+	}
+	cfg.MultiHost = multiHost(cfg.Launcher, os.Getenv)
+	cfg.RanksElsewhere = cfg.MultiHost && launcherName(cfg.Launcher) == "torchrun"
+	if *inject != "" {
+		cfg.Collect = append(cfg.Collect, "--inject", absPath(*inject))
+	}
+	if *hostSyms != "" {
+		cfg.Collect = append(cfg.Collect, "--host-symbols", absList(*hostSyms))
+	}
 	if *mode != "" {
 		cfg.Collect = append(cfg.Collect, "--mode", *mode)
 	}
@@ -113,6 +160,9 @@ application's.
 	}
 	if *reuse != 0 {
 		cfg.Collect = append(cfg.Collect, "--reuse-sampling", fmt.Sprint(*reuse))
+	}
+	if *pyFrames {
+		cfg.Collect = append(cfg.Collect, "--python-frames")
 	}
 	if *batchRecords != 0 {
 		cfg.Collect = append(cfg.Collect, "--batch-records", fmt.Sprint(*batchRecords))
@@ -126,6 +176,10 @@ application's.
 	}
 	if cfg.SASS != "" {
 		cfg.Collect = append(cfg.Collect, "--sass", absList(cfg.SASS))
+	}
+	if *noValues {
+		cfg.Collect = append(cfg.Collect, "--no-values")
+		cfg.Env = append(cfg.Env, ValueKeyEnv+"="+newValueKey())
 	}
 	return runJob(cfg)
 }
@@ -166,29 +220,29 @@ func runJob(cfg jobConfig) error {
 		return err
 	}
 	os.Chmod(cfg.Out, 0o700)
+	if cfg.StopWait <= 0 {
+		cfg.StopWait = 10 * time.Second
+	}
+	if cfg.RankWait <= 0 {
+		cfg.RankWait = 60 * time.Second // the reducers' default (demo sets none)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// Signals are handled from here on (signals.go): the first interrupts
+	// the job, which still ends with a report.
+	sigs, stopSigs := notifyInterrupts()
+	defer stopSigs()
+	ctx := context.Background()
 
-	// The broker.
-	bo := cfg.Broker
-	var emb *broker.Embedded
-	if len(bo.URLs) == 0 {
-		os.RemoveAll(filepath.Join(cfg.Out, "broker"))
-		emb, err = broker.StartEmbedded(filepath.Join(cfg.Out, "broker"))
-		if err != nil {
-			return fmt.Errorf("embedded broker: %w", err)
-		}
+	// The broker, and what the ranks get to reach it.
+	bo, cb, emb, err := jobBroker(&cfg)
+	if err != nil {
+		return err
+	}
+	if emb != nil {
 		defer emb.Shutdown()
-		bo = emb.Options("gpuprof run")
-		if cfg.Replicas == 0 {
-			cfg.Replicas = 1
-		}
-	} else if cfg.Replicas == 0 {
-		cfg.Replicas = 3
 	}
 	bo.InboxPrefix = broker.InboxPrefix(cfg.Job, broker.RoleReducer)
 	conn, err := broker.Connect(bo)
@@ -205,14 +259,16 @@ func runJob(cfg jobConfig) error {
 	if err := conn.EnsureModuleBucket(ctx, cfg.Job, cfg.Replicas); err != nil {
 		return err
 	}
-
-	// The ranks' command line.
-	wrap := []string{self, "collect", "--job", cfg.Job, "--nats", strings.Join(bo.URLs, ",")}
-	cb := bo
-	if cfg.CollectorNKey != "" || cfg.CollectorCreds != "" {
-		cb.NKeySeedFile, cb.CredsFile, cb.User, cb.Password, cb.Token = absPath(cfg.CollectorNKey), absPath(cfg.CollectorCreds), "", "", ""
+	env, err := rankEnv(cfg.Job, cb)
+	if err != nil {
+		return err
 	}
+	env = append(env, cfg.Env...)
+
+	// The ranks' command line: the broker and its credentials are in env.
+	wrap := []string{self, "collect"}
 	wrap = append(wrap, brokerArgs(cb)...)
+	wrap = append(wrap, "--stop-timeout", (cfg.StopWait / 2).String())
 	wrap = append(wrap, cfg.Collect...)
 	var procs [][]string
 	switch {
@@ -233,6 +289,9 @@ func runJob(cfg jobConfig) error {
 			cmd, n, err = wrapLauncher(append(append([]string{}, cfg.Launcher...), "replay"), wrap)
 			if err == nil {
 				cmd = cmd[:len(cmd)-1]
+				if !launchers[filepath.Base(cfg.Launcher[0])] {
+					cmd = cmd[:len(wrap)] // a plain command: one rank replays, nothing runs
+				}
 			}
 		} else {
 			cmd, n, err = wrapLauncher(cfg.Launcher, append(wrap, "--"))
@@ -246,7 +305,11 @@ func runJob(cfg jobConfig) error {
 		if cfg.Ranks == 0 {
 			return errors.New("the launcher does not say how many ranks: give --ranks N")
 		}
-		procs = [][]string{cmd}
+		// The collectors learn the count too: the one collector of a
+		// torchrun or a plain command reports the ranks that never came.
+		env = append(env, "GPUPROF_RANKS="+fmt.Sprint(cfg.Ranks))
+		procs = [][]string{forwardEnv(cmd, envNames(env))}
+		env = append(env, launcherEnv(cmd, cfg.StopWait)...)
 	}
 
 	// The reduction tree, merging while the ranks run.
@@ -255,13 +318,23 @@ func runJob(cfg jobConfig) error {
 		return err
 	}
 	slog.Info("job", "id", cfg.Job, "ranks", cfg.Ranks, "tree", tree.String(), "broker", strings.Join(bo.URLs, ","), "out", cfg.Out)
+	if cfg.ExtReduce && emb != nil {
+		ca := ""
+		if len(bo.CAPEM) > 0 {
+			ca = " --tls-ca " + filepath.Join(cfg.Out, "broker", "auth", cfg.Job+".ca.pem")
+		}
+		slog.Info(fmt.Sprintf("the tree's nodes: gpuprof reduce --job %s --ranks %d --fan-in %d --nats %s --nkey %s%s --node NODES", cfg.Job, cfg.Ranks, cfg.FanIn, emb.URL, bo.NKeySeedFile, ca))
+	}
+	board, err := watchStatus(conn.NC, cfg.Job)
+	if err != nil {
+		return err
+	}
+	defer board.close()
+	if emb != nil {
+		board.connected = emb.ClientNames
+	}
 	prog := newProgress(cfg.Ranks)
 	rcfg := reducer.Config{Job: cfg.Job, Conn: conn, Tree: tree, RankTimeout: cfg.RankWait, Output: cfg.Out, OnProgress: prog.update}
-	type treeResult struct {
-		p     *profile.Profile
-		stats *reducer.TreeStats
-		err   error
-	}
 	done := make(chan treeResult, 1)
 	go func() {
 		var r treeResult
@@ -273,22 +346,38 @@ func runJob(cfg jobConfig) error {
 		done <- r
 	}()
 
-	// The application (or the replaying collectors).
-	appStart := time.Now()
-	exit := runProcs(ctx, procs)
-	appTime := time.Since(appStart)
-	if err := reducer.SignalEnd(ctx, conn, cfg.Job, exit); err != nil {
-		slog.Warn("signalling the end of the application", "err", err)
+	// The application (or the replaying collectors), until the tree's
+	// final profile; then whatever still runs is ended.
+	rp, err := startRanks(procs, env)
+	if err != nil {
+		return err
 	}
-	res := <-done
+	res, end := superviseJob(ctx, &cfg, conn, rp, board, done, sigs)
 	prog.finish()
+	go abandonOnSignals(sigs, end)
 	if res.err != nil {
-		return fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit)
+		exit := end.wait() // nothing of the job outlives run
+		return appStatusOr(exit, fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit))
 	}
 	p := res.p
+	// Ranks past the plan (more CUDA processes than the launcher said)
+	// were consumed by no leaf: merged here, and named, once their
+	// collectors have stored all they publish (they exited).
+	if board.unplanned(cfg.Ranks) {
+		end.wait()
+	}
+	if extra, err := reducer.MergeUnplanned(ctx, conn, cfg.Job, tree, p); err != nil {
+		slog.Warn("ranks beyond the plan not merged", "err", err)
+	} else if len(extra) > 0 {
+		slog.Warn("ranks beyond the expected count merged after the tree (more CUDA processes than the launcher said; --ranks sets the count)", "expected", cfg.Ranks, "extra", fmt.Sprint(extra))
+	}
+	board.explain(p, cfg.Ranks, end.final)
+	if end.interrupted != nil {
+		p.Interrupted = proctree.SignalName(end.interrupted)
+	}
 	if cfg.ExtReduce {
 		if err := profile.WriteFile(filepath.Join(cfg.Out, profile.FileName), p); err != nil {
-			return err
+			return appStatusOr(end.wait(), err)
 		}
 	}
 	for r, label := range cfg.RankLabels {
@@ -297,112 +386,57 @@ func runJob(cfg jobConfig) error {
 		}
 	}
 	saveModules(ctx, conn, cfg.Job, cfg.Out, p)
-	if err := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks, cfg.Stdout); err != nil {
-		return err
+	adv, werr := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks)
+	exit := end.wait()
+	if werr != nil {
+		return appStatusOr(exit, werr)
 	}
 	if res.stats != nil {
-		fmt.Fprintf(cfg.Stdout, "\nmerged %d batches (%.1f MB) from %d ranks through tree %s; application %.2fs, last done to final profile %.3fs, total %.2fs\n",
-			res.stats.ItemsMerged, float64(res.stats.BytesIn)/1e6, len(p.Items), tree.String(), appTime.Seconds(), res.stats.Tail.Seconds(), time.Since(start).Seconds())
+		slog.Info("reduction", "batches", res.stats.ItemsMerged, "MB", fmt.Sprintf("%.1f", float64(res.stats.BytesIn)/1e6), "ranks", len(p.Items), "tree", tree.String(),
+			"application", end.appTime.Round(time.Millisecond), "tail", res.stats.Tail.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
 	}
-	fmt.Fprintf(cfg.Stdout, "output: %s (report.txt, report.html, profile.pb.gz, profile.json, database/)\n", cfg.Out)
+	if cfg.Stdout != nil {
+		if err := printReportHead(cfg.Stdout, cfg.Out, 45); err != nil {
+			return err
+		}
+	}
+	writeSummary(os.Stderr, cfg.Out, p, adv, cfg.Ranks, exit)
+	fmt.Fprintln(os.Stderr, runCost(res.stats, len(p.Items), emb != nil))
 	if exit != 0 {
 		return exitError{exit}
 	}
 	return nil
 }
 
-// brokerArgs passes the run's broker credentials to the collectors.
+// brokerArgs passes the collectors' broker files (paths, which must be
+// valid where the ranks run); secrets go in their environment (rankEnv).
 func brokerArgs(o broker.Options) []string {
 	var a []string
-	for _, kv := range [][2]string{{"--creds", absPath(o.CredsFile)}, {"--nkey", absPath(o.NKeySeedFile)}, {"--user", o.User},
+	for _, kv := range [][2]string{{"--creds", absPath(o.CredsFile)}, {"--user", o.User},
 		{"--tls-ca", absPath(o.CAFile)}, {"--tls-cert", absPath(o.CertFile)}, {"--tls-key", absPath(o.KeyFile)}} {
 		if kv[1] != "" {
 			a = append(a, kv[0], kv[1])
 		}
 	}
-	if o.Password != "" {
-		os.Setenv("GPUPROF_NATS_PASSWORD", o.Password) // not on the command line, where ps shows it
-	}
 	return a
 }
 
-// runProcs runs the commands concurrently and returns the exit status of
-// the first that failed (0 if none).
-func runProcs(ctx context.Context, procs [][]string) int {
-	var wg sync.WaitGroup
-	codes := make([]int, len(procs))
-	for i, argv := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-			if len(procs) == 1 {
-				cmd.Stdin = os.Stdin
-			}
-			err := cmd.Run()
-			var ee *exec.ExitError
-			switch {
-			case err == nil:
-			case errors.As(err, &ee):
-				codes[i] = ee.ExitCode()
-			default:
-				slog.Error("starting", "command", argv[0], "err", err)
-				codes[i] = 127
-			}
-		}()
-	}
-	wg.Wait()
-	for _, c := range codes {
-		if c != 0 {
-			return c
-		}
-	}
-	return 0
-}
-
-// saveModules copies the job's cubins from the broker into the output
-// directory, so the analysis can run again offline.
-func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *profile.Profile) {
-	dir := filepath.Join(out, ModulesDir)
-	for h := range p.Modules {
-		saveListing(ctx, conn, job, out, h)
-		b, err := conn.GetModule(ctx, job, h, broker.ModuleCubin)
-		if err != nil {
-			continue
-		}
-		os.MkdirAll(dir, 0o700)
-		os.WriteFile(filepath.Join(dir, h.String()+".cubin"), b, 0o600)
-	}
-}
-
-// writeOutputs runs the analysis and writes every export and the report,
-// then prints the report's first screen.
-func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int, stdout io.Writer) error {
+// writeOutputs runs the analysis and writes every export and the report;
+// it returns the advice.
+func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int) ([]analysis.Advice, error) {
 	if err := profile.WriteFile(filepath.Join(out, profile.FileName), p); err != nil {
-		return err
+		return nil, err
 	}
 	mods, err := moduleSource(out, sassFiles, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	mods.saveBack = true
 	adv, err := analysis.Advise(p, mods, analysis.Options{Static: true})
 	if err != nil {
 		slog.Warn("analysis", "err", err)
 	}
-	if err := export.WriteAllOptions(out, p, adv, export.Options{ExpectedRanks: ranks}); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(filepath.Join(out, "report.txt"))
-	if err != nil {
-		return err
-	}
-	lines := strings.SplitAfter(string(b), "\n")
-	if len(lines) > 45 {
-		lines = append(lines[:45], fmt.Sprintf("... (%s has the rest)\n", filepath.Join(out, "report.txt")))
-	}
-	fmt.Fprint(stdout, strings.Join(lines, ""))
-	return nil
+	return adv, export.WriteAllOptions(out, p, adv, export.Options{ExpectedRanks: ranks})
 }
 
 // progress shows ranks done, batches merged and MB in: a bar on a
@@ -463,7 +497,7 @@ from the stream; merging is idempotent, so the result is the same.`)
 		return err
 	}
 	if *job == "" || *ranks <= 0 || *nodes == "" {
-		fs.Usage()
+		printUsage(fs)
 		return errors.New("--job, --ranks and --node are required")
 	}
 	bo := nats(fmt.Sprintf("gpuprof reduce %s", *nodes))
@@ -490,24 +524,9 @@ from the stream; merging is idempotent, so the result is the same.`)
 		}
 		return err
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for _, s := range strings.Split(*nodes, ",") {
-		name, err := reducer.ParseNodeName(s)
-		if err != nil {
-			return err
-		}
-		c := cfg
-		c.Node = name
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := reducer.RunNode(ctx, c); err != nil {
-				errs <- fmt.Errorf("node %s: %w", name, err)
-			}
-		}()
+	names, err := parseNodes(*nodes)
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return runNodes(ctx, cfg, names)
 }

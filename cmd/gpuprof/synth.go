@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"gpuprof/collector/rawstream"
 	"gpuprof/collector/synth"
@@ -26,7 +28,10 @@ its header, and so does every report made from it. Replay a stream with
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed (everything is a function of it and the rank)")
 	mode := fs.String("mode", "redundancy", "redundancy | pcsampling | hybrid")
 	fs.IntVar(&o.Iterations, "iterations", 4, "iterations of the generated program's main loop")
-	fs.Float64Var(&o.Imbalance, "imbalance", 1, "rank 0 does (1+imbalance) times the work of the others")
+	fs.Float64Var(&o.Imbalance, "imbalance", 1, "the heavy ranks do (1+imbalance) times the work of the others")
+	heavy := fs.String("heavy", "0", "the heavy ranks, comma-separated")
+	fs.IntVar(&o.RanksPerHost, "ranks-per-host", 4, "consecutive ranks per host")
+	fs.IntVar(&o.GPUs, "gpus", 0, "GPUs per host, the ranks spread over them by local rank (pcsampling: the first rank of each GPU samples it, the others give kernel times only); 0: a GPU per rank")
 	p := fs.Uint("block-sampling", 8, "block sampling period P")
 	k := fs.Uint("kernel-sampling", 2, "kernel sampling period K")
 	fs.IntVar(&o.Scale, "scale", 1, "multiplies every grid")
@@ -44,6 +49,17 @@ its header, and so does every report made from it. Replay a stream with
 		}
 	}
 	o.BlockSampling, o.KernelSampling = uint32(*p), uint32(*k)
+	o.Heavy = []int{}
+	for _, f := range strings.Split(*heavy, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		r, err := strconv.Atoi(f)
+		if err != nil || r < 0 {
+			return fmt.Errorf("synth: --heavy %q: want comma-separated ranks", *heavy)
+		}
+		o.Heavy = append(o.Heavy, r)
+	}
 	if err := os.MkdirAll(*out, 0o700); err != nil {
 		return err
 	}

@@ -20,7 +20,6 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -68,12 +67,22 @@ type Options struct {
 	QueueDepth int
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver
-	// Structures gives GPU module structure (nil: instructions are placed
+	// Structures gives GPU function structure (nil: instructions are placed
 	// directly under their function and values read at the record's width).
 	Structures StructureSource
+	// StructureWait bounds the waits for structure: in all, at the first
+	// access records of launches (whose values are read by it), and, from
+	// the end of the stream, for the structure that instructions sampled
+	// meanwhile still wait for (default DefaultStructureWait; placement.go).
+	StructureWait time.Duration
 	// OnModule is called once per new module content hash with the cubin
 	// bytes (for sharing through the broker's object store).
 	OnModule func(hash profile.ModuleHash, cubin []byte)
+	// HashValues, when set, puts keyed hashes of the values read from the
+	// application's memory into the value sketches instead of the values
+	// (profile.ValHashed): counts and redundancy fractions are kept, no
+	// value leaves the collector.
+	HashValues *ValueHasher
 }
 
 // Metric names the analysis adds beyond profile's well-known ones.
@@ -86,13 +95,11 @@ var (
 )
 
 type modInfo struct {
-	id        uint64
-	hash      profile.ModuleHash
-	size      uint64
-	cubin     []byte
-	funcs     []string
-	resolved  bool
-	structure Structure
+	id    uint64
+	hash  profile.ModuleHash
+	size  uint64
+	cubin []byte
+	funcs []string
 }
 
 type funcInfo struct {
@@ -105,16 +112,18 @@ type funcInfo struct {
 	ctx    uint32 // the last launch context of this function (for samples without a launch)
 	hasCtx bool
 	orphan bool // reported without a known module
+	fs     funcStructure
+	// real is, for an orphan, the function of a loaded module it is
+	// (orphans.go); nil while its module has not come.
+	real *funcInfo
 }
 
 // fn returns the function with wire id id: a function reported without a
-// module is the same-named function of a module loaded since, if any.
+// module is the loaded module's function it turned out to be, if known.
 func (a *Analyzer) fn(id uint32) *funcInfo {
 	f := a.funcByID[id]
-	if f != nil && f.orphan {
-		if real := a.byName[f.name]; real != nil {
-			return real
-		}
+	if f != nil && f.real != nil {
+		return f.real
 	}
 	return f
 }
@@ -182,7 +191,8 @@ type launchInfo struct {
 	local        uint32
 	instrumented bool
 	ended        bool
-	warps        int // warps per block (extra.go)
+	structured   bool // its function's structure was awaited (first ACCESS)
+	warps        int  // warps per block (extra.go)
 	// the lane groups of its warps (laneGroupsOf), and the work units of
 	// the warps and blocks seen (dispatcher only; units)
 	groups int
@@ -227,18 +237,20 @@ type Analyzer struct {
 	exit  int32
 
 	modules    map[uint64]*modInfo
-	byContent  map[uint64]*modInfo // content key -> first module with its bytes
+	trimmed    map[uint64]*rawstream.ModuleHash // MODULE_HASH frames by module id
+	byContent  map[uint64]*modInfo              // content key -> first module with its bytes
 	hashes     map[profile.ModuleHash]bool
 	funcs      []*funcInfo
 	funcByID   map[uint32]*funcInfo
 	byName     map[string]*funcInfo // functions of known modules, by name
 	unknownMod *modInfo
 	fsnap      *funcSnap
+	fpending   []*funcInfo // reported since fsnap was built (funcSnapshot)
 
 	ctxs     []*ctxInfo
 	ctxByID  map[profile.NodeID]uint32
 	stacks   map[string][]profile.Frame
-	paths    map[string]kernelPath // by fn, its module and the host stack (kernelPath)
+	paths    map[string]pathEntry // by fn, its module and the host stack (launchPath)
 	keyBuf   []byte
 	launches map[uint64]*launchInfo // open launches by wire id
 	bySeq    map[uint32]*launchInfo // launches whose spatial state is alive
@@ -269,6 +281,9 @@ type Analyzer struct {
 	sinceResolve uint64
 
 	places map[uint64]*Placement
+	ss     structState // waiting for structure (placement.go)
+
+	orph orphans // kernels reported before their module (orphans.go)
 
 	// time spent waiting for workers at barriers, resolving candidates,
 	// building items and blocked on a full worker queue (Busy reports them)
@@ -318,14 +333,14 @@ func New(o Options) *Analyzer {
 	a := &Analyzer{o: o, exit: -1, reusePeriod: uint32(o.ReuseSampling),
 		modules: map[uint64]*modInfo{}, byContent: map[uint64]*modInfo{}, hashes: map[profile.ModuleHash]bool{},
 		funcByID: map[uint32]*funcInfo{}, byName: map[string]*funcInfo{}, fsnap: &funcSnap{},
-		ctxByID: map[profile.NodeID]uint32{}, stacks: map[string][]profile.Frame{}, paths: map[string]kernelPath{},
+		ctxByID: map[profile.NodeID]uint32{}, stacks: map[string][]profile.Frame{}, paths: map[string]pathEntry{},
 		launches: map[uint64]*launchInfo{}, bySeq: map[uint32]*launchInfo{}, recent: map[uint64]uint32{},
 		objIdx: map[profile.ObjectID]uint32{}, osnap: &objSnap{},
 		kern: map[uint32]*kernAcc{}, insts: map[instKey]*instAcc{}, stalls: map[uint32]string{}, first: map[objPCKey]uint64{},
-		places: map[uint64]*Placement{},
+		places: map[uint64]*Placement{}, orph: newOrphans(),
 	}
 	for i := range a.shards {
-		a.shards[i] = newShard(i)
+		a.shards[i] = newShard(i, o.HashValues)
 	}
 	a.sinks = make([]uint64, o.Workers)
 	a.scratch = make([]pairSet, o.Workers)
@@ -404,6 +419,11 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		a.hello = f
 	case *rawstream.HostModule:
 		a.o.Host.AddModule(f)
+	case *rawstream.ModuleHash:
+		if a.trimmed == nil {
+			a.trimmed = map[uint64]*rawstream.ModuleHash{}
+		}
+		a.trimmed[f.ModuleID] = f
 	case *rawstream.Module:
 		a.module(f, offset)
 	case *rawstream.Function:
@@ -416,7 +436,13 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 			a.anomaly(offset, f.Kind(), "launch %d unknown or already ended; %d records skipped", f.LaunchID, f.Count)
 			return nil
 		}
+		if !l.structured {
+			// Values are read by the access kinds of the function's code.
+			l.structured = true
+			a.awaitStructure(l.fn)
+		}
 		a.fseq++
+		a.touch(l.ctx)
 		a.dispatch(f, l)
 		a.pending += uint64(f.Count)
 		a.d.records += uint64(f.Count)
@@ -452,6 +478,7 @@ func (a *Analyzer) Add(f rawstream.Frame, offset int64) (err error) {
 		a.d.samplesDropped += f.PCSamples
 	case *rawstream.End:
 		a.exit = f.ExitCode
+		a.Final()
 	}
 	return nil
 }
@@ -562,6 +589,11 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 	case a.byContent[f.ContentKey] != nil:
 		src := a.byContent[f.ContentKey]
 		m.hash, m.cubin = src.hash, src.cubin
+	case a.trimmed[f.ModuleID] != nil && a.trimmed[f.ModuleID].ContentKey == f.ContentKey:
+		// A trimmed capture: the bytes are gone, their hash stays (its
+		// listings are found by it).
+		m.hash = profile.ModuleHash(a.trimmed[f.ModuleID].Hash)
+		a.byContent[f.ContentKey] = m
 	default:
 		// The bytes never came: the library's key stands in for the hash,
 		// which then only this process agrees on.
@@ -569,27 +601,12 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 		m.hash = profile.ModuleHash(f.ContentKey)
 	}
 	a.modules[f.ModuleID] = m
-	if pf, ok := a.o.Structures.(interface {
-		Prefetch(profile.ModuleHash, []byte)
-	}); ok && m.cubin != nil {
-		pf.Prefetch(m.hash, m.cubin)
-	}
 	if !a.hashes[m.hash] {
 		a.hashes[m.hash] = true
 		if a.o.OnModule != nil && m.cubin != nil {
 			a.o.OnModule(m.hash, m.cubin)
 		}
 	}
-}
-
-// unknownModule stands for the module of functions the library reported
-// before (or without) their module: with lazy loading, a kernel's launch
-// can come before its module is loaded. Its hash is 0 on every rank.
-func (a *Analyzer) unknownModule() *modInfo {
-	if a.unknownMod == nil {
-		a.unknownMod = &modInfo{id: ^uint64(0), resolved: true}
-	}
-	return a.unknownMod
 }
 
 func (a *Analyzer) function(f *rawstream.Function, off int64) {
@@ -601,39 +618,51 @@ func (a *Analyzer) function(f *rawstream.Function, off int64) {
 	fi := &funcInfo{idx: uint32(len(a.funcs)), wireID: f.FunctionID, mod: m, name: f.Name, pc: f.PC, size: f.Size, orphan: orphan}
 	a.funcs = append(a.funcs, fi)
 	a.funcByID[f.FunctionID] = fi
-	if !orphan {
+	if orphan {
+		a.orphan(fi)
+	} else {
 		a.byName[f.Name] = fi
+		a.resolveOrphans(fi)
 	}
 	m.funcs = append(m.funcs, f.Name)
-	m.resolved = false // more functions: a better structure match may exist
 	if f.PC != 0 && f.Size != 0 {
-		n := &funcSnap{byPC: make([]*funcInfo, 0, len(a.fsnap.byPC)+1)}
-		for _, g := range a.fsnap.byPC {
-			if g.pc+uint64(g.size) <= f.PC || g.pc >= f.PC+uint64(f.Size) { // a reloaded range replaces the old one
-				n.byPC = append(n.byPC, g)
-			}
-		}
-		n.byPC = append(n.byPC, fi)
-		sort.Slice(n.byPC, func(i, j int) bool { return n.byPC[i].pc < n.byPC[j].pc })
-		a.fsnap = n
+		// The snapshot launches take is rebuilt once at the next launch,
+		// not per function: a framework module's thousands of FUNCTION
+		// frames would otherwise copy and sort it thousands of times.
+		a.fpending = append(a.fpending, fi)
 	}
 }
 
-// structure resolves a module's structure once its functions are known
-// (at its first launch).
-func (a *Analyzer) structure(m *modInfo) {
-	if m.resolved || a.o.Structures == nil {
-		return
+// funcSnapshot returns the functions by PC, with those reported since the
+// last snapshot in place: a later function's range replaces the earlier
+// ones it overlaps (a reloaded module).
+func (a *Analyzer) funcSnapshot() *funcSnap {
+	if len(a.fpending) == 0 {
+		return a.fsnap
 	}
-	m.resolved = true
-	var sm uint16
-	if a.hello != nil {
-		sm = a.hello.SM
+	all := make([]*funcInfo, 0, len(a.fsnap.byPC)+len(a.fpending))
+	all = append(append(all, a.fsnap.byPC...), a.fpending...)
+	sort.SliceStable(all, func(i, j int) bool { return all[i].pc < all[j].pc })
+	overlap := false
+	for i := 1; i < len(all) && !overlap; i++ {
+		overlap = all[i-1].pc+uint64(all[i-1].size) > all[i].pc
 	}
-	st, err := a.o.Structures.Structure(m.hash, m.cubin, m.funcs, sm)
-	if err == nil && st != nil {
-		m.structure = st
+	if overlap { // rare: replay the insertions in order
+		byPC := a.fsnap.byPC
+		for _, fi := range a.fpending {
+			n := make([]*funcInfo, 0, len(byPC)+1)
+			for _, g := range byPC {
+				if g.pc+uint64(g.size) <= fi.pc || g.pc >= fi.pc+uint64(fi.size) {
+					n = append(n, g)
+				}
+			}
+			byPC = append(n, fi)
+			sort.Slice(byPC, func(i, j int) bool { return byPC[i].pc < byPC[j].pc })
+		}
+		all = byPC
 	}
+	a.fsnap, a.fpending = &funcSnap{byPC: all}, nil
+	return a.fsnap
 }
 
 func (a *Analyzer) hostFrames(stack []uint64) []profile.Frame {
@@ -663,27 +692,27 @@ func (a *Analyzer) stackKey(head, stack []uint64) []byte {
 	return b
 }
 
-// kernelPath is the calling context of a launch of fn from the host
-// stack: the host frames, then the kernel's, and its node id. Programs
-// launch from a few places, so each path is made once (a launch's host
-// frames, kernel frame and path hash were most of the cost of a launch).
-func (a *Analyzer) kernelPath(stack []uint64, fn *funcInfo) ([]profile.Frame, profile.NodeID) {
+// launchPath is the calling context of a launch of fn from the host
+// stack (kernelPath) and its node id. Programs launch from a few places,
+// so each path is made once: a launch's host frames, kernel frame and
+// path hash were most of the cost of a launch.
+func (a *Analyzer) launchPath(stack []uint64, fn *funcInfo) ([]profile.Frame, profile.NodeID) {
 	k := a.stackKey([]uint64{uint64(fn.idx), uint64(fn.mod.hash)}, stack)
 	if p, ok := a.paths[string(k)]; ok && p.fn == fn && p.mod == fn.mod.hash {
 		return p.frames, p.id
 	}
-	key := string(k)
-	host := a.hostFrames(stack)
-	frames := append(append([]profile.Frame(nil), host...), profile.Frame{Kind: profile.KindKernel, Module: fn.mod.hash.String(), Function: fn.name})
+	key := string(k) // before hostFrames reuses the key's buffer
+	frames := kernelPath(a.hostFrames(stack), fn)
 	id := pathID(frames)
 	if len(a.paths) > 1<<16 {
 		clear(a.paths)
 	}
-	a.paths[key] = kernelPath{fn: fn, mod: fn.mod.hash, frames: frames, id: id}
+	a.paths[key] = pathEntry{fn: fn, mod: fn.mod.hash, frames: frames, id: id}
 	return frames, id
 }
 
-type kernelPath struct {
+// pathEntry is a path launchPath made.
+type pathEntry struct {
 	fn     *funcInfo
 	mod    profile.ModuleHash
 	frames []profile.Frame
@@ -708,31 +737,53 @@ func pathID(frames []profile.Frame) profile.NodeID {
 	return id
 }
 
+// kernelPath is a launch's calling context: its host frames, then its
+// kernel (module content hash and name).
+func kernelPath(host []profile.Frame, fn *funcInfo) []profile.Frame {
+	return append(append(make([]profile.Frame, 0, len(host)+1), host...), profile.Frame{Kind: profile.KindKernel, Module: fn.mod.hash.String(), Function: fn.name})
+}
+
+// context returns the context of a path, made on first use with its
+// shared and local pseudo objects.
+func (a *Analyzer) context(frames []profile.Frame, fn *funcInfo) uint32 {
+	return a.contextAt(frames, pathID(frames), fn)
+}
+
+// contextAt is context, with the path's node id given.
+func (a *Analyzer) contextAt(frames []profile.Frame, id profile.NodeID, fn *funcInfo) uint32 {
+	if ci, ok := a.ctxByID[id]; ok {
+		return ci
+	}
+	ci := uint32(len(a.ctxs))
+	c := &ctxInfo{frames: frames, fn: fn}
+	c.shared = a.newObj(profile.SpaceObjectID(id, uint8(rawstream.SpaceShared)), frames, 0, uint8(rawstream.SpaceShared))
+	c.local = a.newObj(profile.SpaceObjectID(id, uint8(rawstream.SpaceLocal)), frames, 0, uint8(rawstream.SpaceLocal))
+	a.ctxs = append(a.ctxs, c)
+	a.ctxByID[id] = ci
+	if fn.orphan && fn.real == nil {
+		a.orph.prov[fn.name] = append(a.orph.prov[fn.name], ci)
+	}
+	return ci
+}
+
 func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	fn := a.fn(f.FunctionID)
 	if fn == nil {
 		a.anomaly(off, f.Kind(), "launch %d: function %d unknown", f.LaunchID, f.FunctionID)
 		return
 	}
-	a.structure(fn.mod)
-	frames, id := a.kernelPath(f.Host, fn)
-	ci, ok := a.ctxByID[id]
-	if !ok {
-		ci = uint32(len(a.ctxs))
-		c := &ctxInfo{frames: frames, fn: fn}
-		c.shared = a.newObj(profile.SpaceObjectID(id, uint8(rawstream.SpaceShared)), frames, 0, uint8(rawstream.SpaceShared))
-		c.local = a.newObj(profile.SpaceObjectID(id, uint8(rawstream.SpaceLocal)), frames, 0, uint8(rawstream.SpaceLocal))
-		a.ctxs = append(a.ctxs, c)
-		a.ctxByID[id] = ci
-	}
+	a.requestStructure(fn)
+	frames, id := a.launchPath(f.Host, fn)
+	ci := a.contextAt(frames, id, fn)
 	c := a.ctxs[ci]
 	fn.ctx, fn.hasCtx = ci, true
+	a.touch(ci)
 	if old := a.launches[f.LaunchID]; old != nil {
 		a.anomaly(off, f.Kind(), "launch id %d reused before its KERNEL_END", f.LaunchID)
 		a.endLaunch(old)
 	}
 	a.nextSeq++
-	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.fsnap,
+	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.funcSnapshot(),
 		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers))}
 	blocks, warps := a.tracedBlocks(f)
 	l.groups = laneGroupsOf(blocks * warps)
@@ -816,6 +867,7 @@ func (a *Analyzer) kernelEnd(f *rawstream.KernelEnd, off int64) {
 		return
 	}
 	ka := a.kernAcc(l.ctx)
+	a.touch(l.ctx)
 	a.x.ls.kernelEnd(l.ctx, f)
 	if f.EndNS > f.StartNS && f.StartNS != 0 {
 		ka.time += f.EndNS - f.StartNS
@@ -895,6 +947,8 @@ func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
 			a.anomaly(off, f.Kind(), "samples of %s with no launch of it", fn.name)
 			continue
 		}
+		a.requestStructure(fn)
+		a.touch(ctx)
 		ia := a.instAcc(ctx, fn, s.Offset)
 		for _, st := range s.Stalls {
 			name, ok := a.stalls[st.Reason]
@@ -927,298 +981,10 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 			a.anomaly(off, f.Kind(), "counts of %s with no launch of it", fn.name)
 			continue
 		}
+		a.requestStructure(fn)
+		a.touch(ctx)
 		ia := a.instAcc(ctx, fn, c.Offset)
 		ia.executed += c.Executed
 		ia.threads += c.ThreadExecuted
 	}
 }
-
-// resolveEvery is the default of Options.ResolveEvery, how many access
-// records per worker may pass between barriers: enough to keep the
-// workers busy between them. candLimit bounds a worker's candidates
-// between barriers: with values that are mostly new (every lane a new
-// value, 32 candidates a record) 2^14 records made 32 MB tables, where
-// every insert missed the cache; 2^15 entries keep them at 2 MB, while
-// streams of recurring values keep the long interval and its few
-// barriers.
-const resolveEvery = 1 << 14
-
-// firstTableSize is the first size of a worker's candidate table of one
-// partition: room for its share of the candidate limit at load 1/2 (a
-// power of two, 64 to 2^14 slots; 4096 slots, 128 KiB, for 16 workers).
-func firstTableSize(limit int64, parts int) int {
-	n := 64
-	for n < 1<<14 && int64(n) < 2*limit/int64(parts) {
-		n *= 2
-	}
-	return n
-}
-
-// candLimit is the default of Options.CandidateLimit, a variable so that
-// tests can make early barriers frequent.
-var candLimit int64 = 1 << 15
-
-// candidatesFull says whether some worker holds candLimit candidates (as
-// of its last frame: the workers run behind the dispatcher).
-func (a *Analyzer) candidatesFull() bool {
-	for _, w := range a.workers {
-		if w.candN.Load() >= a.o.CandidateLimit {
-			return true
-		}
-	}
-	return false
-}
-
-// barrier waits until every worker has analysed every frame sent so far,
-// then resolves the spatial candidates: per partition (in parallel), the
-// earliest access of each new value is its first occurrence, the others
-// are redundant.
-func (a *Analyzer) barrier() error {
-	t0 := time.Now()
-	a.barriers++
-	a.sinceResolve = 0
-	done := make(chan error, len(a.workers))
-	for _, w := range a.workers {
-		a.tBlocked += w.send(msg{kind: msgBarrier, done: done})
-	}
-	var err error
-	for range a.workers {
-		if e := <-done; e != nil && err == nil {
-			err = e
-		}
-	}
-	t1 := time.Now()
-	a.tWait += t1.Sub(t0)
-	defer func() { a.tResolve += time.Since(t1) }()
-	if err != nil {
-		return err
-	}
-	parts := len(a.workers)
-	firsts := make([]map[objPCKey]uint64, parts)
-	var wg sync.WaitGroup
-	var perr error
-	var mu sync.Mutex
-	next := make(chan int, parts)
-	for p := 0; p < parts; p++ {
-		next <- p
-	}
-	close(next)
-	for w := 0; w < len(a.workers); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					perr = panicError(r)
-					mu.Unlock()
-				}
-			}()
-			for p := range next {
-				firsts[p] = a.resolve(p)
-				// Emptied here, in parallel: the tables of all partitions
-				// are hundreds of MB to clear for streams of new values.
-				for _, w := range a.workers {
-					w.cand[p].reset()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if perr != nil {
-		return perr
-	}
-	for _, w := range a.workers {
-		w.candN.Store(0)
-	}
-	for _, f := range firsts {
-		for k, n := range f {
-			a.first[k] += n
-		}
-	}
-	for _, l := range a.ended {
-		l.seen = nil // its candidates are resolved; no access comes after KERNEL_END
-		delete(a.bySeq, l.seq)
-	}
-	a.ended = a.ended[:0]
-	return nil
-}
-
-// resolve finds, in partition p, the first access of every candidate
-// value: the earliest among the workers that saw it. Every other access of
-// the value is spatially redundant; resolve counts the first occurrences
-// per (object, PC), which the builder subtracts from the accesses.
-func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
-	// Counted by the entries' own words (launch, object and kind; PC) in a
-	// table of their own: a Go map with objPCKey keys cost more than the
-	// rest of the resolution for streams of new values.
-	var counts firstCounts
-	set := func(e *spEntry) *valSet {
-		l := a.bySeq[uint32(e.a>>32)]
-		ok := uint32(e.a)
-		if l.seen[p] == nil {
-			l.seen[p] = map[uint32]*valSet{}
-		}
-		vs := l.seen[p][ok]
-		if vs == nil {
-			vs = &valSet{}
-			l.seen[p][ok] = vs
-		}
-		return vs
-	}
-	// Pass 1: the first worker to bring a value counts its candidate as the
-	// first occurrence (flagged in the entry). A value several workers
-	// brought is a conflict, settled in pass 2.
-	// The candidates come in hash order, from many launches and objects
-	// at once: their seen sets are cached by key, and taken in batches
-	// whose slots in the seen sets are loaded first, so that the cache
-	// misses overlap.
-	//
-	// A launch that ended before the barrier gets no more accesses and
-	// its seen sets are dropped after it: its values are not added to
-	// them. With one worker each of its candidates is a first occurrence;
-	// with more, a scratch set of (launch and object, value) finds the
-	// values several workers brought.
-	var conflicts []*spEntry
-	var sets [64]struct {
-		a     uint64
-		vs    *valSet
-		ended bool
-	}
-	var batch [32]*spEntry
-	var vss [32]*valSet
-	var sink uint64
-	one := len(a.workers) == 1
-	var scratch *pairSet
-	if !one {
-		total := 0
-		for _, w := range a.workers {
-			total += w.cand[p].n
-		}
-		scratch = &a.scratch[p]
-		scratch.reset(total)
-	}
-	flush := func(n int) {
-		for i, e := range batch[:n] {
-			c := &sets[e.a*0x9e3779b97f4a7c15>>58]
-			if c.vs == nil && !c.ended || c.a != e.a {
-				c.a, c.vs, c.ended = e.a, nil, a.bySeq[uint32(e.a>>32)].ended
-				if !c.ended {
-					c.vs = set(e)
-				}
-			}
-			vs := c.vs
-			vss[i] = vs
-			switch {
-			case vs != nil && len(vs.e) > 0:
-				sink += vs.e[mix64(e.v)&uint64(len(vs.e)-1)]
-			case vs == nil && !one:
-				sink += scratch.touch(e.a, e.v)
-			}
-		}
-		for i, e := range batch[:n] {
-			var first bool
-			switch {
-			case vss[i] != nil:
-				first = vss[i].addNew(e.v)
-			case one:
-				first = true
-			default:
-				first = scratch.addNew(e.a, e.v)
-			}
-			if first {
-				e.pc |= firstFlag
-				counts.add(e.a, e.pc&^firstFlag, 1)
-			} else {
-				conflicts = append(conflicts, e)
-			}
-		}
-	}
-	n := 0
-	for _, w := range a.workers {
-		w.cand[p].each(func(e *spEntry) {
-			batch[n] = e
-			if n++; n == len(batch) {
-				flush(n)
-				n = 0
-			}
-		})
-	}
-	flush(n)
-	a.sinks[p] = sink
-	// Pass 2: the first occurrence is the earliest candidate of all workers.
-	for _, c := range conflicts {
-		var min, flagged *spEntry
-		for _, w := range a.workers {
-			if e := w.cand[p].get(c.a, c.v); e != nil {
-				if min == nil || e.pos < min.pos {
-					min = e
-				}
-				if e.pc&firstFlag != 0 {
-					flagged = e
-				}
-			}
-		}
-		if min != flagged {
-			counts.add(flagged.a, flagged.pc&^firstFlag, -1)
-			flagged.pc &^= firstFlag
-			min.pc |= firstFlag
-			counts.add(min.a, min.pc&^firstFlag, 1)
-		}
-	}
-	firsts := make(map[objPCKey]uint64, counts.n)
-	for _, e := range counts.e {
-		if e.n == 0 {
-			continue
-		}
-		l := a.bySeq[uint32(e.a>>32)]
-		ok := uint32(e.a)
-		firsts[objPCKey{l.ctx, uint8(ok & 1), ok >> 1, e.pc}] += uint64(e.n)
-	}
-	return firsts
-}
-
-// firstCounts counts first occurrences by (launch << 32 | object << 1 |
-// kind, packed PC): an open-addressing table, since the keys are few (the
-// instructions and objects of the launches between two barriers) and
-// every candidate adds to one.
-type firstCounts struct {
-	e []firstCount
-	n int
-}
-
-type firstCount struct {
-	a, pc uint64
-	n     int64
-	used  bool
-}
-
-func (c *firstCounts) add(a, pc uint64, d int64) {
-	if 2*(c.n+1) > len(c.e) {
-		old := c.e
-		c.e = make([]firstCount, max(2*len(old), 16))
-		c.n = 0
-		for _, x := range old {
-			if x.used {
-				c.add(x.a, x.pc, x.n)
-			}
-		}
-	}
-	mask := uint64(len(c.e) - 1)
-	for i := mix64(pc^a*0x9e3779b97f4a7c15) & mask; ; i = (i + 1) & mask {
-		x := &c.e[i]
-		if !x.used {
-			*x = firstCount{a: a, pc: pc, n: d, used: true}
-			c.n++
-			return
-		}
-		if x.a == a && x.pc == pc {
-			x.n += d
-			return
-		}
-	}
-}
-
-// firstFlag marks, in a candidate's pc, the candidate counted as its
-// value's first occurrence (packed PCs use 63 bits at most).
-const firstFlag = 1 << 63

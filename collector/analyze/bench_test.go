@@ -134,6 +134,7 @@ func BenchmarkAnalyzeCaptures(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
+					a.Final()
 					if _, err := a.Flush(0); err != nil {
 						b.Fatal(err)
 					}
@@ -192,6 +193,7 @@ func BenchmarkAnalyzeSteady(b *testing.B) {
 							seq++
 						}
 					}
+					a.Final()
 					if _, err := a.Flush(seq); err != nil {
 						b.Fatal(err)
 					}

@@ -36,7 +36,7 @@ func (a *Analyzer) Flush(seq uint32) (*profile.Profile, error) {
 	for _, o := range a.objs {
 		allocs = allocs || o.allocs > 0
 	}
-	if !data && !allocs && len(a.kern) == 0 && len(a.insts) == 0 && a.d == (delta{}) {
+	if !data && !allocs && len(a.kern) == 0 && !a.anyPlaceable() && a.d == (delta{}) {
 		return nil, nil
 	}
 	var p *profile.Profile
@@ -48,6 +48,7 @@ func (a *Analyzer) Flush(seq uint32) (*profile.Profile, error) {
 		}()
 		t0 := time.Now()
 		defer func() { a.tBuild += time.Since(t0) }()
+		a.beforeBuild()
 		p = a.build(seq, accs)
 		return p.AsItem(a.o.Rank, seq)
 	}()
@@ -56,6 +57,7 @@ func (a *Analyzer) Flush(seq uint32) (*profile.Profile, error) {
 		return nil, err
 	}
 	a.pending = 0
+	a.itemBuilt()
 	return p, nil
 }
 
@@ -118,6 +120,7 @@ type builder struct {
 }
 
 func (b *builder) kernel(ci uint32) profile.NodeID {
+	ci = b.a.canonCtx(ci)
 	if id, ok := b.kern[ci]; ok {
 		return id
 	}
@@ -146,28 +149,8 @@ func (b *builder) sm() uint16 {
 	return 0
 }
 
-// place returns the normalised PC and the frames below the kernel node of
-// a packed (function index, offset) PC.
-func (a *Analyzer) place(packed uint64) *Placement {
-	if pl, ok := a.places[packed]; ok {
-		return pl
-	}
-	fn := a.funcs[packed>>32]
-	off := uint64(uint32(packed))
-	var pl Placement
-	ok := false
-	if st := fn.mod.structure; st != nil {
-		pl, ok = st.Place(fn.name, off)
-	}
-	if !ok {
-		pl = Placement{Function: fn.name, Offset: uint32(off),
-			Frames: []profile.Frame{{Kind: profile.KindGPUFunction, Module: fn.mod.hash.String(), Function: fn.name}}}
-	}
-	a.places[packed] = &pl
-	return &pl
-}
-
 func (b *builder) pc(packed uint64) profile.PC {
+	packed = b.a.canonPC(packed)
 	if pc, ok := b.pcOf[packed]; ok {
 		return pc
 	}
@@ -180,6 +163,7 @@ func (b *builder) pc(packed uint64) profile.PC {
 }
 
 func (b *builder) inst(ctx uint32, kind uint8, packed uint64) profile.NodeID {
+	ctx, packed = b.a.canonCtx(ctx), b.a.canonPC(packed)
 	k := pcKey{ctx, kind, packed}
 	if id, ok := b.insts[k]; ok {
 		return id
@@ -197,6 +181,7 @@ func (b *builder) inst(ctx uint32, kind uint8, packed uint64) profile.NodeID {
 	}
 	id = b.p.Child(id, profile.Frame{Kind: profile.KindInstruction, Offset: uint64(pl.Offset)}).ID
 	b.pc(packed)
+	b.markMissing(ctx, packed)
 	b.insts[k] = id
 	return id
 }
@@ -209,7 +194,7 @@ func access(kind uint8) profile.Access {
 }
 
 func (b *builder) object(oi uint32) profile.ObjectID {
-	o := b.a.objs[oi]
+	o := b.a.objs[b.a.canonObj(oi)]
 	if d, ok := b.p.Objects[o.id]; ok {
 		return d.ID
 	}
@@ -255,13 +240,17 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		counters []*valCounter
 	}
 	pcs := map[pcKey]*pcSum{}
+	// Keys are canonical (orphans.go): a first launch keyed again and the
+	// later launches are one instruction, one sketch.
 	for _, ac := range accs {
 		for k, v := range ac.pcs {
+			k = a.canonPCKey(k)
 			s := pcs[k]
 			if s == nil {
 				s = &pcSum{pcAcc: pcAcc{ak: v.ak}}
 				pcs[k] = s
 			}
+			s.ak = knownKind(s.ak, a.orphanKind(k.pc, v.ak))
 			s.accesses += v.accesses
 			s.redT += v.redT
 			s.outside += v.outside
@@ -277,11 +266,13 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	ops := map[objPCKey]*opSum{}
 	for _, ac := range accs {
 		for k, v := range ac.objPC {
+			k = a.canonOPKey(k)
 			s := ops[k]
 			if s == nil {
 				s = &opSum{ak: v.ak}
 				ops[k] = s
 			}
+			s.ak = knownKind(s.ak, a.orphanKind(k.pc, v.ak))
 			s.accesses += v.accesses
 			s.counters = append(s.counters, &v.vals)
 		}
@@ -312,6 +303,7 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 			objs[ok] = os
 			objKeys = append(objKeys, ok)
 		}
+		os.ak = knownKind(os.ak, s.ak)
 		os.accesses += s.accesses
 		os.counters = append(os.counters, s.counters...)
 	}
@@ -366,11 +358,18 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	}
 
 	// Spatial pairs <data object, PC>: accesses minus first occurrences.
+	first := a.first
+	if a.orph.rekeyed {
+		first = make(map[objPCKey]uint64, len(a.first))
+		for k, n := range a.first {
+			first[a.canonOPKey(k)] += n
+		}
+	}
 	for _, k := range opKeys {
 		if k.obj == noObj {
 			continue
 		}
-		red := ops[k].accesses - a.first[k]
+		red := ops[k].accesses - first[k]
 		if red == 0 {
 			continue
 		}
@@ -392,8 +391,13 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		}
 	}
 
-	// PC samples and instruction counts.
+	// PC samples and instruction counts; those of functions whose
+	// structure is on its way wait for a later item (placement.go).
 	for k, ia := range a.insts {
+		if !a.placeable(k.pc) {
+			continue
+		}
+		delete(a.insts, k)
 		id := b.inst(k.ctx, kLoad, k.pc)
 		p.Add(id, profile.InstSamples, ia.samples)
 		for name, n := range ia.stalls {
@@ -402,9 +406,19 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		p.Add(id, profile.InstExecuted, ia.executed)
 		p.Add(id, InstThreadExecuted, ia.threads)
 	}
-	clear(a.insts)
 	a.x.build(b)
 	return p
+}
+
+// knownKind is the access kind of an instruction whose records were read
+// two ways: the structure's where one was (a first launch's records,
+// before its module came, were read at their width; orphans.go). One
+// instruction's records otherwise always agree.
+func knownKind(cur, other AccessKind) AccessKind {
+	if cur.Type == profile.ValUnknown && other.Type != profile.ValUnknown {
+		return other
+	}
+	return cur
 }
 
 type sketchJob struct {

@@ -112,13 +112,23 @@ func (s *launchStats) launch(ci uint32, fn *funcInfo, f *rawstream.Launch) {
 	c.threads += uint64(f.Block[0]) * uint64(f.Block[1]) * uint64(f.Block[2])
 	c.grid += f.Blocks()
 	c.sharedDyn += uint64(f.SharedBytes)
-	if at, ok := s.attrs(fn); ok {
-		c.withAttrs++
-		c.regs += uint64(at.Regs)
-		c.sharedStatic += uint64(at.SharedStatic)
-		c.frame += uint64(at.FrameSize)
-		c.maxRegs += uint64(at.MaxRegs)
+	s.addAttrs(ci, fn, 1)
+}
+
+// addAttrs counts fn's cubin attributes for n launches of context ci
+// (launches of a kernel reported before its module get them once it
+// comes, orphans.go).
+func (s *launchStats) addAttrs(ci uint32, fn *funcInfo, n uint64) {
+	at, ok := s.attrs(fn)
+	if !ok || n == 0 {
+		return
 	}
+	c := s.cfg(ci)
+	c.withAttrs += n
+	c.regs += n * uint64(at.Regs)
+	c.sharedStatic += n * uint64(at.SharedStatic)
+	c.frame += n * uint64(at.FrameSize)
+	c.maxRegs += n * uint64(at.MaxRegs)
 }
 
 // kernelEnd counts an instance's time.

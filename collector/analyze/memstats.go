@@ -825,12 +825,14 @@ func (s *memStats) build(b *builder) {
 	div := map[pcKey]*divAcc{}
 	for _, ac := range s.collect() {
 		for k, v := range ac.div {
-			t := entry(div, k)
+			t := entry(div, b.a.canonPCKey(k))
 			t.warps += v.warps
 			t.sectors += v.sectors
 		}
 		for ctx, h := range ac.reuse {
-			t := entry(reuse, ctx)
+			// Scaled per kernel node: a first launch keyed again
+			// (orphans.go) is summed with the others first.
+			t := entry(reuse, b.a.canonCtx(ctx))
 			for g := range h.h {
 				for k, n := range h.h[g] {
 					t.h[g][k] += n
@@ -839,7 +841,7 @@ func (s *memStats) build(b *builder) {
 			}
 		}
 		for k, v := range ac.banks {
-			t := entry(banks, k)
+			t := entry(banks, bankKey{b.a.canonCtx(k.ctx), b.a.canonPC(k.pc)})
 			t.warps += v.warps
 			t.wavefronts += v.wavefronts
 			t.ideal += v.ideal

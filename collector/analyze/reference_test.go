@@ -117,7 +117,7 @@ func runReference(t *testing.T, stream []byte, structures StructureSource) *refe
 			all = append(all, rf)
 			modFuncs[f.ModuleID] = append(modFuncs[f.ModuleID], f.Name)
 			if structures != nil {
-				rf.st, _ = structures.Structure(rf.hash, cubins[f.ModuleID], []string{f.Name}, sm)
+				rf.st, _ = StructureOf(structures, ModuleRef{Hash: rf.hash, Cubin: cubins[f.ModuleID], SM: sm, Functions: modFuncs[f.ModuleID]}, f.Name)
 			}
 		case *rawstream.Alloc:
 			fr := host.Frames(f.Host)
@@ -271,24 +271,39 @@ func analyseBusy(t testing.TB, stream []byte, workers, flushEvery int, structure
 // analyseWith is analyseBusy with the analyzer's options (job and rank
 // are set here).
 func analyseWith(t testing.TB, stream []byte, o Options, flushEvery int) (*profile.Profile, Busy) {
-	return analyseUntil(t, stream, o, func(_ *Analyzer, frames int) bool { return flushEvery > 0 && frames%flushEvery == 0 })
+	p, _, busy := analyseItems(t, stream, o, flushEvery, 0)
+	return p, busy
 }
 
 // analyseRecords is analyseWith with an item every records access
-// records, as the collector makes them.
+// records, as the collector makes them (put off while Holding).
 func analyseRecords(t testing.TB, stream []byte, o Options, records uint64) (*profile.Profile, Busy) {
-	return analyseUntil(t, stream, o, func(a *Analyzer, _ int) bool { return a.Pending() >= records })
+	p, _, busy := analyseItemsBy(t, stream, o, func(a *Analyzer, _ int) bool { return a.Pending() >= records && !a.Holding() })
+	return p, busy
 }
 
-// analyseUntil is analyseWith with an item whenever flushNow says so
+// analyseItems analyses a stream as the collector batches it: an item
+// after every flushEvery frames (0: one item), put off while the analyzer
+// holds a kernel reported before its module (Holding); at frame forceAt
+// (if > 0) an item goes out even so, as when the collector's bound is
+// reached. It returns the merged profile, every item valid, and the data
+// items.
+func analyseItems(t testing.TB, stream []byte, o Options, flushEvery, forceAt int) (*profile.Profile, []*profile.Profile, Busy) {
+	return analyseItemsBy(t, stream, o, func(a *Analyzer, n int) bool {
+		return n == forceAt || flushEvery > 0 && n%flushEvery == 0 && !a.Holding()
+	})
+}
+
+// analyseItemsBy is analyseItems with an item whenever flushNow says so
 // after a frame.
-func analyseUntil(t testing.TB, stream []byte, o Options, flushNow func(a *Analyzer, frames int) bool) (*profile.Profile, Busy) {
+func analyseItemsBy(t testing.TB, stream []byte, o Options, flushNow func(a *Analyzer, frames int) bool) (*profile.Profile, []*profile.Profile, Busy) {
 	o.Job, o.Rank = "j", 3
 	a := New(o)
 	defer a.Close()
 	merged := profile.New("j")
-	seq := uint32(0)
+	var items []*profile.Profile
 	flush := func() {
+		seq := uint32(len(items))
 		p, err := a.Flush(seq)
 		if err != nil {
 			t.Fatal(err)
@@ -302,7 +317,7 @@ func analyseUntil(t testing.TB, stream []byte, o Options, flushNow func(a *Analy
 		if err := merged.Merge(p); err != nil {
 			t.Fatal(err)
 		}
-		seq++
+		items = append(items, p)
 	}
 	d := rawstream.NewDecoder(bytes.NewReader(stream))
 	n := 0
@@ -321,11 +336,12 @@ func analyseUntil(t testing.TB, stream []byte, o Options, flushNow func(a *Analy
 			flush()
 		}
 	}
+	a.Final()
 	flush()
 	if k, first := a.Anomalies(); k != 0 {
 		t.Fatalf("%d anomalies, first: %s", k, first)
 	}
-	done, err := a.Done(seq, a.ExitCode(), "")
+	done, err := a.Done(uint32(len(items)), a.ExitCode(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +351,7 @@ func analyseUntil(t testing.TB, stream []byte, o Options, flushNow func(a *Analy
 	if err := merged.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return merged, a.Busy()
+	return merged, items, a.Busy()
 }
 
 func compare(t *testing.T, name string, ref *reference, p *profile.Profile) {

@@ -1,18 +1,10 @@
 package analyze
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/klauspost/compress/zstd"
 
 	"gpuprof/profile"
 	"gpuprof/sass"
@@ -39,7 +31,7 @@ type Placement struct {
 	Frames []profile.Frame
 }
 
-// Structure is what the analysis needs of a GPU module's parsed SASS.
+// Structure is what the analysis needs of a GPU function's parsed SASS.
 // Offsets are counted from the start of the named function, as the stream
 // gives them (record PC minus the function's PC). Implementations must be
 // safe for concurrent use.
@@ -48,14 +40,113 @@ type Structure interface {
 	AccessKind(function string, offset uint64) (AccessKind, bool)
 }
 
-// StructureSource finds the structure of a module: its content hash, the
-// cubin bytes (nil if the stream did not carry them), the names of its
-// functions known so far and the compute capability × 10. It returns nil
-// and no error when the structure is simply not available. A source that
-// also has a Prefetch(hash, cubin) method is told of each module when its
-// bytes arrive, ahead of its first launch (SASS starts nvdisasm then).
+// ModuleRef names the module of a structure request.
+type ModuleRef struct {
+	Hash profile.ModuleHash // 0: the module is not known
+	// Cubin is the module's bytes (nil when the stream did not carry them).
+	Cubin []byte
+	SM    uint16 // compute capability × 10
+	// Functions are the names of the module's functions known so far
+	// (committed listings are chosen by them). Read only.
+	Functions []string
+}
+
+// StructureSource finds the structure of GPU functions, one function at a
+// time: Request starts the work for (module, function) once and returns at
+// once; the analysis asks when a function is first launched or sampled and
+// waits for the answer only where it must (docs/collector.md, "Structure").
+// Implementations must be safe for concurrent use.
 type StructureSource interface {
-	Structure(hash profile.ModuleHash, cubin []byte, functions []string, sm uint16) (Structure, error)
+	Request(mod ModuleRef, fn string) *Pending
+}
+
+// Reasons a function is left without structure: the first word of
+// Pending's reason, the suffix of the kernel's StructureMissing metric.
+const (
+	WhyUnknownModule = "unknown_module" // launched without (or before) its module
+	WhyNoCubin       = "no_cubin"       // the stream carried no bytes and no listing was found
+	WhyNoNVDisasm    = "no_nvdisasm"    // no nvdisasm and no listing was found
+	WhyNVDisasm      = "nvdisasm"       // nvdisasm failed
+	WhyNotInModule   = "not_in_module"  // the function is not in the module's symbols or listing
+	WhyBadListing    = "bad_listing"    // the listing did not parse
+	WhyTimeout       = "timeout"        // not ready within the bound
+)
+
+// StructureMissing prefixes the metric that marks, on a kernel node, a
+// function whose instructions were placed without structure (directly
+// under the function): "structure.missing.<reason>", 1 per rank, kernel
+// context and function.
+const StructureMissing = profile.StructureMissingPrefix
+
+// ReasonCode is the first word of a reason ("no_cubin: ..." -> no_cubin).
+func ReasonCode(why string) string {
+	code, _, _ := strings.Cut(why, ":")
+	return strings.TrimSpace(code)
+}
+
+// Pending is the structure of a function on its way.
+type Pending struct {
+	done chan struct{}
+	once sync.Once
+	st   Structure
+	why  string
+}
+
+// NewPending returns an unfinished Pending.
+func NewPending() *Pending { return &Pending{done: make(chan struct{})} }
+
+// Resolved returns a finished Pending.
+func Resolved(st Structure, why string) *Pending {
+	p := NewPending()
+	p.Finish(st, why)
+	return p
+}
+
+// Finish settles p: st, or nil and why. Later calls do nothing.
+func (p *Pending) Finish(st Structure, why string) {
+	p.once.Do(func() {
+		p.st, p.why = st, why
+		if st == nil && why == "" {
+			p.why = WhyNotInModule
+		}
+		close(p.done)
+	})
+}
+
+// Done is closed once p is settled.
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// Ready returns the result without waiting; ok is false while pending.
+func (p *Pending) Ready() (st Structure, why string, ok bool) {
+	select {
+	case <-p.done:
+		return p.st, p.why, true
+	default:
+		return nil, "", false
+	}
+}
+
+// Wait waits at most d for the result; ok is false when it is still
+// pending.
+func (p *Pending) Wait(d time.Duration) (Structure, string, bool) {
+	if st, why, ok := p.Ready(); ok || d <= 0 {
+		return st, why, ok
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return p.st, p.why, true
+	case <-t.C:
+		return nil, "", false
+	}
+}
+
+// StructureOf requests a function's structure and waits for it.
+func StructureOf(src StructureSource, mod ModuleRef, fn string) (Structure, string) {
+	p := src.Request(mod, fn)
+	<-p.Done()
+	return p.st, p.why
 }
 
 // fallbackKind reads an access of size bytes per lane as redshow does
@@ -72,419 +163,12 @@ func fallbackKind(size uint8) AccessKind {
 }
 
 // NVDisasmArgs are the nvdisasm options of every listing gpuprof makes
-// (before the cubin's path): code only, line information with inlining,
-// and the encodings, whose control bits the stall blamer needs. One set
-// for the collectors and the root, so a listing shared through the broker
-// serves both.
+// (before the function selection and the cubin's path): code only, line
+// information with inlining, and the encodings, whose control bits the
+// stall blamer needs. One set for the collectors and the root, so a
+// listing shared through the broker or the disk cache serves both.
 var NVDisasmArgs = []string{"-c", "-g", "-gi", "-hex"}
 
-// ListingShare shares the nvdisasm listings of a job's modules between its
-// ranks, so that one rank disassembles each module (stored bytes are
-// EncodeListing's). Implementations must be safe for concurrent use.
-type ListingShare interface {
-	// Claim reports whether this rank is the one to produce module h's
-	// listing: true for exactly one rank of the job.
-	Claim(ctx context.Context, h profile.ModuleHash) (bool, error)
-	// Store stores the claimant's encoded listing, or with failure != ""
-	// (and no listing) says that it gave up.
-	Store(ctx context.Context, h profile.ModuleHash, listing []byte, failure string) error
-	// Await returns the encoded listing another rank produced. claimed is
-	// false when nobody claimed the module (nothing to wait for); err is
-	// set when the claimant gave up or ctx ended first.
-	Await(ctx context.Context, h profile.ModuleHash) (listing []byte, claimed bool, err error)
-}
-
-// ShareStats count what a SASS did with its modules' listings.
-type ShareStats struct {
-	Disassembled uint64 // nvdisasm runs
-	Shared       uint64 // listings another rank produced, parsed here
-	Fallbacks    uint64 // waits that ended without a listing: nvdisasm ran here
-	Stored       uint64 // listings this rank stored for the others
-}
-
-// SASS is a StructureSource backed by the sass package: it disassembles
-// cubins with nvdisasm when it can, and otherwise uses committed nvdisasm
-// output (for replays of recorded or generated streams). Parsed modules are
-// cached by content hash; with Share, a job's ranks disassemble each module
-// once (docs/sass.md, "Sharing listings").
-type SASS struct {
-	// NVDisasm is the nvdisasm to run; "" looks it up on PATH, "-" never
-	// runs one.
-	NVDisasm string
-	// Files are nvdisasm outputs (files, or directories searched for
-	// *.sass.txt) used for modules nvdisasm cannot handle: the first file
-	// whose functions include every function of the module, preferring one
-	// for the module's architecture.
-	Files []string
-	// Timeout bounds one nvdisasm run (default 2 minutes).
-	Timeout time.Duration
-	// Share, when set, shares listings with the job's other ranks: the
-	// first rank to need a module claims it and runs nvdisasm, the others
-	// wait for its listing.
-	Share ListingShare
-	// ShareWait bounds a wait for another rank's listing (default Timeout
-	// plus 30s); a claimant that died is then replaced by running nvdisasm
-	// here.
-	ShareWait time.Duration
-	// Logf receives messages about sharing (nil: silent).
-	Logf func(format string, args ...any)
-
-	mu      sync.Mutex
-	cache   map[profile.ModuleHash]*sassStructure
-	pending map[profile.ModuleHash]*prefetch
-	parsed  []*parsedFile
-	scanned bool
-	statMu  sync.Mutex // stats, also counted by prefetches outside mu
-	stats   ShareStats
-}
-
-// prefetch is a module's listing being made ahead of its first launch.
-type prefetch struct {
-	done chan struct{}
-	m    *sass.Module
-	err  error
-}
-
-type parsedFile struct {
-	path string
-	mod  *sass.Module
-	err  error
-}
-
-// Stats returns the sharing counters so far.
-func (s *SASS) Stats() ShareStats {
-	s.statMu.Lock()
-	defer s.statMu.Unlock()
-	return s.stats
-}
-
-func (s *SASS) count(f func(*ShareStats)) {
-	s.statMu.Lock()
-	f(&s.stats)
-	s.statMu.Unlock()
-}
-
-// Prefetch starts making the listing of a module in the background, when
-// its bytes arrive: nvdisasm then runs while the application sets up
-// (allocations, copies) instead of holding up the analysis at the
-// module's first launch, where Structure waits for it. On the H100 host
-// the first launch waited 0.7 s for nvdisasm while the stream piled up.
-func (s *SASS) Prefetch(hash profile.ModuleHash, cubin []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.cache[hash]; ok || len(cubin) == 0 {
-		return
-	}
-	if _, ok := s.pending[hash]; ok {
-		return
-	}
-	if s.pending == nil {
-		s.pending = map[profile.ModuleHash]*prefetch{}
-	}
-	p := &prefetch{done: make(chan struct{})}
-	s.pending[hash] = p
-	go func() {
-		defer close(p.done)
-		p.m, p.err = s.module(hash, cubin)
-	}()
-}
-
-func (s *SASS) logf(format string, args ...any) {
-	if s.Logf != nil {
-		s.Logf(format, args...)
-	}
-}
-
-// Structure implements StructureSource.
-func (s *SASS) Structure(hash profile.ModuleHash, cubin []byte, functions []string, sm uint16) (Structure, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.cache[hash]; ok {
-		if st == nil {
-			return nil, nil
-		}
-		return st, nil
-	}
-	if s.cache == nil {
-		s.cache = map[profile.ModuleHash]*sassStructure{}
-	}
-	var errs []string
-	var m *sass.Module
-	var err error
-	if p := s.pending[hash]; p != nil {
-		s.mu.Unlock()
-		<-p.done
-		s.mu.Lock()
-		delete(s.pending, hash)
-		if st, ok := s.cache[hash]; ok { // another caller finished it meanwhile
-			if st == nil {
-				return nil, nil
-			}
-			return st, nil
-		}
-		m, err = p.m, p.err
-	} else {
-		m, err = s.module(hash, cubin)
-	}
-	if err != nil {
-		errs = append(errs, err.Error())
-	}
-	if m != nil && covers(m, functions) {
-		st := newSASSStructure(hash, m)
-		s.cache[hash] = st
-		return st, nil
-	}
-	if m := s.fromFiles(functions, sm); m != nil {
-		st := newSASSStructure(hash, m)
-		s.cache[hash] = st
-		return st, nil
-	}
-	s.cache[hash] = nil
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("module %v: %s", hash, strings.Join(errs, "; "))
-	}
-	return nil, nil
-}
-
-func covers(m *sass.Module, functions []string) bool {
-	for _, f := range functions {
-		if m.Func(f) == nil {
-			return false
-		}
-	}
-	return len(functions) > 0
-}
-
-// module returns the parsed listing of the module: another rank's through
-// Share, else nvdisasm's here (nil without an error when there is no way).
-func (s *SASS) module(hash profile.ModuleHash, cubin []byte) (*sass.Module, error) {
-	tool, toolErr := s.tool()
-	canRun := toolErr == nil && len(cubin) > 0
-	share := s.Share != nil
-	if share {
-		ctx := context.Background()
-		claimed := false
-		if canRun {
-			var err error
-			if claimed, err = s.Share.Claim(ctx, hash); err != nil {
-				// The broker is unreachable: work alone.
-				s.logf("module %v: claiming its listing: %v (disassembling here)", hash, err)
-				share = false
-			}
-		}
-		switch {
-		case claimed:
-			text, err := s.run(tool, cubin)
-			if err != nil {
-				if serr := s.Share.Store(ctx, hash, nil, firstLine(err.Error())); serr != nil {
-					s.logf("module %v: %v", hash, serr)
-				}
-				return nil, err
-			}
-			return s.parseAndStore(hash, text)
-		case share:
-			wait := s.ShareWait
-			if wait <= 0 {
-				wait = s.timeout() + 30*time.Second
-			}
-			wctx, cancel := context.WithTimeout(ctx, wait)
-			enc, wasClaimed, err := s.Share.Await(wctx, hash)
-			cancel()
-			switch {
-			case err == nil && wasClaimed:
-				m, err := decodeAndParse(enc)
-				if err == nil {
-					s.count(func(st *ShareStats) { st.Shared++ })
-					return m, nil
-				}
-				s.logf("module %v: the shared listing is unusable: %v", hash, err)
-			case err != nil:
-				s.logf("module %v: no shared listing: %v", hash, err)
-			}
-			if canRun {
-				s.count(func(st *ShareStats) { st.Fallbacks++ })
-			}
-		}
-	}
-	if !canRun {
-		if len(cubin) == 0 {
-			return nil, nil
-		}
-		return nil, toolErr
-	}
-	text, err := s.run(tool, cubin)
-	if err != nil {
-		return nil, err
-	}
-	if share {
-		// After a claimant failed or died: the next ranks need not wait.
-		return s.parseAndStore(hash, text)
-	}
-	return parseListing(text)
-}
-
-func (s *SASS) parseAndStore(hash profile.ModuleHash, text []byte) (*sass.Module, error) {
-	m, err := parseListing(text)
-	failure := ""
-	var enc []byte
-	if err != nil {
-		failure = firstLine(err.Error())
-	} else {
-		enc = EncodeListing(text)
-	}
-	if serr := s.Share.Store(context.Background(), hash, enc, failure); serr != nil {
-		s.logf("module %v: sharing its listing: %v", hash, serr)
-	} else if err == nil {
-		s.count(func(st *ShareStats) { st.Stored++ })
-	}
-	return m, err
-}
-
-func decodeAndParse(enc []byte) (*sass.Module, error) {
-	text, err := DecodeListing(enc)
-	if err != nil {
-		return nil, err
-	}
-	return parseListing(text)
-}
-
-func parseListing(text []byte) (*sass.Module, error) {
-	m, err := sass.Parse(text)
-	if err != nil {
-		return nil, fmt.Errorf("parsing nvdisasm output: %w", err)
-	}
-	return m, nil
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-func (s *SASS) tool() (string, error) {
-	tool := s.NVDisasm
-	if tool == "-" {
-		return "", fmt.Errorf("nvdisasm disabled")
-	}
-	if tool == "" {
-		p, err := exec.LookPath("nvdisasm")
-		if err != nil {
-			return "", fmt.Errorf("nvdisasm not on PATH")
-		}
-		tool = p
-	}
-	return tool, nil
-}
-
-func (s *SASS) timeout() time.Duration {
-	if s.Timeout > 0 {
-		return s.Timeout
-	}
-	return 2 * time.Minute
-}
-
-// run runs nvdisasm on a cubin and returns its listing.
-func (s *SASS) run(tool string, cubin []byte) ([]byte, error) {
-	s.count(func(st *ShareStats) { st.Disassembled++ })
-	return RunNVDisasm(tool, cubin, s.timeout())
-}
-
-// RunNVDisasm writes cubin to a temporary file and returns nvdisasm's
-// listing of it (NVDisasmArgs), within timeout.
-func RunNVDisasm(tool string, cubin []byte, timeout time.Duration) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "gpuprof-cubin-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	f := filepath.Join(dir, "module.cubin")
-	if err := os.WriteFile(f, cubin, 0o600); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, tool, append(append([]string(nil), NVDisasmArgs...), f)...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("nvdisasm: %v: %s", err, strings.TrimSpace(errb.String()))
-	}
-	return out.Bytes(), nil
-}
-
-var (
-	listingEnc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1))
-	listingDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxListing))
-)
-
-// maxListing bounds a decoded listing (nvdisasm text of the largest
-// modules is tens of MB).
-const maxListing = 1 << 30
-
-// EncodeListing compresses an nvdisasm listing for the module store
-// (listings compress about 10x).
-func EncodeListing(text []byte) []byte { return listingEnc.EncodeAll(text, nil) }
-
-// DecodeListing reverses EncodeListing.
-func DecodeListing(b []byte) ([]byte, error) {
-	text, err := listingDec.DecodeAll(b, nil)
-	if err != nil {
-		return nil, fmt.Errorf("shared nvdisasm listing: %w", err)
-	}
-	return text, nil
-}
-
-func (s *SASS) fromFiles(functions []string, sm uint16) *sass.Module {
-	if !s.scanned {
-		s.scanned = true
-		var paths []string
-		for _, f := range s.Files {
-			fi, err := os.Stat(f)
-			if err != nil {
-				continue
-			}
-			if !fi.IsDir() {
-				paths = append(paths, f)
-				continue
-			}
-			filepath.WalkDir(f, func(p string, d os.DirEntry, err error) error {
-				if err == nil && !d.IsDir() && strings.HasSuffix(p, ".sass.txt") {
-					paths = append(paths, p)
-				}
-				return nil
-			})
-		}
-		sort.Strings(paths)
-		for _, p := range paths {
-			s.parsed = append(s.parsed, &parsedFile{path: p})
-		}
-	}
-	arch := fmt.Sprintf("sm_%d", sm)
-	var best *sass.Module
-	for _, pf := range s.parsed {
-		if pf.mod == nil && pf.err == nil {
-			b, err := os.ReadFile(pf.path)
-			if err == nil {
-				pf.mod, err = sass.Parse(b)
-			}
-			pf.err = err
-		}
-		if pf.mod == nil || !covers(pf.mod, functions) {
-			continue
-		}
-		if pf.mod.Arch == arch {
-			return pf.mod
-		}
-		if best == nil {
-			best = pf.mod
-		}
-	}
-	return best
-}
-
-// sassStructure adapts a parsed sass.Module to Structure.
 type sassStructure struct {
 	hash string
 	m    *sass.Module
@@ -544,3 +228,6 @@ func (s *sassStructure) Place(fn string, off uint64) (Placement, bool) {
 	}
 	return pl, true
 }
+
+// listingFiles are the nvdisasm outputs of SASS.Files, parsed when first
+// needed.

@@ -2,10 +2,46 @@ package analyze
 
 import (
 	"cmp"
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/binary"
+	"fmt"
 	"slices"
 
 	"gpuprof/profile"
 )
+
+// ValueHasher replaces the values read from the application's memory by
+// keyed hashes before they reach any sketch, for codes whose data may not
+// leave the node (gpuprof run --no-values). It is AES-128 of the value
+// under a per-job key (gpuprof run makes one and gives it to every rank, so
+// the same value hashes alike on every rank and merged counts stay right);
+// the key is stored nowhere, so a profile's hashes cannot be inverted, not
+// even by trying every small integer.
+type ValueHasher struct{ b cipher.Block }
+
+// ValueKeyLen is the key's length in bytes.
+const ValueKeyLen = 16
+
+// NewValueHasher returns a hasher keyed by key (ValueKeyLen bytes).
+func NewValueHasher(key []byte) (*ValueHasher, error) {
+	if len(key) != ValueKeyLen {
+		return nil, fmt.Errorf("analyze: value key of %d bytes, want %d", len(key), ValueKeyLen)
+	}
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return &ValueHasher{b}, nil
+}
+
+// Hash maps a raw value to its keyed hash.
+func (h *ValueHasher) Hash(v uint64) uint64 {
+	var in, out [aes.BlockSize]byte
+	binary.LittleEndian.PutUint64(in[:], v)
+	h.b.Encrypt(out[:], in[:])
+	return binary.LittleEndian.Uint64(out[:])
+}
 
 // valCap is how many distinct values a counter counts exactly before it
 // spills them into its sketch, unless its shard's budget of exact entries
@@ -24,7 +60,8 @@ const (
 // feeding the sketch directly: counting such values exactly first buys
 // nothing.
 type valCounter struct {
-	budget *int // the shard's exact entries left
+	budget *int         // the shard's exact entries left
+	hash   *ValueHasher // nil: values are kept as read
 	keys   []uint64
 	counts []uint64 // 0 marks an empty slot
 	n      int
@@ -45,7 +82,7 @@ func (c *valCounter) add(v uint64, kind AccessKind) {
 
 func (c *valCounter) sketch(kind AccessKind) *profile.ValueSketch {
 	if c.sk == nil {
-		c.sk = profile.NewValueSketch(kind.Type, kind.UnitBits)
+		c.sk = newSketch(kind, c.hash != nil)
 	}
 	return c.sk
 }
@@ -57,6 +94,11 @@ func (c *valCounter) settle(kind AccessKind) {
 	}
 	v, n := c.lastV, c.lastN
 	c.lastN = 0
+	if c.hash != nil {
+		// Hashed here, once per run of one value: from this point on only
+		// the hash exists outside the worker's last-value register.
+		v = c.hash.Hash(v)
+	}
 	if c.direct {
 		c.sketch(kind).AddN(v, n)
 		return
@@ -184,7 +226,9 @@ func feed(sk *profile.ValueSketch, all []vc) {
 func mergeCounters(cs []*valCounter, kind AccessKind) *profile.ValueSketch {
 	exact := map[uint64]uint64{}
 	var sks []*profile.ValueSketch
+	hashed := false
 	for _, c := range cs {
+		hashed = hashed || c.hash != nil
 		for i, n := range c.counts {
 			if n != 0 {
 				exact[c.keys[i]] += n
@@ -197,7 +241,7 @@ func mergeCounters(cs []*valCounter, kind AccessKind) *profile.ValueSketch {
 	if len(exact) == 0 && len(sks) == 0 {
 		return nil
 	}
-	sk := profile.NewValueSketch(kind.Type, kind.UnitBits)
+	sk := newSketch(kind, hashed)
 	all := make([]vc, 0, len(exact))
 	for v, n := range exact {
 		all = append(all, vc{v, n})
@@ -209,4 +253,12 @@ func mergeCounters(cs []*valCounter, kind AccessKind) *profile.ValueSketch {
 		sk.Merge(o)
 	}
 	return sk
+}
+
+// newSketch is an empty sketch for values of kind, or of their hashes.
+func newSketch(kind AccessKind, hashed bool) *profile.ValueSketch {
+	if hashed {
+		return profile.NewValueSketch(profile.ValHashed, kind.UnitBits)
+	}
+	return profile.NewValueSketch(kind.Type, kind.UnitBits)
 }

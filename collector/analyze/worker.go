@@ -164,8 +164,9 @@ func (sl *pcSlot) key() (ctx uint32, kind uint8) {
 }
 
 // opAcc returns the accumulator of the slot's instruction's accesses to
-// object obj; ak is the access kind a new one gets.
-func (a *acc) opAcc(sl *pcSlot, obj uint32, ak AccessKind) *opAcc {
+// object obj; ak is the access kind a new one gets, hash its counter's
+// hasher (Options.HashValues).
+func (a *acc) opAcc(sl *pcSlot, obj uint32, ak AccessKind, hash *ValueHasher) *opAcc {
 	if sl.oa != nil && sl.obj == obj {
 		return sl.oa
 	}
@@ -175,6 +176,7 @@ func (a *acc) opAcc(sl *pcSlot, obj uint32, ak AccessKind) *opAcc {
 	if oa == nil {
 		oa = &opAcc{ak: ak}
 		oa.vals.budget = &a.budget
+		oa.vals.hash = hash
 		a.objPC[k] = oa
 	}
 	sl.obj, sl.oa = obj, oa
@@ -322,6 +324,7 @@ func (ws *warpState) drop(mask uint32) {
 
 type shard struct {
 	id    int
+	hash  *ValueHasher // Options.HashValues
 	acc   *acc
 	warps map[warpKey]*warpState
 	// wcache caches warps' entries of warps (records of a few warps
@@ -370,8 +373,8 @@ func (s *shard) warp(k warpKey) *warpState {
 // of 32-byte slots; 128 MiB for all shards at most).
 const poolSlots = 1 << 17
 
-func newShard(id int) *shard {
-	return &shard{id: id, acc: newAcc(), warps: map[warpKey]*warpState{}}
+func newShard(id int, hash *ValueHasher) *shard {
+	return &shard{id: id, hash: hash, acc: newAcc(), warps: map[warpKey]*warpState{}}
 }
 
 // exit drops the temporal state of the lanes leaving (definitions III.1-2
@@ -421,8 +424,11 @@ type pcInfo struct {
 	packed   uint64
 	fn       uint32
 	fallback bool // not inside any known function: attributed to the launched one
-	ak       AccessKind
-	kindOK   bool
+	// orphan: inside a kernel reported before its module, read without its
+	// module's structure; later launches look again (orphans.go).
+	orphan bool
+	ak     AccessKind
+	kindOK bool
 }
 
 // worker runs the shards s with s % nworkers == id.
@@ -610,16 +616,18 @@ func (w *worker) safely(f func()) (err error) {
 
 func (w *worker) pcInfo(l *launchInfo, pc uint64) *pcInfo {
 	c := &w.pcCache[(pc*0x9e3779b97f4a7c15)>>(64-8)&(numPCCache-1)]
-	if pi := c.pi; pi != nil && c.pc == pc && (!pi.fallback || pi.fn == l.fn.idx) {
+	if pi := c.pi; pi != nil && c.pc == pc && (!pi.fallback || pi.fn == l.fn.idx) && !pi.orphan {
 		return pi
 	}
 	pi := w.pcInfoOf(l, pc)
-	c.pc, c.pi = pc, pi
+	if w.pcs[pc] == pi { // kept; one read before its function's structure came is not
+		c.pc, c.pi = pc, pi
+	}
 	return pi
 }
 
 func (w *worker) pcInfoOf(l *launchInfo, pc uint64) *pcInfo {
-	if pi, ok := w.pcs[pc]; ok && (!pi.fallback || pi.fn == l.fn.idx) {
+	if pi, ok := w.pcs[pc]; ok && (!pi.fallback || pi.fn == l.fn.idx) && !pi.orphan {
 		return pi
 	}
 	pi := &pcInfo{}
@@ -631,10 +639,17 @@ func (w *worker) pcInfoOf(l *launchInfo, pc uint64) *pcInfo {
 	} else {
 		off = pc - fn.pc
 	}
-	pi.fn = fn.idx
+	pi.fn, pi.orphan = fn.idx, fn.orphan
 	pi.packed = uint64(fn.idx)<<32 | uint64(uint32(off))
-	if st := fn.mod.structure; st != nil && !pi.fallback {
-		pi.ak, pi.kindOK = st.AccessKind(fn.name, off)
+	if p := fn.fs.pend.Load(); p != nil && !pi.fallback {
+		st, _, ready := p.Ready()
+		if !ready {
+			// Read at its width until the structure comes: not kept.
+			return pi
+		}
+		if st != nil {
+			pi.ak, pi.kindOK = st.AccessKind(fn.name, off)
+		}
 	}
 	w.pcs[pc] = pi
 	return pi
@@ -742,7 +757,7 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	start := 0
 	for i := 1; i <= len(us); i++ {
 		if i == len(us) || us[i].obj != us[start].obj {
-			oa := ac.opAcc(sl, us[start].obj, ak)
+			oa := ac.opAcc(sl, us[start].obj, ak, s.hash)
 			oa.accesses += uint64(i - start)
 			w.count(oa, us[start:i], ak)
 			start = i

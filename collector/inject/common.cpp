@@ -21,6 +21,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -659,6 +660,7 @@ bool pcs_claim(CUdevice dev) {
     static std::unordered_map<std::string, bool> claims;
     const char *pol = getenv("GPUPROF_PCS_POLICY");
     if (pol && strcmp(pol, "all") == 0) return true;
+    if (pol && strcmp(pol, "none") == 0) return false; // kernel times only: a timing run
     std::string uuid = device_uuid(dev);
     if (uuid.empty()) return true;
     std::lock_guard<std::mutex> lk(mu);
@@ -841,9 +843,66 @@ void host_modules_scan() {
     for (gpw_buf &b : frames) out_push(&b, false, 0);
 }
 
+// unwind_walk collects return addresses with the DWARF unwinder, and keeps
+// the frame pointer of the last frame it reached.
+struct UnwindWalk {
+    void **pcs;
+    int n, max;
+    uintptr_t last_ip, last_fp;
+};
+
+_Unwind_Reason_Code unwind_step(struct _Unwind_Context *ctx, void *arg) {
+    UnwindWalk *w = (UnwindWalk *)arg;
+    int before = 0;
+    uintptr_t ip = _Unwind_GetIPInfo(ctx, &before);
+    if (ip == 0 || w->n >= w->max) return _URC_END_OF_STACK;
+    w->pcs[w->n++] = (void *)ip;
+    w->last_ip = ip;
+    w->last_fp = _Unwind_GetGR(ctx, 6); // rbp (x86-64 DWARF register 6)
+    return _URC_NO_REASON;
+}
+
+thread_local uintptr_t t_stack_lo = 0, t_stack_hi = 0;
+
+// unwind walks the calling thread's stack. The DWARF unwinder stops at code
+// without unwind information; JIT code such as CPython's perf trampolines
+// (PYTHONPERFSUPPORT=1: one per Python function call, named in
+// /tmp/perf-PID.map) has none, but keeps a frame pointer, as the
+// interpreter does: from there the walk follows the frame pointers, inside
+// the thread's stack and strictly outward, so that the Python frames above
+// a launch are kept. Code in a mapped file that merely lacks unwind
+// information is not walked this way: its rbp need not be a frame pointer.
+int unwind(void **pcs, int max) {
+    UnwindWalk w = {pcs, 0, max, 0, 0};
+    _Unwind_Backtrace(unwind_step, &w);
+    if (w.n == 0 || w.n >= max || w.last_fp == 0) return w.n;
+    Dl_info info;
+    if (dladdr((void *)w.last_ip, &info) != 0) return w.n; // in a file: a real end
+    if (t_stack_hi == 0) {
+        pthread_attr_t a;
+        void *base = nullptr;
+        size_t size = 0;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            pthread_attr_getstack(&a, &base, &size);
+            pthread_attr_destroy(&a);
+        }
+        t_stack_lo = (uintptr_t)base;
+        t_stack_hi = (uintptr_t)base + size;
+    }
+    uintptr_t fp = w.last_fp;
+    while (w.n < max && fp >= t_stack_lo && fp + 16 <= t_stack_hi && (fp & 7) == 0) {
+        uintptr_t next = ((uintptr_t *)fp)[0], ret = ((uintptr_t *)fp)[1];
+        if (ret == 0) break;
+        pcs[w.n++] = (void *)ret;
+        if (next <= fp) break;
+        fp = next;
+    }
+    return w.n;
+}
+
 size_t host_backtrace(uint64_t *pcs, size_t max) {
-    void *raw[128];
-    int n = backtrace(raw, 128);
+    void *raw[256];
+    int n = unwind(raw, 256);
     int i = 0;
     {
         std::lock_guard<std::mutex> lk(g_host_mu);

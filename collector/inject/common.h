@@ -106,6 +106,9 @@ bool stream_capturing(CUstream s);
 
 /* ---- host side ---- */
 void host_modules_scan();                             // emits HOST_MODULE for new mappings
+// The most host frames a launch or allocation keeps (Python code under
+// PYTHONPERFSUPPORT=1 adds several native frames per Python call).
+constexpr size_t kMaxHostFrames = 128;
 size_t host_backtrace(uint64_t *pcs, size_t max);     // calling context, tool frames removed
 uint64_t hash_frames(const uint64_t *pcs, size_t n);  // for kernel-sampling contexts
 bool kernel_sample(uint64_t context_hash);            // instance 1 of a context and every K-th after

@@ -654,8 +654,8 @@ void write_launch(uint64_t lid, uint32_t fid, const unsigned grid[3], const unsi
  * which come only as activity records carrying its correlation id. */
 void on_graph_launch(const CUpti_CallbackData *cd) {
     if (cd->callbackSite != CUPTI_API_ENTER) return;
-    uint64_t frames[64];
-    size_t nf = host_backtrace(frames, 64);
+    uint64_t frames[kMaxHostFrames];
+    size_t nf = host_backtrace(frames, kMaxHostFrames);
     GraphLaunch g;
     g.frames.assign(frames, frames + nf);
     if (cd->functionParams) g.stream = (uint64_t)(uintptr_t)((const cuGraphLaunch_params *)cd->functionParams)->hStream;
@@ -694,8 +694,8 @@ uint64_t graph_kernel(uint32_t corr, const GP_KERNEL_RECORD *k) {
  * false) cannot be put in a range. */
 bool emit_launch(uint32_t corr, uint32_t rt_corr, const char *name, const unsigned grid[3], const unsigned block[3],
                  unsigned shared, uint64_t stream, bool ranges, bool can_range) {
-    uint64_t frames[64];
-    size_t nf = host_backtrace(frames, 64);
+    uint64_t frames[kMaxHostFrames];
+    size_t nf = host_backtrace(frames, kMaxHostFrames);
     uint32_t fid = function_by_name(name);
     bool sampled = true;
     if (ranges) sampled = can_range && kernel_sample(hash_frames(frames, nf) ^ ((uint64_t)fid * 0x9e3779b97f4a7c15ull));
@@ -890,8 +890,8 @@ void on_driver_memory(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
     if (is_free) {
         gpw_free(&f, addr);
     } else {
-        uint64_t frames[64];
-        size_t nf = host_backtrace(frames, 64);
+        uint64_t frames[kMaxHostFrames];
+        size_t nf = host_backtrace(frames, kMaxHostFrames);
         gpw_alloc(&f, new_alloc_id(), addr, size, kind, frames, nf);
     }
     out_push(&f, false, 0);

@@ -487,8 +487,8 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
         vlog("launch begin without end; closing the previous launch");
         finish_launch(t_launch, ld->hStream);
     }
-    uint64_t frames[64];
-    size_t nf = host_backtrace(frames, 64);
+    uint64_t frames[kMaxHostFrames];
+    size_t nf = host_backtrace(frames, kMaxHostFrames);
     const std::string name = ld->functionName ? ld->functionName : "";
     uint64_t lid = g_next_launch.fetch_add(1);
     uint32_t fid = 0;
@@ -604,8 +604,8 @@ void on_graph(Sanitizer_CallbackId cbid, const void *cbdata) {
     if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN) {
         const Sanitizer_GraphLaunchData *g = (const Sanitizer_GraphLaunchData *)cbdata;
         if (g->isGraphUpload) return;
-        uint64_t frames[64];
-        size_t nf = host_backtrace(frames, 64);
+        uint64_t frames[kMaxHostFrames];
+        size_t nf = host_backtrace(frames, kMaxHostFrames);
         t_graph_frames.assign(frames, frames + nf);
         return;
     }
@@ -675,8 +675,8 @@ void on_memory(Sanitizer_CallbackId cbid, const Sanitizer_ResourceMemoryData *md
             kind = GPW_ALLOC_ASYNC;
         else if (md->flags & SANITIZER_MEMORY_FLAG_MANAGED)
             kind = GPW_ALLOC_MANAGED;
-        uint64_t frames[64];
-        size_t nf = host_backtrace(frames, 64);
+        uint64_t frames[kMaxHostFrames];
+        size_t nf = host_backtrace(frames, kMaxHostFrames);
         gpw_alloc(&f, new_alloc_id(), md->address, md->size, kind, frames, nf);
         break;
     }

@@ -121,7 +121,7 @@ func (d *Decoder) next() (Frame, error) {
 		if d.hello && kind == KindHello {
 			return nil, d.fail(kind, d.off, "kind", "second HELLO", false)
 		}
-		known := kind >= KindHello && kind <= KindModuleData
+		known := kind >= KindHello && kind <= KindModuleData || decodedExtension(kind)
 		if kind == KindModuleData && d.version < 3 {
 			known = false // a kind this stream's version does not have
 		}
@@ -216,6 +216,14 @@ func (d *Decoder) moduleData(b []byte) (*Module, *fieldError) {
 	}
 	if m.Bytes == nil {
 		m.Bytes = make([]byte, 0, min(int(m.Size), 4*ModuleChunk))
+	}
+	if need := len(m.Bytes) + len(b) - p.off; need > cap(m.Bytes) {
+		// Double, up to the size: append's growth by a quarter would copy
+		// a 100 MB module several times over. What is allocated stays
+		// within twice the bytes that came.
+		grown := make([]byte, len(m.Bytes), min(int(m.Size), max(need, 2*cap(m.Bytes))))
+		copy(grown, m.Bytes)
+		m.Bytes = grown
 	}
 	m.Bytes = append(m.Bytes, b[p.off:]...)
 	if len(m.Bytes) < int(m.Size) {
@@ -375,6 +383,8 @@ func parsePayload(kind Kind, b []byte, version uint16) (Frame, *fieldError) {
 		}
 		strict = false // later versions may append fields
 		f = h
+	case KindModuleHash:
+		f = parseExtension(kind, p)
 	case KindModule:
 		m := &Module{ModuleID: p.u64("module_id"), ContentKey: p.u64("content_key"), Size: p.u32("size")}
 		at := p.off

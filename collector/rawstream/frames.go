@@ -58,6 +58,9 @@ func (k Kind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
 		return kindNames[k]
 	}
+	if k == KindModuleHash {
+		return "MODULE_HASH"
+	}
 	if k >= FirstExtension {
 		return fmt.Sprintf("EXT(%d)", uint32(k))
 	}

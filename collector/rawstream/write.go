@@ -32,6 +32,9 @@ func (w *Writer) Write(f Frame) error {
 	if e, ok := f.(*End); ok {
 		e.Frames = w.frames
 	}
+	if m, ok := f.(*Module); ok && m.HasBytes && !moduleInline(m.Size) {
+		return w.writeChunked(m)
+	}
 	var err error
 	w.buf, err = AppendFrame(w.buf[:0], f)
 	if err != nil {
@@ -43,6 +46,36 @@ func (w *Writer) Write(f Frame) error {
 		return err
 	}
 	w.frames += uint64(frameCount(f))
+	return nil
+}
+
+// writeChunked writes a chunked module frame by frame, its bytes from
+// the module itself: a 100 MB module is not copied into one buffer first.
+func (w *Writer) writeChunked(m *Module) error {
+	if len(m.Bytes) != int(m.Size) {
+		return fmt.Errorf("rawstream: MODULE %d: %d bytes, size says %d", m.ModuleID, len(m.Bytes), m.Size)
+	}
+	out := func(b []byte) error {
+		n, err := w.w.Write(b)
+		w.bytes += int64(n)
+		return err
+	}
+	w.buf = pw(w.buf[:0]).u32(uint32(KindModule)).u32(21).u64(m.ModuleID).u64(m.ContentKey).u32(m.Size).u8(2)
+	if err := out(w.buf); err != nil {
+		return err
+	}
+	w.frames++
+	for off := 0; off < len(m.Bytes); off += ModuleChunk {
+		chunk := m.Bytes[off:min(off+ModuleChunk, len(m.Bytes))]
+		w.buf = pw(w.buf[:0]).u32(uint32(KindModuleData)).u32(uint32(16 + len(chunk))).u64(m.ModuleID).u64(uint64(off))
+		if err := out(w.buf); err != nil {
+			return err
+		}
+		if err := out(chunk); err != nil {
+			return err
+		}
+		w.frames++
+	}
 	return nil
 }
 
@@ -174,7 +207,10 @@ func AppendFrame(b []byte, f Frame) ([]byte, error) {
 	case *End:
 		p = p.u64(f.Frames).u32(uint32(f.ExitCode))
 	default:
-		return b, fmt.Errorf("rawstream: cannot write a %T", f)
+		var ok bool
+		if p, ok = appendExtension(p, f); !ok {
+			return b, fmt.Errorf("rawstream: cannot write a %T", f)
+		}
 	}
 	n := len(p) - start - 8
 	if n > MaxPayload {

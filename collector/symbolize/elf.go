@@ -1,13 +1,16 @@
 package symbolize
 
 import (
+	"bytes"
 	"debug/dwarf"
 	"debug/elf"
 	"debug/gosym"
 	"encoding/hex"
 	"errors"
 	"io"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -24,6 +27,10 @@ type elfFile struct {
 
 	mu  sync.Mutex
 	cus map[dwarf.Offset]*cuInfo
+
+	// sites are the frames at known addresses, from a symbol table (a
+	// module whose file is not on this machine).
+	sites map[uint64][]frame
 }
 
 func load(path string) (*elfFile, error) {
@@ -40,12 +47,22 @@ func load(path string) (*elfFile, error) {
 			}
 		}
 	}
-	for _, get := range []func() ([]elf.Symbol, error){ef.Symbols, ef.DynamicSymbols} {
-		syms, _ := get()
-		for _, s := range syms {
-			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 && s.Name != "" {
-				f.syms = append(f.syms, symbol{s.Value, s.Size, s.Name})
+	f.addSymbols(ef, ef.Symbols, ef.DynamicSymbols)
+	if d, err := ef.DWARF(); err == nil {
+		f.d = d
+	}
+	// A stripped module keeps only its exported symbols (.dynsym): its
+	// separate debug file, where the distribution installs one, has the
+	// rest and the DWARF.
+	if _, err := ef.Symbols(); err != nil || f.d == nil {
+		if dbg := openDebugFile(path, f.buildID, ef); dbg != nil {
+			f.addSymbols(dbg, dbg.Symbols)
+			if f.d == nil {
+				if d, err := dbg.DWARF(); err == nil {
+					f.d = d
+				}
 			}
+			dbg.Close()
 		}
 	}
 	sort.Slice(f.syms, func(i, j int) bool {
@@ -54,9 +71,6 @@ func load(path string) (*elfFile, error) {
 		}
 		return f.syms[i].size > f.syms[j].size
 	})
-	if d, err := ef.DWARF(); err == nil {
-		f.d = d
-	}
 	if pcln := ef.Section(".gopclntab"); pcln != nil {
 		if text := ef.Section(".text"); text != nil {
 			if b, err := pcln.Data(); err == nil {
@@ -65,6 +79,68 @@ func load(path string) (*elfFile, error) {
 		}
 	}
 	return f, nil
+}
+
+func (f *elfFile) addSymbols(ef *elf.File, tables ...func() ([]elf.Symbol, error)) {
+	for _, get := range tables {
+		syms, _ := get()
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 && s.Name != "" {
+				f.syms = append(f.syms, symbol{s.Value, s.Size, s.Name})
+			}
+		}
+	}
+}
+
+// DebugDirs are where separate debug files are looked for, as gdb does:
+// DIR/.build-id/xx/rest.debug by build id, and DIR/<module's directory>/
+// NAME by .gnu_debuglink (after the module's own directory and its
+// .debug subdirectory).
+var DebugDirs = []string{"/usr/lib/debug"}
+
+// openDebugFile finds the separate debug file of the module at path. A
+// candidate whose build id differs from the module's is not it.
+func openDebugFile(path, buildID string, ef *elf.File) *elf.File {
+	var cands []string
+	if len(buildID) > 2 {
+		for _, d := range DebugDirs {
+			cands = append(cands, filepath.Join(d, ".build-id", buildID[:2], buildID[2:]+".debug"))
+		}
+	}
+	if sec := ef.Section(".gnu_debuglink"); sec != nil {
+		if b, err := sec.Data(); err == nil {
+			if name, _, ok := bytes.Cut(b, []byte{0}); ok && len(name) > 0 && !bytes.ContainsRune(name, '/') {
+				dir := filepath.Dir(path)
+				cands = append(cands, filepath.Join(dir, string(name)), filepath.Join(dir, ".debug", string(name)))
+				if abs, err := filepath.Abs(dir); err == nil {
+					for _, d := range DebugDirs {
+						cands = append(cands, filepath.Join(d, abs, string(name)))
+					}
+				}
+			}
+		}
+	}
+	for _, c := range cands {
+		if c == path {
+			continue
+		}
+		dbg, err := elf.Open(c)
+		if err != nil {
+			continue
+		}
+		id := ""
+		if sec := dbg.Section(".note.gnu.build-id"); sec != nil {
+			if b, err := sec.Data(); err == nil {
+				id = noteBuildID(b, dbg.ByteOrder)
+			}
+		}
+		if buildID != "" && id != "" && !strings.EqualFold(id, buildID) {
+			dbg.Close()
+			continue
+		}
+		return dbg
+	}
+	return nil
 }
 
 func noteBuildID(b []byte, bo interface{ Uint32([]byte) uint32 }) string {
@@ -89,6 +165,9 @@ func noteBuildID(b []byte, bo interface{ Uint32([]byte) uint32 }) string {
 
 // lookup returns the frames at file virtual address va, outermost first.
 func (f *elfFile) lookup(va uint64) []frame {
+	if fr, ok := f.sites[va]; ok {
+		return fr
+	}
 	if f.d != nil {
 		if fr := f.dwarfLookup(va); len(fr) > 0 {
 			return fr

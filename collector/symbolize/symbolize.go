@@ -5,6 +5,8 @@
 // Symbolizer of the process. Frames inside the CUDA driver, runtime and
 // CUPTI, the injection library and the C start code are dropped; addresses
 // that cannot be resolved keep their module and module-relative offset.
+// Addresses outside every module are looked up in the process's perf map
+// (CPython's Python functions, perfmap.go).
 package symbolize
 
 import (
@@ -31,9 +33,14 @@ var DefaultDropFunctions = []string{"cudart::*", "__cudart*", "_ZN6cudart*", "li
 type Symbolizer struct {
 	DropModules   []string
 	DropFunctions []string
+	// Tables resolve modules whose files are not on this machine (or
+	// differ from the file that was mapped), from symbol tables extracted
+	// where the stream was captured.
+	Tables *Tables
 
 	mu      sync.Mutex
 	modules []*rawstream.HostModule
+	perf    *perfMap // nil: no perf map
 	cache   map[uint64][]profile.Frame
 	dropped map[uint64]bool
 }
@@ -50,6 +57,21 @@ func (s *Symbolizer) AddModule(m *rawstream.HostModule) {
 	defer s.mu.Unlock()
 	s.modules = append(s.modules, m)
 	clear(s.cache) // an address may now resolve differently
+	clear(s.dropped)
+}
+
+// SetPerfMap names the process's perf map (perf-PID.map, see perfmap.go)
+// for addresses outside every module: CPython's Python frames. "" sets
+// none; a file that does not exist yet is looked for again at the next
+// miss.
+func (s *Symbolizer) SetPerfMap(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perf = nil
+	if path != "" {
+		s.perf = &perfMap{path: path}
+	}
+	clear(s.cache)
 	clear(s.dropped)
 }
 
@@ -143,6 +165,14 @@ func matches(name string, pats []string) bool {
 func (s *Symbolizer) resolve(ret uint64) ([]profile.Frame, bool) {
 	m := s.moduleOf(ret)
 	if m == nil {
+		// Code outside every module: generated at run time, named by the
+		// perf map if the process wrote one (the call is the byte before
+		// the return address, inside the caller's range).
+		if s.perf != nil {
+			if e := s.perf.lookup(ret - 1); e != nil {
+				return []profile.Frame{perfFrame(e.name)}, true
+			}
+		}
 		return []profile.Frame{{Kind: profile.KindHostFrame, Offset: ret}}, true
 	}
 	if hasPrefix(filepath.Base(m.Path), s.DropModules) {
@@ -152,6 +182,9 @@ func (s *Symbolizer) resolve(ret uint64) ([]profile.Frame, bool) {
 	va := ret - 1 - m.Base
 	unresolved := []profile.Frame{{Kind: profile.KindHostFrame, Module: m.Path, Offset: va + 1}}
 	f := open(m.Path, m.BuildID)
+	if f == nil {
+		f = s.Tables.module(m.Path, m.BuildID)
+	}
 	if f == nil {
 		return unresolved, true
 	}

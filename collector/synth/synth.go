@@ -32,9 +32,17 @@ const (
 	PatternClose                   // floats within 1e-3 of each other
 	PatternRandom                  // uniformly random bits
 	PatternIndex                   // the element index
+	PatternPlanted                 // PlantedInt and PlantedFloat everywhere: a value tests look for in outputs
 )
 
-var patternNames = [...]string{"default", "single", "dominant", "few", "close", "random", "index"}
+// The planted values: distinctive bit patterns, unlikely anywhere else in
+// a profile or report (tests of --no-values look for them byte by byte).
+const (
+	PlantedInt   = 0x5EC2E7ED
+	PlantedFloat = 4242.4242
+)
+
+var patternNames = [...]string{"default", "single", "dominant", "few", "close", "random", "index", "planted"}
 
 func (p Pattern) String() string {
 	if int(p) < len(patternNames) {
@@ -59,13 +67,25 @@ type Options struct {
 	Seed           uint64         // everything is a function of Seed and the rank
 	Mode           rawstream.Mode // default redundancy
 	Iterations     int            // iterations of the program's main loop (default 4)
-	Imbalance      float64        // rank 0 runs (1+Imbalance)× the iterations of the others
+	Imbalance      float64        // the heavy ranks (rank 0 unless Heavy) run (1+Imbalance)× the iterations of the others
+	Heavy          []int          // the heavy ranks (default: rank 0)
 	BlockSampling  uint32         // P (default 8)
 	KernelSampling uint32         // K (default 2)
 	Scale          int            // multiplies every grid (default 1)
 	Pattern        Pattern        // overrides every value pattern if set
 	FrameRecords   int            // access records per ACCESS frame (default 512)
 	ExitCode       int32          // written into END
+	// RanksPerHost: consecutive ranks per host (default 4), each host's
+	// ranks numbered from local rank 0.
+	RanksPerHost int
+	// GPUs spreads each host's ranks over that many GPUs by local rank
+	// (device = local rank mod GPUs, one UUID per host and device), as MPI
+	// codes bind them; in pcsampling mode the lowest local rank of each GPU
+	// samples it and the others say in HELLO (flag bit 1) that another
+	// process samples it and carry no PC samples, as the injection library
+	// does (docs/inject.md "One process per GPU"). 0: a GPU of its own per
+	// rank.
+	GPUs int
 }
 
 func (o *Options) defaults() {
@@ -90,6 +110,34 @@ func (o *Options) defaults() {
 	if o.FrameRecords <= 0 {
 		o.FrameRecords = 512
 	}
+	if o.RanksPerHost <= 0 {
+		o.RanksPerHost = 4
+	}
+}
+
+// device is rank r's host, CUDA device ordinal and GPU UUID, and whether
+// its process PC-samples the GPU (in pcsampling mode).
+func (o *Options) device(r int) (host string, dev int, uuid string, samples bool) {
+	h, local := r/o.RanksPerHost, r%o.RanksPerHost
+	host = fmt.Sprintf("synth%02d", h)
+	if o.GPUs <= 0 {
+		// A GPU per rank.
+		return host, local, fmt.Sprintf("GPU-5e17%04x-0000-0000-0000-%012x", r, o.Seed&0xffffffffffff), true
+	}
+	dev = local % o.GPUs
+	return host, dev, fmt.Sprintf("GPU-5e17%02x%02x-0000-0000-0000-%012x", h%256, dev%256, o.Seed&0xffffffffffff), local < o.GPUs
+}
+
+func (o *Options) heavy(r int) bool {
+	if o.Heavy == nil {
+		return r == 0
+	}
+	for _, h := range o.Heavy {
+		if h == r {
+			return true
+		}
+	}
+	return false
 }
 
 // Stats counts what was written.
@@ -150,6 +198,7 @@ type hostLib struct {
 type gen struct {
 	o       Options
 	rank    int
+	pcs     bool // the stream carries PC samples (pcsampling, and its process samples its GPU)
 	w       *rawstream.Writer
 	bw      *bufio.Writer
 	rng     *rand.Rand
@@ -197,10 +246,16 @@ func (g *gen) put(f rawstream.Frame) {
 
 func (g *gen) run() {
 	o := &g.o
-	g.put(&rawstream.Hello{Version: rawstream.Version, Flags: rawstream.HelloSynthetic, Rank: int32(g.rank),
+	host, dev, uuid, samples := o.device(g.rank)
+	flags := uint16(rawstream.HelloSynthetic)
+	if o.Mode == rawstream.ModePCSampling && !samples {
+		flags |= rawstream.HelloPCSElsewhere
+	}
+	g.pcs = o.Mode == rawstream.ModePCSampling && samples
+	g.put(&rawstream.Hello{Version: rawstream.Version, Flags: flags, Rank: int32(g.rank),
 		PID: uint32(10000 + g.rank*7), Mode: o.Mode, BlockSampling: o.BlockSampling, KernelSampling: o.KernelSampling,
-		StartNS: 1_760_000_000_000_000_000 + o.Seed%1000*1_000_000_000, Host: fmt.Sprintf("synth%02d", g.rank/4),
-		GPU: "NVIDIA H100 80GB HBM3", GPUUUID: fmt.Sprintf("GPU-5e17%04x-0000-0000-0000-%012x", g.rank, o.Seed&0xffffffffffff),
+		StartNS: 1_760_000_000_000_000_000 + o.Seed%1000*1_000_000_000, Host: host,
+		GPU: "NVIDIA H100 80GB HBM3", GPUUUID: uuid, Device: int32(dev),
 		Driver: "580.95.05", CUDA: "13.0", SM: 90})
 	// Address space layout randomisation differs per rank.
 	aslr := uint64(g.rng.IntN(1<<16)) << 20
@@ -218,7 +273,7 @@ func (g *gen) run() {
 		g.libs = append(g.libs, hostLib{path: l.path, buildID: l.id, base: b, size: 0x200000})
 		g.put(&rawstream.HostModule{Base: b, Path: l.path, BuildID: l.id, Segments: []rawstream.Segment{{Start: b + 0x10000, Size: 0x200000}}})
 	}
-	if o.Mode == rawstream.ModePCSampling {
+	if g.pcs {
 		sr := &rawstream.StallReasons{}
 		for i, n := range stallReasons {
 			sr.Reasons = append(sr.Reasons, rawstream.StallReason{Index: uint32(i), Name: n})
@@ -250,7 +305,7 @@ func (g *gen) run() {
 	g.initContents()
 
 	iters := o.Iterations
-	if g.rank == 0 && o.Imbalance > 0 {
+	if o.heavy(g.rank) && o.Imbalance > 0 {
 		iters = int(math.Round(float64(iters) * (1 + o.Imbalance)))
 	}
 	for it := 0; it < iters; it++ {
@@ -314,6 +369,8 @@ func (g *gen) value(p Pattern, u unit, i uint64, salt uint64) uint64 {
 		n = int64(h)
 	case PatternIndex:
 		f, n = float64(i), int64(i)
+	case PatternPlanted:
+		f, n = PlantedFloat, PlantedInt
 	}
 	if u.float {
 		if u.bits == 32 {
@@ -369,7 +426,7 @@ func (g *gen) kernel(k int, va uint64, it int) {
 	switch {
 	case g.o.Mode == rawstream.ModeRedundancy && instrumented:
 		recs = g.accesses(k, grid, block, traced, it)
-	case g.o.Mode == rawstream.ModePCSampling && instrumented:
+	case g.pcs && instrumented:
 		g.pcSamples(k, def, warps)
 	case g.o.Mode == rawstream.ModeHybrid && instrumented:
 		g.instrCounts(k, def, warps)

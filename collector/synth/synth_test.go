@@ -8,10 +8,11 @@ import (
 	"gpuprof/collector/rawstream"
 )
 
-func decode(t *testing.T, b []byte) map[rawstream.Kind][]rawstream.Frame {
+// frames decodes a stream.
+func frames(t *testing.T, b []byte) []rawstream.Frame {
 	t.Helper()
 	d := rawstream.NewDecoder(bytes.NewReader(b))
-	out := map[rawstream.Kind][]rawstream.Frame{}
+	var out []rawstream.Frame
 	for {
 		f, err := d.Next()
 		if err == io.EOF {
@@ -20,8 +21,18 @@ func decode(t *testing.T, b []byte) map[rawstream.Kind][]rawstream.Frame {
 		if err != nil {
 			t.Fatal(err)
 		}
+		out = append(out, f)
+	}
+}
+
+// decode decodes a stream's frames by kind.
+func decode(t *testing.T, b []byte) map[rawstream.Kind][]rawstream.Frame {
+	t.Helper()
+	out := map[rawstream.Kind][]rawstream.Frame{}
+	for _, f := range frames(t, b) {
 		out[f.Kind()] = append(out[f.Kind()], f)
 	}
+	return out
 }
 
 func write(t *testing.T, rank int, o Options) []byte {
@@ -119,5 +130,36 @@ func TestParsePattern(t *testing.T) {
 	}
 	if _, err := ParsePattern("zipf"); err == nil {
 		t.Error("unknown pattern accepted")
+	}
+}
+
+// Four ranks on two GPUs of one host in PC sampling: ranks 0 and 1 sample
+// their GPUs (0 and 1), ranks 2 and 3 share them, say so in HELLO and
+// carry kernel times but no PC samples; the heavy ranks launch more.
+func TestMultiGPUStreams(t *testing.T) {
+	o := Options{Ranks: 4, Seed: 3, Mode: rawstream.ModePCSampling, KernelSampling: 1, GPUs: 2, Heavy: []int{1, 2}, Imbalance: 1}
+	var launches [4]int
+	uuids := map[int32]string{}
+	for r := 0; r < 4; r++ {
+		fs := decode(t, write(t, r, o))
+		h := fs[rawstream.KindHello][0].(*rawstream.Hello)
+		elsewhere := h.Flags&rawstream.HelloPCSElsewhere != 0
+		if h.Device != int32(r%2) || h.Host != "synth00" || elsewhere != (r >= 2) {
+			t.Errorf("rank %d: device %d host %s flags %#x", r, h.Device, h.Host, h.Flags)
+		}
+		if u, ok := uuids[h.Device]; ok && u != h.GPUUUID {
+			t.Errorf("rank %d: GPU %d has UUID %s, another rank saw %s", r, h.Device, h.GPUUUID, u)
+		}
+		uuids[h.Device] = h.GPUUUID
+		if n := len(fs[rawstream.KindPCSamples]); (n == 0) != elsewhere || (len(fs[rawstream.KindStallReasons]) == 0) != elsewhere {
+			t.Errorf("rank %d: %d PC_SAMPLES frames, PC-sampled elsewhere %v", r, n, elsewhere)
+		}
+		if len(fs[rawstream.KindKernelEnd]) == 0 {
+			t.Errorf("rank %d: no kernel times", r)
+		}
+		launches[r] = len(fs[rawstream.KindLaunch])
+	}
+	if uuids[0] == uuids[1] || launches[1] <= launches[0] || launches[2] != launches[1] || launches[3] != launches[0] {
+		t.Errorf("UUIDs %v, launches %v: want two GPUs and ranks 1 and 2 heavy", uuids, launches)
 	}
 }

@@ -1,8 +1,6 @@
 // mpi_imbalance: an MPI-style job in which rank 1 gets twice the elements of
 // every other rank, so its kernel runs about twice as long and the others wait
-// for it (cross-rank load imbalance). MPI_IMBALANCE_HEAVY=1,2 names the heavy
-// ranks instead (one per GPU when ranks are spread over two). Each rank uses
-// GPU (local rank mod GPUs), the usual binding of MPI codes. Built with MPI (-DUSE_MPI) when mpicc and
+// for it (cross-rank load imbalance). Built with MPI (-DUSE_MPI) when mpicc and
 // mpi.h exist; otherwise it reads its rank from the launcher's environment
 // (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID) and makes no MPI
 // calls.
@@ -39,6 +37,9 @@ int main(int argc, char **argv) {
     size = env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", nullptr, 1);
 #endif
     Args a = parse_args(argc, argv, 1L << 21, 5);
+    // Each rank uses GPU (local rank mod GPUs), the usual binding of MPI
+    // codes; MPI_IMBALANCE_HEAVY=1,2 names the heavy ranks instead of rank 1
+    // (one per GPU when ranks are spread over two).
     int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK", 0);
     int ngpus = 1;
     CK(cudaGetDeviceCount(&ngpus));

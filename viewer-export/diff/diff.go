@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 
 	"gpuprof/profile"
+	"gpuprof/symname"
 	"gpuprof/viewer-export/internal/view"
 )
 
@@ -123,7 +124,7 @@ func kernels(p *profile.Profile) map[string]*entry {
 		k := Key(p, id)
 		e := out[k]
 		if e == nil {
-			e = &entry{kernel: view.ShortName(n.Frame.Function), caller: view.CallerPath(p, id), vals: map[string]uint64{}}
+			e = &entry{kernel: symname.Short(n.Frame.Function), caller: view.CallerPath(p, id), vals: map[string]uint64{}}
 			out[k] = e
 		}
 		for _, v := range inc[id] {

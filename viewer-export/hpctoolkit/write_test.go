@@ -185,14 +185,17 @@ func TestWriteRoundTrip(t *testing.T) {
 		}
 	}
 
-	// One profile per rank with (NODE, RANK) and launch-context values.
+	// One profile per rank with (NODE, GPUDEVICE, RANK) and launch-context
+	// values: each rank its own GPU, known by UUID (the index on the host
+	// stands for the unknown ordinal).
 	ranks := p.SortedRanks()
 	if len(db.Profiles) != 1+len(ranks) {
 		t.Fatalf("%d profiles for %d ranks", len(db.Profiles), len(ranks))
 	}
 	for i, r := range ranks {
 		pr := db.Profiles[i+1]
-		if pr.Summary || len(pr.IDs) != 2 || db.IDNames[pr.IDs[0].Kind] != "NODE" || db.IDNames[pr.IDs[1].Kind] != "RANK" || pr.IDs[1].Logical != uint32(r) || pr.IDs[0].Flags&1 == 0 {
+		if pr.Summary || len(pr.IDs) != 3 || db.IDNames[pr.IDs[0].Kind] != "NODE" || db.IDNames[pr.IDs[1].Kind] != "GPUDEVICE" || db.IDNames[pr.IDs[2].Kind] != "RANK" ||
+			pr.IDs[2].Logical != uint32(r) || pr.IDs[1].Logical != uint32(r) || pr.IDs[0].Flags&1 == 0 {
 			t.Errorf("rank %d: profile ids %+v", r, pr.IDs)
 		}
 		want := map[string]map[string]float64{}
@@ -249,6 +252,39 @@ func TestWriteRoundTrip(t *testing.T) {
 
 // The taxonomy's references all name inputs it defines, and every metric
 // has a root with its four variants.
+// Four ranks on two GPUs of one host: each rank's profile is identified by
+// (NODE, GPUDEVICE = its CUDA ordinal, RANK), and the description groups
+// the ranks by host and GPU with their PC-sampling state. A profile whose
+// ranks' GPUs are unknown keeps (NODE, RANK).
+func TestWriteMultiGPU(t *testing.T) {
+	p := exporttest.MultiGPU(4, 1, 2, 1, 2)
+	db := roundTrip(t, p)
+	for r := int32(0); r < 4; r++ {
+		ids := db.Profiles[r+1].IDs
+		if len(ids) != 3 || db.IDNames[ids[1].Kind] != "GPUDEVICE" || ids[1].Logical != uint32(r%2) || ids[1].Flags&1 != 0 || ids[2].Logical != uint32(r) {
+			t.Errorf("rank %d: profile ids %+v", r, ids)
+		}
+	}
+	for _, want := range []string{
+		"Ranks by host and GPU: 2 GPUs on 1 host, 2 ranks each.",
+		"| gpu00 | 0 | GPU-3f2a1b90 | NVIDIA H100 80GB HBM3 | 0,2 | rank 0 sampled, rank 2 kernel times only |",
+		"| gpu00 | 1 | GPU-3f2a1b91 | NVIDIA H100 80GB HBM3 | 1,3 | rank 1 sampled, rank 3 kernel times only |",
+		"| 3 | gpu00 | NVIDIA H100 80GB HBM3 | 1 · GPU-3f2a1b91 | kernel times only |",
+		"PC sampling: one process per GPU is PC-sampled",
+	} {
+		if !strings.Contains(db.Description, want) {
+			t.Errorf("description lacks %q:\n%s", want, db.Description)
+		}
+	}
+	for _, ri := range p.Ranks {
+		ri.GPUUUID, ri.Device = "", ""
+	}
+	db = roundTrip(t, p)
+	if ids := db.Profiles[1].IDs; len(ids) != 2 || db.IDNames[ids[1].Kind] != "RANK" {
+		t.Errorf("without GPU identities: profile ids %+v", ids)
+	}
+}
+
 func TestYAMLAnchors(t *testing.T) {
 	p := exporttest.Profile(2, 1, exporttest.Shape)
 	_, _, _, y, err := Encode(p)

@@ -16,12 +16,14 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <h1>gpuprof report <span class="job">{{.Job}}</span></h1>
 <nav><a href="#advice">Advice</a><a href="#flame">Flame graph</a><a href="#heatmap">Rank heatmap</a><a href="#redundancy">Redundancy</a><a href="#kernels">Kernels</a>{{if .Diff}}<a href="#diff">Before/after</a>{{end}}<a href="#provenance">Provenance</a></nav>
 </header>
+{{if .Prov.Interrupted}}<div id="interrupted-banner" class="banner">INTERRUPTED by {{.Prov.Interrupted}}: the job was stopped before its end; this report holds what was merged by then.</div>{{end}}
+{{with .Prov.NothingLine}}<div id="nothing-banner" class="banner">{{.}}</div>{{end}}
 {{if .Synthetic}}<div id="synthetic-banner" class="banner">SYNTHETIC DATA: some merged items were generated, not measured on a GPU. Do not draw performance conclusions from this report.</div>{{end}}
 <div id="js-errors" class="banner" hidden></div>
 <main>
 <section id="summary" class="summary">
 <table class="kv">{{range .Summary}}<tr><th>{{.K}}</th><td>{{.V}}</td></tr>{{end}}
-<tr><th>GPU time</th><td>{{.TotalTime}} in {{.NumKernels}} kernel contexts</td></tr></table>
+<tr><th>GPU time</th><td>{{.TotalTime}} in {{.NumKernels}} kernel contexts{{if .TimeSplit}}<div class="muted small">{{.TimeSplit}}</div>{{end}}</td></tr></table>
 </section>
 
 <section id="advice">
@@ -31,6 +33,8 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 {{range .Advice}}{{if not .Folded}}{{template "card" .}}{{end}}{{end}}</ol>
 {{if .AdviceMore}}<details><summary>{{.AdviceMore}} more findings</summary><ol class="advice">
 {{range .Advice}}{{if .Folded}}{{template "card" .}}{{end}}{{end}}</ol></details>{{end}}
+{{if .Waiting}}<h3 id="waiting">Waiting kernels: time spent polling the host or a peer, not compute (no advice)</h3>
+<ol class="advice">{{range .Waiting}}{{template "card" .}}{{end}}</ol>{{end}}
 </section>
 
 <section id="flame">
@@ -48,13 +52,13 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <section id="heatmap">
 <h2>GPU time per rank and kernel context</h2>
 {{if .Heat.Rows}}
-<p class="muted">Each row is a kernel launch context; red cells are ranks slower than the row's mean (full red at 1.5x the mean), blue cells faster (full blue at 0.5x). max/mean of 1.2 and above is flagged.</p>
-<div class="scroll"><table class="heat{{if .Heat.Small}} small{{end}}">
-<thead><tr><th>kernel</th>{{range .Heat.Ranks}}<th class="r">rank {{.}}</th>{{end}}<th class="r">mean</th><th class="r">max/mean</th><th class="r">slowest</th></tr></thead>
-<tbody>{{range .Heat.Rows}}<tr{{if .Hot}} class="hot"{{end}}><td class="name" title="{{.Caller}}">{{.Kernel}}<div class="caller">{{.Caller}}</div></td>
-{{range .Cells}}<td class="cell" style="background:{{.Color}}" title="{{.Title}}">{{.Text}}</td>{{end}}
-<td class="r">{{.Mean}}</td><td class="r ratio">{{.Ratio}}</td><td class="r">rank {{.Slowest}}</td></tr>{{end}}</tbody>
-</table></div>
+<p class="muted">Each row is a kernel launch context and each cell a rank: {{.Heat.Ranks}} ranks on {{.Heat.Hosts}} hosts{{if .Heat.GPUs}} and {{.Heat.GPUs}} GPUs, grouped by host and GPU (a line or a gap between GPUs){{else}}, grouped by host (a line or a gap between hosts){{end}}. Red cells are ranks slower than the row's mean (full red at 1.5x the mean), blue cells faster (full blue at 0.5x); max/mean of 1.2 and above is flagged. Cells shrink with the number of ranks, then wrap into bands of ranks; hover a cell for its rank, host and time.</p>
+<div class="heat-wrap"><table class="heat">
+<colgroup><col class="c-name"><col><col class="c-num"><col class="c-num"><col class="c-slow"></colgroup>
+<thead><tr><th>kernel</th><th class="strip"><canvas id="heat-axis" class="heat-axis"></canvas></th><th class="r">mean</th><th class="r">max/mean</th><th class="r">slowest</th></tr></thead>
+<tbody>{{range $i, $r := .Heat.Rows}}<tr{{if .Hot}} class="hot"{{end}}><td class="name" title="{{.Caller}}">{{.Kernel}}<div class="caller">{{.Caller}}</div>{{with .Split}}<div class="caller split">{{.}}</div>{{end}}</td><td class="strip"><canvas class="heat-strip" data-row="{{$i}}"></canvas></td><td class="r">{{.Mean}}</td><td class="r ratio">{{.Ratio}}</td><td class="r"{{with .SlowestGPU}} title="{{.}}"{{end}}>rank {{.Slowest}}{{with .SlowestGPU}}<div class="caller">{{.}}</div>{{end}}</td></tr>{{end}}</tbody>
+</table><div id="heat-tip" class="tip" hidden></div></div>
+<script type="application/json" id="heat-data">{{.Heat.Data}}</script>
 {{else}}<p class="muted">No per-rank kernel time in this profile.</p>{{end}}
 </section>
 
@@ -68,7 +72,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 </tbody></table>{{else}}<p class="muted">No temporal redundancy measured.</p>{{end}}
 <h3>Top data objects</h3>
 {{if .Objects}}<table class="grid"><thead><tr><th>#</th><th>kernel</th><th>object (allocation site)</th><th>access</th><th class="r">redundant</th><th class="r">accesses</th><th class="r">fraction</th><th>values (distinct, range)</th></tr></thead><tbody>
-{{range .Objects}}<tr><td>{{.N}}</td><td>{{.Kernel}}</td><td>{{.Object}}</td><td>{{.Access}}</td><td class="r">{{.Redundant}}</td><td class="r">{{.Accesses}}</td><td class="r">{{.Fraction}}</td>
+{{range .Objects}}<tr><td>{{.N}}</td><td>{{.Kernel}}</td><td>{{.Object}}{{range .Uses}}<div class="use">{{.}}</div>{{end}}</td><td>{{.Access}}</td><td class="r">{{.Redundant}}</td><td class="r">{{.Accesses}}</td><td class="r">{{.Fraction}}</td>
 <td>{{.Hist}}{{if .Distinct}}<div class="muted small">{{.Distinct}} distinct, {{.Range}}</div>{{end}}</td></tr>{{end}}
 </tbody></table>{{else}}<p class="muted">No data-object redundancy measured.</p>{{end}}
 </section>
@@ -76,7 +80,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 <section id="kernels">
 <h2>Top kernels by GPU time</h2>
 {{if .Kernels}}<table class="grid"><thead><tr><th>#</th><th>kernel</th><th class="r">time</th><th>share</th><th class="r">launches</th><th class="r">samples</th><th class="r">loads</th><th class="r">stores</th><th class="r">temporal red.</th><th class="r">spatial red.</th><th>called from</th></tr></thead><tbody>
-{{range .Kernels}}<tr><td>{{.N}}</td><td title="{{.Full}}">{{.Name}}</td><td class="r">{{.Time}}</td><td><span class="bar wide"><span style="width:{{printf "%.0f" (mul100 .ShareBar)}}%"></span></span> {{.Share}}</td><td class="r">{{.Launches}}</td><td class="r">{{.Samples}}</td><td class="r">{{.Loads}}</td><td class="r">{{.Stores}}</td><td class="r">{{.Temporal}}</td><td class="r">{{.Spatial}}</td><td class="caller">{{.Caller}}</td></tr>{{end}}
+{{range .Kernels}}<tr><td>{{.N}}</td><td title="{{.Full}}">{{.Name}}{{if .Class}} <span class="badge">{{.Class}}</span>{{end}}</td><td class="r">{{.Time}}</td><td><span class="bar wide"><span style="width:{{printf "%.0f" (mul100 .ShareBar)}}%"></span></span> {{.Share}}</td><td class="r">{{.Launches}}</td><td class="r">{{.Samples}}</td><td class="r">{{.Loads}}</td><td class="r">{{.Stores}}</td><td class="r">{{.Temporal}}</td><td class="r">{{.Spatial}}</td><td class="caller">{{.Caller}}</td></tr>{{end}}
 </tbody></table>{{else}}<p class="muted">No kernels in this profile.</p>{{end}}
 </section>
 
@@ -94,9 +98,15 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 
 <section id="provenance">
 <h2>Provenance</h2>
-<table class="grid"><thead><tr><th>rank</th><th>host</th><th>GPU</th><th>mode</th><th>source</th><th>sampling</th><th class="r">launches traced</th><th class="r">records</th><th class="r">dropped</th><th>status</th></tr></thead><tbody>
-{{range .Ranks}}<tr{{if .Bad}} class="worse"{{end}}><td>{{.Rank}}</td><td>{{.Host}}</td><td>{{.GPU}}</td><td>{{.Mode}}</td><td>{{.Source}}</td><td>{{.Sampling}}</td><td class="r">{{.Launches}}</td><td class="r">{{.Records}}</td><td class="r{{if .Dropped}} warn{{end}}">{{.Dropped}}</td><td>{{.Status}}</td></tr>{{end}}
-</tbody></table>
+{{if .GPUs}}<h3>Ranks by host and GPU</h3>
+<div class="{{if gt (len .GPUs) 32}}prov-scroll{{end}}"><table class="grid" id="gpus"><thead><tr><th>host</th><th>GPU</th><th>UUID</th><th>name</th><th>ranks</th><th class="r">count</th>{{if $.HasPCS}}<th>PC sampling</th>{{end}}</tr></thead><tbody>
+{{range .GPUs}}<tr><td>{{.Host}}</td><td>{{.Device}}</td><td class="mono">{{.UUID}}</td><td>{{.Name}}</td><td>{{.Ranks}}</td><td class="r">{{.NRanks}}</td>{{if $.HasPCS}}<td>{{.Sampling}}</td>{{end}}</tr>{{end}}
+</tbody></table></div>
+{{if $.HasPCS}}<p class="muted small">CUPTI PC-samples one process per GPU: the first rank of the job to create a context on a GPU samples it, the others give kernel times only (by policy, not a failure).</p>{{end}}
+<h3>Ranks</h3>{{end}}
+<div class="{{if gt (len .Ranks) 32}}prov-scroll{{end}}"><table class="grid"><thead><tr><th>rank</th><th>host</th><th>GPU</th>{{if .GPUs}}<th>device</th>{{end}}{{if .HasPCS}}<th>PC sampling</th>{{end}}<th>mode</th><th>source</th><th>sampling</th><th class="r">launches traced</th><th class="r">records</th><th class="r">dropped</th><th>status</th></tr></thead><tbody>
+{{range .Ranks}}<tr{{if .Bad}} class="worse"{{end}}><td>{{.Rank}}</td><td>{{.Host}}</td><td>{{.GPU}}</td>{{if $.GPUs}}<td class="mono">{{.Device}}</td>{{end}}{{if $.HasPCS}}<td>{{.PCS}}</td>{{end}}<td>{{.Mode}}</td><td>{{.Source}}</td><td>{{.Sampling}}</td><td class="r">{{.Launches}}</td><td class="r">{{.Records}}</td><td class="r{{if .Dropped}} warn{{end}}">{{.Dropped}}</td><td>{{.Status}}</td></tr>{{end}}
+</tbody></table></div>
 <h3>Metrics</h3>
 <table class="kv">{{range .Metrics}}<tr><th class="mono">{{.K}}</th><td>{{.V}}</td></tr>{{end}}</table>
 </section>
@@ -106,13 +116,14 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 </body>
 </html>
 {{define "card"}}<li class="card cat-{{.Category}}">
-<div class="adv-head"><span class="num">{{.N}}</span><span class="badge">{{.Category}}</span><strong>{{.Kind}}</strong>
+<div class="adv-head"><span class="num">{{.N}}</span><span class="badge">{{.Category}}</span><strong>{{.Kind}}</strong>{{if .Phase}} <span class="badge">in the framework's {{.Phase}}</span>{{end}}
 <span class="metric">est. speedup <b>{{.Speedup}}</b><span class="bar"><span style="width:{{printf "%.0f" (mul100 .SpeedupBar)}}%"></span></span></span>
 <span class="metric">importance <b>{{.Importance}}</b><span class="bar imp"><span style="width:{{printf "%.0f" (mul100 .ImportanceBar)}}%"></span></span></span>
 <span class="ranks">{{.Ranks}}</span></div>
 {{range .Where}}<div class="where">{{.}}</div>{{end}}
 <p class="hint">{{.Hint}}</p>
 {{if .Evidence}}<p class="evidence">Evidence: {{.Evidence}}</p>{{end}}
+{{if .SpeedupNA}}<p class="evidence">Speedup n/a: {{.SpeedupNA}}</p>{{end}}
 </li>
 {{end}}`))
 
@@ -172,13 +183,20 @@ details summary { cursor:pointer; color:var(--blue); margin:6px 0; }
 #fg text { fill:#111; pointer-events:none; }
 #fg g.fg-node:hover rect { stroke:#111; stroke-width:1; }
 .tip { position:absolute; pointer-events:none; background:#101828; color:#fff; padding:6px 8px; border-radius:4px; font-size:12px; max-width:560px; z-index:10; }
-.scroll { overflow-x:auto; }
-table.heat { border-collapse:separate; border-spacing:2px; }
+.heat-wrap { position:relative; }
+table.heat { width:100%; table-layout:fixed; border-collapse:separate; border-spacing:0 3px; }
+table.heat col.c-name { width:230px; } table.heat col.c-num { width:76px; } table.heat col.c-slow { width:84px; }
 table.heat th { font-size:12px; font-weight:600; padding:2px 6px; white-space:nowrap; }
-table.heat td.name { padding:2px 8px 2px 0; font-weight:500; max-width:340px; }
+table.heat th:first-child { text-align:left; }
+td .use { color:var(--muted); font-size:12px; }
+.prov-scroll { max-height:440px; overflow-y:auto; border:1px solid var(--line); border-radius:4px; }
+.prov-scroll thead th { position:sticky; top:0; background:var(--bg); }
+table.heat td { padding:0 6px; vertical-align:top; }
+table.heat td.name { padding:2px 8px 2px 0; font-weight:500; overflow-wrap:anywhere; }
 table.heat td.name .caller { font-weight:400; }
-table.heat td.cell { min-width:64px; text-align:center; font-size:12px; padding:6px 4px; border-radius:3px; white-space:nowrap; }
-table.heat.small td.cell { min-width:14px; padding:6px 0; }
+table.heat th.strip, table.heat td.strip { padding:0 4px; }
+canvas.heat-strip, canvas.heat-axis { display:block; width:100%; }
+canvas.heat-strip { cursor:crosshair; }
 table.heat tr.hot td.ratio { color:var(--accent); font-weight:700; }
 svg.hist { display:block; }
 svg.hist rect.hb { fill:#7f56d9; } svg.hist rect.hb.other { fill:#d0d5dd; }

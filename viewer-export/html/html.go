@@ -20,6 +20,7 @@ import (
 
 	"gpuprof/analysis"
 	"gpuprof/profile"
+	"gpuprof/symname"
 	"gpuprof/viewer-export/diff"
 	"gpuprof/viewer-export/internal/view"
 	"gpuprof/viewer-export/text"
@@ -68,8 +69,12 @@ type data struct {
 	Prov       view.Provenance
 	Summary    []kv
 	Ranks      []rankRow
+	GPUs       []view.GPURow // host → GPU → ranks, when that says more than the rank list
+	HasPCS     bool          // some rank has a PC-sampling state
 	Advice     []adviceRow
-	AdviceMore int // cards folded away
+	AdviceMore int         // cards folded away
+	Waiting    []adviceRow // notes on waiting kernels (no advice)
+	TimeSplit  string      // waiting, framework-phase and compute time
 	Flame      template.JS
 	Kernels    []kernelRow
 	Heat       heat
@@ -86,8 +91,10 @@ type data struct {
 type kv struct{ K, V string }
 
 type rankRow struct {
-	Rank                                                 int32
+	Rank                                                 string // a rank, or a host's ranks as ranges
 	Host, GPU, Mode, Source, Sampling, Launches, Records string
+	Device                                               string // CUDA ordinal · short UUID
+	PCS                                                  string // PC-sampling state (view.RankSampling)
 	Dropped                                              uint64
 	Status                                               string
 	Bad                                                  bool
@@ -97,6 +104,7 @@ type adviceRow struct {
 	Folded                         bool // past the first cards: inside the "more findings" fold
 	N                              int
 	Kind, Category, Hint, Evidence string
+	Phase, SpeedupNA               string
 	Speedup, Importance, Ranks     string
 	SpeedupBar, ImportanceBar      float64
 	Where                          []string
@@ -105,25 +113,9 @@ type adviceRow struct {
 type kernelRow struct {
 	N                                                  int
 	Name, Full, Caller, Time, Share, Launches, Samples string
+	Class                                              string // "waiting", "autotuning", "compile" or ""
 	Loads, Stores, Temporal, Spatial                   string
 	ShareBar                                           float64
-}
-
-type heatCell struct {
-	Text, Title string
-	Color       template.CSS // rgb(...) built here, not user data
-}
-
-type heatRow struct {
-	Kernel, Caller, Mean, Ratio, Slowest string
-	Cells                                []heatCell
-	Hot                                  bool
-}
-
-type heat struct {
-	Ranks []int32
-	Rows  []heatRow
-	Small bool // many ranks: no numbers in cells
 }
 
 type pairRow struct {
@@ -138,6 +130,7 @@ type objectRow struct {
 	Kernel, Object, Access, Redundant, Accesses, Fraction string
 	Distinct, Range                                       string
 	Hist                                                  template.HTML
+	Uses                                                  []string // per kernel context and access, when several
 }
 
 type diffRow struct {
@@ -168,7 +161,7 @@ func rankList(rs []int32) string {
 
 func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, error) {
 	pv := view.ProvenanceOf(p)
-	d := &data{Job: p.Job, Synthetic: p.Synthetic, Prov: pv, CSS: template.CSS(css), Script: template.JS(script)}
+	d := &data{Job: p.Job, Synthetic: p.Synthetic, Prov: pv, CSS: template.CSS(css), Script: template.JS(script + heatScript)}
 	var incomplete []string
 	for r, why := range pv.Incomplete {
 		incomplete = append(incomplete, fmt.Sprintf("rank %d: %s", r, why))
@@ -188,7 +181,7 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		{"Data", pv.Source},
 		{"Ranks", fmt.Sprintf("%d (%d sealed), %d items", pv.Ranks, pv.Sealed, pv.Items)},
 		{"Incomplete ranks", strings.Join(incomplete, "; ")},
-		{"Hosts", strings.Join(pv.Hosts, ", ")},
+		{"Hosts", hostList(pv.Hosts)},
 		{"GPU", strings.Join(pv.GPUs, ", ")},
 		{"Mode", strings.Join(pv.Modes, ", ")},
 		{"Sampling", fmt.Sprintf("blocks %s, kernel launches %s; %d of %d launches traced", strings.Join(bp, ","), strings.Join(kk, ","), pv.LaunchesTraced, pv.Launches)},
@@ -197,38 +190,47 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	if pv.SamplesDropped > 0 {
 		d.Summary = append(d.Summary, kv{"PC samples", fmt.Sprintf("%d dropped by the GPU's sampling hardware", pv.SamplesDropped)})
 	}
-	for _, r := range p.SortedRanks() {
-		ri := p.Ranks[r]
-		row := rankRow{Rank: r, Host: ri.Host, GPU: ri.GPU, Mode: ri.Mode, Source: ri.Source,
-			Sampling: fmt.Sprintf("1/%d blocks, 1/%d launches", ri.BlockP, ri.KernelK),
-			Launches: fmt.Sprintf("%d / %d", ri.LaunchesTraced, ri.Launches), Records: view.Count(float64(ri.Records)),
-			Dropped: ri.Dropped + ri.HostDropped, Status: "complete"}
-		if why, bad := pv.Incomplete[r]; bad {
-			row.Status, row.Bad = "incomplete: "+why, true
-		}
-		d.Ranks = append(d.Ranks, row)
+	if n := view.ValuesNote(pv.Values); n != "" {
+		d.Summary = append(d.Summary, kv{"Values", n})
 	}
-	for i, a := range text.SortAdvice(advice) {
-		row := adviceRow{N: i + 1, Folded: i >= adviceShown, Kind: a.Kind, Category: a.Category, Hint: a.Hint, Evidence: a.Evidence,
-			Importance: pct(a.Importance), ImportanceBar: clamp01(a.Importance), Ranks: "all ranks"}
-		if a.Speedup > 0 {
-			row.Speedup = fmt.Sprintf("%.2fx", a.Speedup)
-			row.SpeedupBar = clamp01((a.Speedup - 1) / 1.5)
-		} else {
-			row.Speedup = "n/a"
+	gs := analysis.GPUsOf(p)
+	if gs.Grouped() {
+		d.Summary = append(d.Summary, kv{"GPUs", view.GPUSummary(gs) + " (Provenance groups the ranks by host and GPU)"})
+		// With a GPU per rank past groupRanksAbove ranks, the host rows
+		// of the rank table name the GPUs.
+		if gs.Shared() || len(gs.List) <= groupRanksAbove {
+			d.GPUs = view.GPURows(gs)
 		}
-		if len(a.Ranks) > 0 {
-			row.Ranks = "ranks " + rankList(a.Ranks)
+	}
+	if l := gs.SamplingNote(); l != "" {
+		d.Summary = append(d.Summary, kv{"PC sampling", l})
+	}
+	d.Ranks = provenanceRows(p, pv, gs)
+	for _, r := range d.Ranks {
+		d.HasPCS = d.HasPCS || r.PCS != ""
+	}
+	for i, g := range adviceGroups(p, text.Advice(advice)) {
+		a := g[0]
+		row := card(p, a, i+1)
+		row.Folded = i >= adviceShown
+		if rs := unionRanks(g); len(rs) > 0 {
+			row.Ranks = "ranks " + rankList(rs)
 		}
-		var more int
-		row.Where, more = text.Places(p, a, 4)
-		if more > 0 {
-			row.Where = append(row.Where, fmt.Sprintf("and %d more places", more))
+		if len(g) > 1 {
+			// The same finding at sibling contexts: one item, its places.
+			row.Where = append([]string{fmt.Sprintf("at %d calling contexts of the same code:", len(g))}, siblingPlaces(p, g)...)
+			row.Evidence += fmt.Sprintf(" (the first of %d contexts)", len(g))
 		}
 		d.Advice = append(d.Advice, row)
 		if row.Folded {
 			d.AdviceMore++
 		}
+	}
+	for i, a := range text.Notes(advice) {
+		row := card(p, a, i+1)
+		row.Kind = text.NoteKernel(p, a)
+		row.Speedup = "n/a"
+		d.Waiting = append(d.Waiting, row)
 	}
 	fl, err := flame(p, o.MaxFlameNodes)
 	if err != nil {
@@ -236,6 +238,8 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	}
 	d.Flame = fl
 	kernels := view.Kernels(p)
+	view.Classify(p, kernels, advice)
+	d.TimeSplit = view.SplitTime(kernels).Line()
 	var total uint64
 	for _, k := range kernels {
 		total += k.Time
@@ -249,7 +253,11 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		if total > 0 {
 			share = float64(k.Time) / float64(total)
 		}
-		d.Kernels = append(d.Kernels, kernelRow{N: i + 1, Name: k.Name, Full: k.Full, Caller: k.Caller, Time: view.Duration(float64(k.Time)),
+		class := k.Phase
+		if k.Waiting {
+			class = "waiting"
+		}
+		d.Kernels = append(d.Kernels, kernelRow{N: i + 1, Name: k.Name, Class: class, Full: k.Full, Caller: k.Caller, Time: view.Duration(float64(k.Time)),
 			Share: pct(share), ShareBar: share, Launches: fmt.Sprint(k.Inclusive.Get(profile.GPULaunches)), Samples: view.Count(float64(k.Samples)),
 			Loads: view.Count(float64(k.Loads)), Stores: view.Count(float64(k.Stores)), Temporal: pct(k.TemporalFraction), Spatial: pct(k.SpatialFraction)})
 	}
@@ -263,14 +271,8 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		row.Hist, row.Distinct, row.Range = histogram(pr.Values)
 		d.Pairs = append(d.Pairs, row)
 	}
-	for i, ob := range view.TopObjects(p, o.Top) {
-		row := objectRow{N: i + 1, Kernel: ob.Kernel, Object: ob.Label, Access: ob.Access.String(),
-			Redundant: view.Count(float64(ob.Redundant)), Accesses: view.Count(float64(ob.Accesses)), Fraction: "n/a"}
-		if ob.Accesses > 0 {
-			row.Fraction = pct(ob.Fraction)
-		}
-		row.Hist, row.Distinct, row.Range = histogram(ob.Values)
-		d.Objects = append(d.Objects, row)
+	for i, g := range objectGroups(p, o.Top) {
+		d.Objects = append(d.Objects, objectRowOf(p, i+1, g))
 	}
 	if o.Diff != nil {
 		d.Diff = diffSection(o.Diff, o.Top)
@@ -281,54 +283,32 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	return d, nil
 }
 
+// card renders one advice (or note) as the advice list shows it.
+func card(p *profile.Profile, a analysis.Advice, n int) adviceRow {
+	row := adviceRow{N: n, Kind: a.Kind, Category: a.Category, Hint: a.Hint, Evidence: a.Evidence, Phase: a.Phase, SpeedupNA: a.SpeedupNA,
+		Importance: pct(a.Importance), ImportanceBar: clamp01(a.Importance), Ranks: "all ranks"}
+	if a.Speedup > 0 {
+		row.Speedup = fmt.Sprintf("%.2fx", a.Speedup)
+		row.SpeedupBar = clamp01((a.Speedup - 1) / 1.5)
+	} else {
+		row.Speedup = "n/a"
+	}
+	if len(a.Ranks) > 0 {
+		row.Ranks = "ranks " + rankList(a.Ranks)
+	}
+	var more int
+	row.Where, more = text.Places(p, a, 4)
+	if more > 0 {
+		row.Where = append(row.Where, fmt.Sprintf("and %d more places", more))
+	}
+	return row
+}
+
 func clamp01(f float64) float64 {
 	if f != f || f < 0 {
 		return 0
 	}
 	return math.Min(f, 1)
-}
-
-// heatColor colours a rank's value against its row's mean: white at the
-// mean, red above it (full at 1.5x), blue below (full at 0.5x), so
-// balanced rows stay pale and outliers stand out.
-func heatColor(v, mean float64) template.CSS {
-	if mean <= 0 {
-		return "rgb(248,249,251)"
-	}
-	q := v / mean
-	switch {
-	case q > 1:
-		f := clamp01((q - 1) / 0.5)
-		return template.CSS(fmt.Sprintf("rgb(%d,%d,%d)", 248+int(7*f), int(249-185*f), int(251-205*f)))
-	case q < 1:
-		f := clamp01((1 - q) / 0.5)
-		return template.CSS(fmt.Sprintf("rgb(%d,%d,255)", int(248-70*f), int(249-44*f)))
-	}
-	return "rgb(248,249,251)"
-}
-
-func heatmap(p *profile.Profile, kernels []view.Kernel, top int) heat {
-	h := heat{Ranks: p.SortedRanks()}
-	h.Small = len(h.Ranks) > 16
-	for i, k := range kernels {
-		if i == top || k.Imbalance.Max == 0 {
-			break
-		}
-		im := k.Imbalance
-		row := heatRow{Kernel: k.Name, Caller: k.Caller, Mean: view.Duration(im.Mean), Ratio: fmt.Sprintf("%.2f", im.Ratio()),
-			Slowest: fmt.Sprint(im.ArgMax), Hot: im.Ratio() >= 1.2}
-		for _, r := range h.Ranks {
-			v := im.PerRank[r]
-			c := heatCell{Color: heatColor(float64(v), im.Mean),
-				Title: fmt.Sprintf("rank %d: %s (%.2fx the mean)", r, view.Duration(float64(v)), float64(v)/math.Max(im.Mean, 1e-300))}
-			if !h.Small {
-				c.Text = view.Duration(float64(v))
-			}
-			row.Cells = append(row.Cells, c)
-		}
-		h.Rows = append(h.Rows, row)
-	}
-	return h
 }
 
 // histogram draws a sketch's heavy hitters as an inline SVG bar chart
@@ -531,18 +511,18 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 		Pruned  int      `json:"pruned"`
 	}
 	o := out{Metrics: metrics, Nodes: [][]any{}, Pruned: len(p.Nodes) - len(kept)}
-	var walk func(id profile.NodeID, parent int)
-	walk = func(id profile.NodeID, parent int) {
+	// internal reports whether a node is a runtime or framework host frame
+	// (view.Internal): connected runs of them show as one folded frame.
+	internal := func(id profile.NodeID) bool {
 		n := p.Nodes[id]
-		label := view.FrameLabel(n.Frame)
-		if id == profile.RootID {
-			label = "all (" + p.Job + ")"
+		if n == nil || id == profile.RootID || n.Frame.Kind != profile.KindHostFrame {
+			return false
 		}
-		detail := n.Frame.String()
-		if n.Frame.Function != "" {
-			detail = view.Demangle(n.Frame.Function) + " — " + detail
-		}
-		row := []any{parent, n.Frame.Kind.String(), label, detail}
+		in, _ := view.Internal(n.Frame)
+		return in
+	}
+	emit := func(parent int, kind, label, detail string, id profile.NodeID) int {
+		row := []any{parent, kind, label, detail}
 		for i := range metrics {
 			v := value(id, i)
 			if v == math.Trunc(v) {
@@ -551,9 +531,11 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 				row = append(row, math.Round(v*10)/10)
 			}
 		}
-		me := len(o.Nodes)
 		o.Nodes = append(o.Nodes, row)
-		kids := append([]profile.NodeID(nil), ch[id]...)
+		return len(o.Nodes) - 1
+	}
+	sorted := func(ids []profile.NodeID) []profile.NodeID {
+		kids := append([]profile.NodeID(nil), ids...)
 		sort.Slice(kids, func(i, j int) bool {
 			a, b := view.FrameLabel(p.Nodes[kids[i]].Frame), view.FrameLabel(p.Nodes[kids[j]].Frame)
 			if a != b {
@@ -561,8 +543,62 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 			}
 			return kids[i] < kids[j]
 		})
-		for _, c := range kids {
-			if kept[c] {
+		return kids
+	}
+	var walk func(id profile.NodeID, parent int)
+	// fold shows the run of internal frames from id down as one frame
+	// (its inclusive values are id's) whose children are the frames below
+	// the run.
+	fold := func(id profile.NodeID, parent int) {
+		var below []profile.NodeID
+		var frames []profile.Frame
+		depth := map[profile.NodeID]int{id: 1}
+		deepest := 1
+		var collect func(x profile.NodeID)
+		collect = func(x profile.NodeID) {
+			frames = append(frames, p.Nodes[x].Frame)
+			for _, c := range sorted(ch[x]) {
+				switch {
+				case !kept[c]:
+				case internal(c):
+					depth[c] = depth[x] + 1
+					if depth[c] > deepest {
+						deepest = depth[c]
+					}
+					collect(c)
+				default:
+					below = append(below, c)
+				}
+			}
+		}
+		collect(id)
+		if len(frames) < 2 {
+			walk(id, parent) // a lone internal frame shows as itself
+			return
+		}
+		detail := fmt.Sprintf("%d runtime and framework frames folded (the JSON, pprof and HPCToolkit exports hold them); outermost: %s", len(frames), view.FrameLabel(p.Nodes[id].Frame))
+		me := emit(parent, profile.KindHostFrame.String(), view.FoldLabel(deepest, view.Libraries(frames)), detail, id)
+		for _, c := range below {
+			walk(c, me)
+		}
+	}
+	walk = func(id profile.NodeID, parent int) {
+		n := p.Nodes[id]
+		label := view.FrameLabel(n.Frame)
+		if id == profile.RootID {
+			label = "all (" + p.Job + ")"
+		}
+		detail := n.Frame.String()
+		if n.Frame.Function != "" {
+			detail = symname.Demangle(n.Frame.Function) + " — " + detail
+		}
+		me := emit(parent, n.Frame.Kind.String(), label, detail, id)
+		for _, c := range sorted(ch[id]) {
+			switch {
+			case !kept[c]:
+			case internal(c) && !internal(id):
+				fold(c, me)
+			default:
 				walk(c, me)
 			}
 		}

@@ -2,7 +2,7 @@ package html
 
 import (
 	"bytes"
-	"context"
+	"encoding/json"
 	"flag"
 	"image/png"
 	"os"
@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"gpuprof/analysis"
 	"gpuprof/profile"
 	"gpuprof/viewer-export/diff"
 	"gpuprof/viewer-export/internal/exporttest"
@@ -111,7 +111,7 @@ func chromium(t *testing.T) string {
 // redundancy views, comparison and provenance, and no console message or
 // uncaught error appears. It also takes the screenshot kept in docs/.
 func TestChromium(t *testing.T) {
-	bin := chromium(t)
+	chromium(t)
 	dir := t.TempDir()
 	p := exporttest.Showcase(8)
 	file := filepath.Join(dir, "report.html")
@@ -119,24 +119,7 @@ func TestChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, "report.png")
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir="+filepath.Join(dir, "profile"),
-		"--hide-scrollbars", "--window-size=1400,2600", "--screenshot="+shot, "--enable-logging=stderr", "--v=0",
-		"--dump-dom", "file://"+file)
-	cmd.Env = append(os.Environ(), "DBUS_SESSION_BUS_ADDRESS=disabled:")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, errb.String())
-	}
-	for _, l := range strings.Split(errb.String(), "\n") {
-		if strings.Contains(l, ":CONSOLE") || strings.Contains(l, "Uncaught") {
-			t.Errorf("console: %s", l)
-		}
-	}
-	dom := out.String()
+	dom := headless(t, file, 1400, 2600, "--hide-scrollbars", "--screenshot="+shot)
 	if !strings.Contains(dom, `data-rendered="true"`) {
 		t.Fatalf("the report's script did not finish:\n%.2000s", dom)
 	}
@@ -193,5 +176,57 @@ func TestChromium(t *testing.T) {
 		if err := os.WriteFile(filepath.Join("..", "..", "docs", "report-showcase.png"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The JAX program's page: folded host paths in the kernel table and the
+// flame graph, DelayKernel under "waiting kernels" with no advice card,
+// the autotuner's kernel marked, the time divided.
+func TestFrameworkPage(t *testing.T) {
+	p, mods := exporttest.Framework()
+	adv, err := analysis.Advise(p, mods, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Write(&b, p, adv, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		`id="waiting"`, "stream_executor::gpu::(anonymous namespace)::DelayKernel (in the framework&#39;s autotuning)",
+		`<span class="badge">waiting</span>`, `<span class="badge">autotuning</span>`, "in the framework's autotuning</span>",
+		"… 6 frames in xla_cuda_plugin.so, libc.so.6 …", "step (matmul.py:11)", "compute in the program&#39;s repeated work",
+		"loop &#43;0x30 (no line information)",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// Advice cards come before the waiting section; none is on DelayKernel.
+	cards := page[strings.Index(page, `<section id="advice">`):strings.Index(page, `id="waiting"`)]
+	if strings.Contains(cards, "DelayKernel") {
+		t.Error("an advice card on DelayKernel")
+	}
+	// The flame graph folds each run of framework frames into one frame
+	// and keeps the program's.
+	m := regexp.MustCompile(`(?s)<script type="application/json" id="fg-data">(.*?)</script>`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no flame data")
+	}
+	var fg struct {
+		Nodes [][]any `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &fg); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]int{}
+	for _, n := range fg.Nodes {
+		if n[1] == "host" {
+			labels[n[2].(string)]++
+		}
+	}
+	if labels["… 6 frames in xla_cuda_plugin.so, libc.so.6 …"] != 1 || labels["step (matmul.py:11)"] != 1 || labels["… 2 frames in python3.12 …"] != 1 || labels["start_thread"] != 0 {
+		t.Errorf("flame host frames %v", labels)
 	}
 }

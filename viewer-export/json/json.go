@@ -15,6 +15,7 @@ import (
 
 	"gpuprof/analysis"
 	"gpuprof/profile"
+	"gpuprof/symname"
 	"gpuprof/viewer-export/internal/view"
 )
 
@@ -30,6 +31,7 @@ type Document struct {
 	Version     int          `json:"version"`
 	Job         string       `json:"job"`
 	Synthetic   bool         `json:"synthetic"`
+	Interrupted string       `json:"interrupted,omitempty"` // the signal that cut the job short
 	Items       uint64       `json:"items"`
 	SealedRanks uint64       `json:"sealed_ranks"`
 	Ranks       []Rank       `json:"ranks"`
@@ -44,6 +46,32 @@ type Document struct {
 	Objects     []Object     `json:"objects"`
 	ObjectStats []ObjectStat `json:"object_stats"`
 	Advice      []Advice     `json:"advice"`
+	GPUTime     GPUTime      `json:"gpu_time"`
+	// GPUs groups the ranks by host and GPU (analysis.GPUsOf); kernels'
+	// per-GPU imbalance refers to them by index.
+	GPUs []GPU `json:"gpus"`
+}
+
+// GPU is one GPU of the job and the ranks that used it.
+type GPU struct {
+	Host    string  `json:"host"`
+	Device  string  `json:"device"`
+	UUID    string  `json:"uuid"`
+	Name    string  `json:"name"`
+	Ranks   []int32 `json:"ranks"`
+	Sampled []int32 `json:"pc_sampled_ranks"`
+	// TimesOnly: ranks of a PC-sampling pass that gave kernel times only
+	// because another process sampled this GPU (by policy, not a failure).
+	TimesOnly []int32 `json:"kernel_times_only_ranks"`
+}
+
+// GPUTime divides the kernels' GPU time (view.SplitTime).
+type GPUTime struct {
+	Total      uint64 `json:"total_ns"`
+	Waiting    uint64 `json:"waiting_ns"`
+	Autotuning uint64 `json:"autotuning_ns"`
+	Compile    uint64 `json:"compile_ns"`
+	Compute    uint64 `json:"compute_ns"`
 }
 
 // Rank is one rank's provenance.
@@ -70,6 +98,8 @@ type Rank struct {
 	ExitCode       int32  `json:"exit_code"`
 	Sealed         bool   `json:"sealed"`
 	Incomplete     string `json:"incomplete"`
+	Device         string `json:"device"`      // CUDA device ordinal on its host ("" if unknown)
+	PCSampling     string `json:"pc_sampling"` // "sampled", "kernel times only: ...", or "" outside PC sampling
 }
 
 // Metric describes a metric name.
@@ -140,6 +170,35 @@ type Imbalance struct {
 	ArgMax int32            `json:"argmax"`
 	Ratio  float64          `json:"max_over_mean"`
 	Ranks  map[string]int64 `json:"per_rank_time_ns"`
+	// ByGPU splits the imbalance by GPU when ranks share GPUs or use
+	// several (analysis.SplitByGPU).
+	ByGPU *GPUSplit `json:"by_gpu,omitempty"`
+}
+
+// GPUSplit is a kernel context's imbalance within and between GPUs: the
+// slowest rank's max/mean = within × between.
+type GPUSplit struct {
+	Where      string     `json:"where"` // "within GPUs", "between GPUs", "within and between GPUs", or "" (balanced)
+	Slowest    int32      `json:"slowest_rank"`
+	SlowestGPU int        `json:"slowest_gpu"`
+	Ratio      float64    `json:"max_over_mean"`
+	Within     float64    `json:"within"`
+	Between    float64    `json:"between"`
+	MeanRatio  float64    `json:"gpu_mean_max_over_mean"`
+	LoadRatio  float64    `json:"gpu_load_max_over_mean"`
+	GPUs       []GPUShare `json:"gpus"`
+}
+
+// GPUShare is one GPU's ranks' time in a kernel context.
+type GPUShare struct {
+	GPU    int     `json:"gpu"`
+	Ranks  int     `json:"ranks"`
+	Sum    uint64  `json:"sum_ns"`
+	Mean   float64 `json:"mean_ns"`
+	Max    uint64  `json:"max_ns"`
+	ArgMax int32   `json:"argmax"`
+	Within float64 `json:"within"`
+	Heavy  []int32 `json:"heavy_ranks"`
 }
 
 // Kernel is a kernel context's summary row.
@@ -153,6 +212,8 @@ type Kernel struct {
 	Stores           uint64    `json:"stores"`
 	TemporalFraction float64   `json:"temporal_fraction"`
 	SpatialFraction  float64   `json:"spatial_fraction"`
+	Waiting          bool      `json:"waiting"`
+	Phase            string    `json:"phase"`
 	Imbalance        Imbalance `json:"imbalance"`
 }
 
@@ -256,6 +317,11 @@ type Advice struct {
 	Hotspots   []Where `json:"hotspots"`
 	Ranks      []int32 `json:"ranks"`
 	Evidence   string  `json:"evidence"`
+	Phase      string  `json:"phase"`
+	SpeedupNA  string  `json:"speedup_na"`
+	// SampledRanks: for advice built from PC samples, the ranks whose
+	// samples it rests on.
+	SampledRanks []int32 `json:"sampled_ranks,omitempty"`
 }
 
 func hex(v uint64) string { return fmt.Sprintf("%016x", v) }
@@ -278,12 +344,12 @@ func sketch(s *profile.ValueSketch) *Sketch {
 	if s == nil {
 		return nil
 	}
-	kind := map[profile.ValueKind]string{profile.ValUnknown: "unknown", profile.ValInt: "int", profile.ValFloat: "float"}[s.Kind]
+	kind := map[profile.ValueKind]string{profile.ValUnknown: "unknown", profile.ValInt: "int", profile.ValFloat: "float", profile.ValHashed: "hashed"}[s.Kind]
 	if kind == "" {
 		kind = "unknown"
 	}
 	out := &Sketch{Kind: kind, Bits: s.Bits, Total: s.Total, Distinct: s.Distinct(), Top: []TopValue{}}
-	if s.Total > 0 {
+	if s.Total > 0 && s.Kind != profile.ValHashed {
 		out.Min, out.Max = view.Value(s, s.Min), view.Value(s, s.Max)
 	}
 	for _, t := range s.Heaviest() {
@@ -298,7 +364,7 @@ func sketch(s *profile.ValueSketch) *Sketch {
 
 // Build returns the document of p and its advice.
 func Build(p *profile.Profile, advice []analysis.Advice) *Document {
-	d := &Document{Format: Format, Version: Version, Job: p.Job, Synthetic: p.Synthetic, Items: p.MergedItems(), SealedRanks: p.SealedRanks(),
+	d := &Document{Format: Format, Version: Version, Job: p.Job, Synthetic: p.Synthetic, Interrupted: p.Interrupted, Items: p.MergedItems(), SealedRanks: p.SealedRanks(),
 		Ranks: []Rank{}, Metrics: []Metric{}, Modules: []Module{}, Functions: []Function{}, Nodes: []Node{}, Kernels: []Kernel{},
 		Temporal: []Temporal{}, Spatial: []Spatial{}, PCs: []PCStat{}, Objects: []Object{}, ObjectStats: []ObjectStat{}, Advice: []Advice{}}
 	for _, r := range p.SortedRanks() {
@@ -307,7 +373,13 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 			Mode: ri.Mode, Source: ri.Source, BlockPeriod: ri.BlockP, KernelPeriod: ri.KernelK, Launches: ri.Launches,
 			LaunchesTraced: ri.LaunchesTraced, Blocks: ri.Blocks, BlocksTraced: ri.BlocksTraced, Records: ri.Records,
 			Dropped: ri.Dropped, HostDropped: ri.HostDropped, SamplesDropped: ri.SamplesDropped, Batches: ri.Batches, ExitCode: ri.ExitCode,
-			Sealed: p.Sealed(r), Incomplete: ri.Incomplete})
+			Sealed: p.Sealed(r), Incomplete: ri.Incomplete, Device: ri.Device, PCSampling: ri.PCSampling})
+	}
+	gs := analysis.GPUsOf(p)
+	d.GPUs = []GPU{}
+	for _, g := range gs.List {
+		d.GPUs = append(d.GPUs, GPU{Host: g.Host, Device: g.Device, UUID: g.UUID, Name: g.Name, Ranks: g.Ranks,
+			Sampled: orEmpty(g.Sampled), TimesOnly: orEmpty(g.TimesOnly)})
 	}
 	for _, m := range view.Metrics(p) {
 		unit := "count"
@@ -335,13 +407,13 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 	sort.Slice(fids, func(i, j int) bool { return fids[i] < fids[j] })
 	for _, id := range fids {
 		f := p.Funcs[id]
-		d.Functions = append(d.Functions, Function{ID: hex(uint64(id)), Module: f.Module.String(), Name: f.Name, Demangled: view.Demangle(f.Name)})
+		d.Functions = append(d.Functions, Function{ID: hex(uint64(id)), Module: f.Module.String(), Name: f.Name, Demangled: symname.Demangle(f.Name)})
 	}
 	inc := p.Inclusive()
 	for _, id := range p.SortedNodeIDs() {
 		n := p.Nodes[id]
 		node := Node{ID: hex(uint64(id)), Kind: n.Frame.Kind.String(), Label: view.FrameLabel(n.Frame), Module: n.Frame.Module,
-			Function: n.Frame.Function, Demangled: view.Demangle(n.Frame.Function), File: n.Frame.File, Line: n.Frame.Line,
+			Function: n.Frame.Function, Demangled: symname.Demangle(n.Frame.Function), File: n.Frame.File, Line: n.Frame.Line,
 			Offset: n.Frame.Offset, Exclusive: values(n.Metrics), Inclusive: values(inc[id])}
 		if id != profile.RootID {
 			par := hex(uint64(n.Parent))
@@ -361,13 +433,29 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		}
 		d.Nodes = append(d.Nodes, node)
 	}
-	for _, k := range view.Kernels(p) {
+	kernels := view.Kernels(p)
+	view.Classify(p, kernels, advice)
+	split := view.SplitTime(kernels)
+	d.GPUTime = GPUTime{Total: split.Total, Waiting: split.Waiting, Autotuning: split.Phase[analysis.PhaseAutotuning],
+		Compile: split.Phase[analysis.PhaseCompile], Compute: split.Compute}
+	splits := view.SplitKernels(p, kernels)
+	for _, k := range kernels {
 		im := Imbalance{Min: k.Imbalance.Min, Mean: k.Imbalance.Mean, Max: k.Imbalance.Max, ArgMin: k.Imbalance.ArgMin,
 			ArgMax: k.Imbalance.ArgMax, Ratio: k.Imbalance.Ratio(), Ranks: map[string]int64{}}
 		for r, v := range k.Imbalance.PerRank {
 			im.Ranks[fmt.Sprint(r)] = int64(v)
 		}
-		d.Kernels = append(d.Kernels, Kernel{Node: hex(uint64(k.Node)), Name: k.Full, Caller: k.Caller, TimeNS: k.Time,
+		if sp, ok := splits[k.Node]; ok && k.Imbalance.Max > 0 {
+			js := &GPUSplit{Where: sp.Where, Slowest: sp.Slowest, SlowestGPU: sp.SlowestGPU, Ratio: sp.Ratio, Within: sp.Within, Between: sp.Between,
+				MeanRatio: sp.MeanRatio, LoadRatio: sp.LoadRatio, GPUs: []GPUShare{}}
+			for _, g := range sp.Per {
+				js.GPUs = append(js.GPUs, GPUShare{GPU: g.GPU, Ranks: g.Ranks, Sum: g.Sum, Mean: g.Mean, Max: g.Max, ArgMax: g.ArgMax,
+					Within: g.Within, Heavy: orEmpty(g.Heavy)})
+			}
+			im.ByGPU = js
+		}
+		d.Kernels = append(d.Kernels, Kernel{Node: hex(uint64(k.Node)), Name: k.Full, Caller: k.CallerFull, TimeNS: k.Time,
+			Waiting: k.Waiting, Phase: k.Phase,
 			Samples: k.Samples, Loads: k.Loads, Stores: k.Stores, TemporalFraction: k.TemporalFraction,
 			SpatialFraction: k.SpatialFraction, Imbalance: im})
 	}
@@ -415,7 +503,7 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 	}
 	for _, a := range advice {
 		ja := Advice{Kind: a.Kind, Category: a.Category, Hint: a.Hint, Importance: finite(a.Importance), Speedup: finite(a.Speedup),
-			Hotspots: []Where{}, Ranks: a.Ranks, Evidence: a.Evidence}
+			Hotspots: []Where{}, Ranks: a.Ranks, Evidence: a.Evidence, Phase: a.Phase, SpeedupNA: a.SpeedupNA, SampledRanks: a.SampledRanks}
 		if ja.Ranks == nil {
 			ja.Ranks = []int32{}
 		}
@@ -433,6 +521,13 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		d.Advice = append(d.Advice, ja)
 	}
 	return d
+}
+
+func orEmpty(rs []int32) []int32 {
+	if rs == nil {
+		return []int32{}
+	}
+	return rs
 }
 
 // finite keeps NaN and infinities (which JSON cannot hold) out.

@@ -3,11 +3,13 @@ package jsonexport
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"gpuprof/analysis"
 	"gpuprof/profile"
 	"gpuprof/viewer-export/internal/exporttest"
 )
@@ -157,4 +159,105 @@ func FuzzValidate(f *testing.F) {
 			_ = sch.Validate(doc)
 		}
 	})
+}
+
+// The JAX program's profile: DelayKernel is waiting, the autotuner's
+// matrix product marked, the time divided, the full host path kept.
+func TestFrameworkDocument(t *testing.T) {
+	p, mods := exporttest.Framework()
+	adv, err := analysis.Advise(p, mods, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, p, adv); err != nil {
+		t.Fatal(err)
+	}
+	if err := schema(t).Validate(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	var d Document
+	if err := json.Unmarshal(buf.Bytes(), &d); err != nil {
+		t.Fatal(err)
+	}
+	g := d.GPUTime
+	if g.Total != 1_609_000_000 || g.Waiting != 1_606_400_000 || g.Autotuning != 1_500_000 || g.Compute != 1_100_000 || g.Compile != 0 {
+		t.Errorf("gpu_time %+v", g)
+	}
+	classes := map[string]int{}
+	for _, k := range d.Kernels {
+		switch {
+		case k.Waiting:
+			classes["waiting"]++
+			if !strings.HasPrefix(k.Name, "stream_executor::gpu::(anonymous namespace)::DelayKernel(") || strings.Count(k.Caller, " > ") != 5 ||
+				!strings.Contains(k.Caller, "std::_Function_handler<…>::_M_invoke") {
+				t.Errorf("waiting kernel %s from %s", k.Name, k.Caller)
+			}
+		case k.Phase == "autotuning":
+			classes["autotuning"]++
+		case k.Phase == "":
+			classes["compute"]++
+			if !strings.Contains(k.Caller, "python3.12+0x657a05 > _PyEval_EvalFrameDefault > <module> (matmul.py:18)") {
+				t.Errorf("program's kernel caller %q", k.Caller)
+			}
+		}
+	}
+	if classes["waiting"] != 1 || classes["autotuning"] != 1 || classes["compute"] != 1 {
+		t.Errorf("kernel classes %v", classes)
+	}
+	notes, phased := 0, 0
+	for _, a := range d.Advice {
+		if a.Category == analysis.CatWaiting {
+			notes++
+		}
+		if a.Phase == analysis.PhaseAutotuning {
+			phased++
+		}
+	}
+	if notes != 1 || phased == 0 || d.Advice[0].Phase != "" {
+		t.Errorf("%d notes, %d autotuning advice, first %+v", notes, phased, d.Advice[0])
+	}
+}
+
+// Four ranks on two GPUs, one PC-sampled per GPU, heavy ranks 1 and 2:
+// the document carries each rank's device and PC-sampling state, the GPUs
+// with their ranks, the stencil kernel's imbalance split by GPU, and the
+// ranks whose samples advice built from PC samples rests on; it matches
+// the schema.
+func TestMultiGPUDocument(t *testing.T) {
+	p := exporttest.MultiGPU(4, 1, 2, 1, 2)
+	adv := append(exporttest.Advice(p), analysis.Advice{Kind: "stall", Category: analysis.CatStall, SampledRanks: []int32{0, 1}})
+	var buf bytes.Buffer
+	if err := Write(&buf, p, adv); err != nil {
+		t.Fatal(err)
+	}
+	if err := schema(t).Validate(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	var d Document
+	if err := json.Unmarshal(buf.Bytes(), &d); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.Ranks[3]; r.Device != "1" || r.PCSampling != "kernel times only: another process PC-samples "+exporttest.GPUUUID(0, 1) {
+		t.Errorf("rank 3: device %q, PC sampling %q", r.Device, r.PCSampling)
+	}
+	if r := d.Ranks[1]; r.Device != "1" || r.PCSampling != "sampled" {
+		t.Errorf("rank 1: device %q, PC sampling %q", r.Device, r.PCSampling)
+	}
+	if len(d.GPUs) != 2 || d.GPUs[1].UUID != exporttest.GPUUUID(0, 1) || fmt.Sprint(d.GPUs[1].Ranks, d.GPUs[1].Sampled, d.GPUs[1].TimesOnly) != "[1 3] [1] [3]" {
+		t.Errorf("gpus %+v", d.GPUs)
+	}
+	var split *GPUSplit
+	for _, k := range d.Kernels {
+		if strings.HasPrefix(k.Name, "stencil_2d") && strings.Contains(k.Caller, "solver_step") {
+			split = k.Imbalance.ByGPU
+		}
+	}
+	if split == nil || split.Where != "within GPUs" || split.Slowest != 2 || split.SlowestGPU != 0 || len(split.GPUs) != 2 ||
+		fmt.Sprint(split.GPUs[0].Heavy, split.GPUs[1].Heavy) != "[2] [1]" {
+		t.Errorf("stencil split %+v", split)
+	}
+	if last := d.Advice[len(d.Advice)-1]; fmt.Sprint(last.SampledRanks) != "[0 1]" {
+		t.Errorf("advice sampled ranks %v", last.SampledRanks)
+	}
 }

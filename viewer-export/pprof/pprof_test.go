@@ -15,7 +15,6 @@ import (
 
 	"gpuprof/profile"
 	"gpuprof/viewer-export/internal/exporttest"
-	"gpuprof/viewer-export/internal/view"
 )
 
 func write(t *testing.T, p *profile.Profile) (string, *pp.Profile) {
@@ -39,7 +38,10 @@ func write(t *testing.T, p *profile.Profile) (string, *pp.Profile) {
 func TestConvert(t *testing.T) {
 	p := exporttest.Profile(8, 2, exporttest.Shape)
 	_, prof := write(t, p)
-	metrics := view.Metrics(p)
+	metrics := sampleTypes(p)
+	if len(metrics) < 5 {
+		t.Fatalf("sample types %v", metrics)
+	}
 	if len(prof.SampleType) != len(metrics) || prof.DefaultSampleType != "gpu.time_ns" {
 		t.Fatalf("sample types %v default %q", prof.SampleType, prof.DefaultSampleType)
 	}
@@ -55,7 +57,9 @@ func TestConvert(t *testing.T) {
 	want := map[string]int64{}
 	for _, n := range p.Nodes {
 		for _, v := range n.Metrics {
-			want[v.ID.Name()] += int64(v.V)
+			if !internalMetric(v.ID.Name()) && !launchAttr(v.ID.Name()) {
+				want[v.ID.Name()] += int64(v.V)
+			}
 		}
 	}
 	got := Totals(prof)
@@ -99,12 +103,86 @@ func TestConvert(t *testing.T) {
 		if strings.Join(names, " < ") != "<gpu kernel> stencil_2d(float const*, float*, int, int) < solver_step(int) < main" {
 			t.Errorf("callers %v", names)
 		}
-		if s.NumLabel["rank"] != nil {
-			t.Errorf("GPU-internal sample with a rank label")
+		if len(s.NumLabel["rank"]) != 1 || !strings.HasPrefix(s.Label["rank_value"][0], "split by ") {
+			t.Errorf("GPU-internal sample labels %v %v: want a rank and how its share was split", s.NumLabel, s.Label)
 		}
 	}
 	if !found {
 		t.Error("no location with the inlined load")
+	}
+	// Every sample has a rank, and the ranks' shares of every sample type
+	// add up to its total.
+	sum := map[string]int64{}
+	for r, tot := range ranks {
+		if r < 0 || r >= 8 {
+			t.Errorf("rank label %d", r)
+		}
+		for m, v := range tot {
+			sum[m] += v
+		}
+	}
+	for m, v := range got {
+		if sum[m] != v {
+			t.Errorf("%s: ranks add up to %d of %d", m, sum[m], v)
+		}
+	}
+	for _, s := range prof.Sample {
+		if len(s.NumLabel["rank"]) != 1 {
+			t.Fatalf("sample without a rank label: %v %v", s.Value, s.Label)
+		}
+	}
+}
+
+// Internal series are not sample types; launch attributes are labels
+// holding their mean per launch, per rank.
+func TestLaunchLabels(t *testing.T) {
+	p := exporttest.Profile(8, 2, exporttest.Shape)
+	k := exporttest.KernelNode(p)
+	add := func(vs profile.Values, name string, v uint64) profile.Values {
+		return append(vs, profile.MV{ID: profile.Metric(name), V: v})
+	}
+	var launches uint64
+	for _, r := range p.SortedRanks() {
+		vs := p.PerRank[r][k]
+		l := vs.Get(profile.GPULaunches)
+		if l == 0 {
+			t.Fatalf("rank %d: no launches at the kernel", r)
+		}
+		launches += l
+		vs = add(vs, "launch.with_attrs", l)
+		vs = add(vs, "launch.regs", 40*l)
+		vs = add(vs, "launch.block_threads", 256*l)
+		vs = add(vs, "gpu.time_hist.56", l)
+		vs = add(vs, "gpu.time_sq_lo", 12345)
+		p.PerRank[r][k] = vs
+	}
+	n := p.Nodes[k]
+	n.Metrics = add(n.Metrics, "launch.with_attrs", launches)
+	n.Metrics = add(n.Metrics, "launch.regs", 40*launches)
+	n.Metrics = add(n.Metrics, "launch.block_threads", 256*launches)
+	n.Metrics = add(n.Metrics, "gpu.time_hist.56", launches)
+	n.Metrics = add(n.Metrics, "gpu.time_sq_lo", 8*12345)
+	_, prof := write(t, p)
+	for _, st := range prof.SampleType {
+		if internalMetric(st.Type) || launchAttr(st.Type) {
+			t.Errorf("sample type %s", st.Type)
+		}
+	}
+	seen := 0
+	for _, s := range prof.Sample {
+		if !strings.HasPrefix(s.Location[0].Line[0].Function.Name, "<gpu kernel> stencil_2d") || s.Location[1].Line[0].Function.Name != "solver_step(int)" {
+			continue
+		}
+		seen++
+		if r, th := s.NumLabel["regs"], s.NumLabel["block_threads"]; len(r) != 1 || r[0] != 40 || len(th) != 1 || th[0] != 256 {
+			t.Errorf("launch sample labels %v", s.NumLabel)
+		}
+		if u := s.NumUnit["regs"]; len(u) != 1 || u[0] != "registers" {
+			t.Errorf("regs unit %v", u)
+		}
+	}
+	if seen != 8 {
+		t.Errorf("%d launch samples of the kernel, want one per rank", seen)
 	}
 }
 
@@ -162,6 +240,21 @@ func TestGoToolPprof(t *testing.T) {
 	}
 	if !strings.Contains(r3, "accounting for "+strconv.FormatUint(w3, 10)+"ns") {
 		t.Errorf("-tagfocus=rank=3: want total %dns:\n%s", w3, r3)
+	}
+	// The PC samples too: rank 3's share is its share of the kernels' time.
+	var want3, total3 int64
+	for r, tot := range RankTotals(prof) {
+		total3 += tot["inst.samples"]
+		if r == 3 {
+			want3 = tot["inst.samples"]
+		}
+	}
+	if want3 == 0 || want3 == total3 {
+		t.Fatalf("rank 3 has %d of %d instruction samples", want3, total3)
+	}
+	s3 := pprofTool(t, "-top", "-sample_index=inst.samples", "-tagfocus=rank=3", file)
+	if !strings.Contains(s3, "accounting for "+strconv.FormatInt(want3, 10)+",") && !strings.Contains(s3, "accounting for "+strconv.FormatInt(want3, 10)+" ") {
+		t.Errorf("-sample_index=inst.samples -tagfocus=rank=3: want %d:\n%s", want3, s3)
 	}
 	tags := pprofTool(t, "-tags", file)
 	if !strings.Contains(tags, "rank:") || !strings.Contains(tags, "host:") {

@@ -14,6 +14,7 @@ import (
 
 	"gpuprof/analysis"
 	"gpuprof/profile"
+	"gpuprof/symname"
 	"gpuprof/viewer-export/internal/view"
 )
 
@@ -31,12 +32,16 @@ func Write(w io.Writer, p *profile.Profile, advice []analysis.Advice, o Options)
 	if o.Top <= 0 {
 		o.Top = 10
 	}
-	r := &report{p: p, o: o, b: &strings.Builder{}}
+	r := &report{p: p, o: o, b: &strings.Builder{}, gpus: analysis.GPUsOf(p)}
 	r.header()
+	r.gpuTable()
 	r.advice(advice)
 	kernels := view.Kernels(p)
+	view.Classify(p, kernels, advice)
+	r.waiting(advice, kernels)
 	r.kernelsByTime(kernels)
 	r.instances()
+	r.noSource()
 	r.kernelsByAccesses(kernels)
 	r.redundancy(kernels)
 	r.memory()
@@ -53,9 +58,10 @@ func String(p *profile.Profile, advice []analysis.Advice) string {
 }
 
 type report struct {
-	p *profile.Profile
-	o Options
-	b *strings.Builder
+	p    *profile.Profile
+	o    Options
+	b    *strings.Builder
+	gpus analysis.GPUs
 }
 
 func (r *report) section(title string) {
@@ -77,6 +83,9 @@ func (r *report) table(rows [][]string) {
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+// RankRanges writes ranks as ranges ("0-3,8,10-11"), sorting rs.
+func RankRanges(rs []int32) string { return rankList(rs) }
 
 func rankList(rs []int32) string {
 	if len(rs) == 0 {
@@ -104,8 +113,14 @@ func (r *report) header() {
 	pv := view.ProvenanceOf(p)
 	title := "gpuprof report: job " + p.Job
 	fmt.Fprintf(r.b, "%s\n%s\n", title, strings.Repeat("=", len(title)))
+	if l := pv.NothingLine(); l != "" {
+		fmt.Fprintf(r.b, "*** %s ***\n", l)
+	}
 	if p.Synthetic {
 		r.b.WriteString("*** SYNTHETIC DATA: some merged items were generated, not measured on a GPU ***\n")
+	}
+	if pv.Interrupted != "" {
+		r.b.WriteString("*** " + view.InterruptedNote(pv.Interrupted) + " ***\n")
 	}
 	ranks := p.SortedRanks()
 	expected := r.o.ExpectedRanks
@@ -146,8 +161,14 @@ func (r *report) header() {
 	rows = append(rows,
 		[]string{"Hosts:", strings.Join(pv.Hosts, ", ")},
 		[]string{"GPU:", strings.Join(pv.GPUs, ", ")},
-		[]string{"Mode:", strings.Join(pv.Modes, ", ")},
 	)
+	if r.gpus.Grouped() {
+		rows = append(rows, []string{"GPUs:", view.GPUSummary(r.gpus) + " (Ranks by host and GPU below)"})
+	}
+	rows = append(rows, []string{"Mode:", strings.Join(pv.Modes, ", ")})
+	if l := r.gpus.SamplingNote(); l != "" {
+		rows = append(rows, []string{"PC sampling:", l})
+	}
 	var bp, kk []string
 	for _, v := range pv.BlockP {
 		bp = append(bp, fmt.Sprintf("1/%d", v))
@@ -171,10 +192,47 @@ func (r *report) header() {
 		drop += " (" + strings.Join(parts, ", ") + ")"
 	}
 	rows = append(rows, []string{"Records:", drop})
+	if n := view.ValuesNote(pv.Values); n != "" {
+		rows = append(rows, []string{"Values:", n})
+	}
 	if pv.SamplesDropped > 0 {
 		rows = append(rows, []string{"PC samples:", fmt.Sprintf("%d dropped by the GPU's sampling hardware (its buffer was full): stall shares are measured on the samples kept", pv.SamplesDropped)})
 	}
 	r.table(rows)
+}
+
+// gpuTable groups the ranks by host and GPU, with which ranks' GPUs were
+// PC-sampled, when that says more than the rank list.
+func (r *report) gpuTable() {
+	if !r.gpus.Grouped() {
+		return
+	}
+	r.section("Ranks by host and GPU")
+	rows := view.GPURows(r.gpus)
+	sampling := false
+	for _, g := range rows {
+		sampling = sampling || g.Sampling != ""
+	}
+	head := []string{"host", "GPU", "UUID", "name", "ranks"}
+	if sampling {
+		head = append(head, "PC sampling")
+	}
+	out := [][]string{head}
+	max := 4 * r.o.Top
+	for i, g := range rows {
+		if i == max {
+			break
+		}
+		row := []string{g.Host, g.Device, g.UUID, g.Name, fmt.Sprintf("%s (%d)", g.Ranks, g.NRanks)}
+		if sampling {
+			row = append(row, g.Sampling)
+		}
+		out = append(out, row)
+	}
+	r.table(out)
+	if len(rows) > max {
+		fmt.Fprintf(r.b, "... %d more GPUs in profile.json and report.html\n", len(rows)-max)
+	}
 }
 
 // SortAdvice orders advice across the job by the share of the job's GPU
@@ -201,7 +259,7 @@ func NoGainLine(advice []analysis.Advice) string {
 }
 
 // funcLabel makes a GPU function name readable.
-func funcLabel(name string) string { return view.ShortName(name) }
+func funcLabel(name string) string { return symname.Short(name) }
 
 // Places returns an advice's distinct hotspot labels, at most max (all if
 // max <= 0), and how many more there are.
@@ -227,12 +285,16 @@ func Places(p *profile.Profile, a analysis.Advice, max int) ([]string, int) {
 // WhereLabel renders an advice location.
 func WhereLabel(p *profile.Profile, w analysis.Where) string {
 	var parts []string
-	if w.Kernel != "" {
-		parts = append(parts, w.Kernel)
-	} else if n := p.Nodes[p.KernelOf(w.Context)]; n != nil && n.Frame.Kind == profile.KindKernel {
-		parts = append(parts, view.ShortName(n.Frame.Function))
+	kernel := symname.Short(w.Kernel)
+	if w.Kernel == "" {
+		if n := p.Nodes[p.KernelOf(w.Context)]; n != nil && n.Frame.Kind == profile.KindKernel {
+			kernel = symname.Short(n.Frame.Function)
+		}
 	}
-	if fn := funcLabel(w.Function); fn != "" && fn != w.Kernel && w.Function != w.Kernel {
+	if kernel != "" {
+		parts = append(parts, kernel)
+	}
+	if fn := funcLabel(w.Function); fn != "" && fn != kernel && w.Function != w.Kernel {
 		parts = append(parts, "in "+fn)
 	}
 	if w.File != "" {
@@ -240,6 +302,9 @@ func WhereLabel(p *profile.Profile, w analysis.Where) string {
 	}
 	if w.Loop != "" {
 		parts = append(parts, "loop "+w.Loop)
+	}
+	if w.File == "" && (w.PC != nil || w.SASS != "") && !strings.Contains(w.Loop, view.NoLine) {
+		parts = append(parts, view.NoLine)
 	}
 	if w.PC != nil {
 		parts = append(parts, view.PCLabel(p, *w.PC))
@@ -253,8 +318,59 @@ func WhereLabel(p *profile.Profile, w analysis.Where) string {
 	return strings.Join(parts, ", ")
 }
 
-func (r *report) advice(advice []analysis.Advice) {
+// Advice returns the advice proper, without the notes (waiting kernels),
+// in the job's order.
+func Advice(advice []analysis.Advice) []analysis.Advice {
+	var out []analysis.Advice
+	for _, a := range SortAdvice(advice) {
+		if !a.Note() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Notes returns the notes about waiting kernels, the most time first.
+func Notes(advice []analysis.Advice) []analysis.Advice {
+	var out []analysis.Advice
+	for _, a := range advice {
+		if a.Note() {
+			out = append(out, a)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].KernelShare > out[j].KernelShare })
+	return out
+}
+
+// Headline is an advice's speedup and ranks, as the advice list shows
+// them: "speedup 1.20x (saves 3.1% of the job's GPU time), importance
+// 35.0%, all ranks".
+func Headline(a analysis.Advice) string {
+	sp := "speedup n/a"
+	if a.Speedup > 0 {
+		sp = fmt.Sprintf("speedup %.2fx", a.Speedup)
+		if a.KernelShare > 0 {
+			sp += fmt.Sprintf(" (saves %s of the job's GPU time)", pct(a.JobGain()))
+		}
+	}
+	ranks := "all ranks"
+	if len(a.Ranks) > 0 {
+		ranks = "ranks " + rankList(append([]int32(nil), a.Ranks...))
+	}
+	return fmt.Sprintf("%s, importance %s, %s", sp, pct(a.Importance), ranks)
+}
+
+// Title is an advice's kind, with the framework phase of its kernel.
+func Title(a analysis.Advice) string {
+	if a.Phase != "" {
+		return fmt.Sprintf("%s (in the framework's %s)", a.Kind, a.Phase)
+	}
+	return a.Kind
+}
+
+func (r *report) advice(all []analysis.Advice) {
 	r.section("Top advice across the job (by share of GPU time saved)")
+	advice := Advice(all)
 	if len(advice) == 0 {
 		r.b.WriteString("No advice: the analysis found nothing above its thresholds.\n")
 		return
@@ -262,32 +378,13 @@ func (r *report) advice(advice []analysis.Advice) {
 	if l := NoGainLine(advice); l != "" {
 		r.b.WriteString(l + "\n")
 	}
-	for i, a := range SortAdvice(advice) {
+	for i, a := range advice {
 		if i == r.o.Top {
 			fmt.Fprintf(r.b, "... %d more in profile.json and report.html\n", len(advice)-i)
 			break
 		}
-		sp := "speedup n/a"
-		if a.Speedup > 0 {
-			sp = fmt.Sprintf("speedup %.2fx", a.Speedup)
-			if a.KernelShare > 0 {
-				sp += fmt.Sprintf(" (saves %s of the job's GPU time)", pct(a.JobGain()))
-			}
-		}
-		ranks := "all ranks"
-		if len(a.Ranks) > 0 {
-			ranks = "ranks " + rankList(append([]int32(nil), a.Ranks...))
-		}
-		fmt.Fprintf(r.b, "%2d. [%s] %s: %s, importance %s, %s\n", i+1, a.Category, a.Kind, sp, pct(a.Importance), ranks)
-		places, more := Places(r.p, a, 3)
-		for j, l := range places {
-			label := "at"
-			if j > 0 {
-				label = "also"
-			}
-			fmt.Fprintf(r.b, "    %s %s\n", label, l)
-		}
-		if more > 0 {
+		fmt.Fprintf(r.b, "%2d. [%s] %s: %s\n", i+1, a.Category, Title(a), Headline(a))
+		if more := r.places(a, 3); more > 0 {
 			fmt.Fprintf(r.b, "    and %d more places\n", more)
 		}
 		if a.Hint != "" {
@@ -296,7 +393,60 @@ func (r *report) advice(advice []analysis.Advice) {
 		if a.Evidence != "" {
 			fmt.Fprintf(r.b, "    evidence: %s\n", a.Evidence)
 		}
+		if a.SpeedupNA != "" {
+			fmt.Fprintf(r.b, "    speedup n/a: %s\n", a.SpeedupNA)
+		}
 	}
+}
+
+// waiting lists the waiting kernels: their time is not compute, and the
+// analysis gives no advice on them.
+func (r *report) waiting(advice []analysis.Advice, ks []view.Kernel) {
+	notes := Notes(advice)
+	if len(notes) == 0 {
+		return
+	}
+	r.section("Waiting kernels (time spent polling the host or a peer: no advice)")
+	for i, a := range notes {
+		if i == r.o.Top {
+			fmt.Fprintf(r.b, "... %d more in profile.json and report.html\n", len(notes)-i)
+			break
+		}
+		fmt.Fprintf(r.b, "%2d. %s: %s of the job's GPU time, %s of its samples in polling loops\n", i+1, NoteKernel(r.p, a), pct(a.KernelShare), pct(a.Importance))
+		r.places(a, 2)
+		fmt.Fprintf(r.b, "    %s\n    evidence: %s\n", a.Hint, a.Evidence)
+	}
+}
+
+// places writes an advice's first n places ("at", then "also") and
+// returns how many more it has.
+func (r *report) places(a analysis.Advice, n int) int {
+	places, more := Places(r.p, a, n)
+	for j, l := range places {
+		label := "at"
+		if j > 0 {
+			label = "also"
+		}
+		fmt.Fprintf(r.b, "    %s %s\n", label, l)
+	}
+	return more
+}
+
+// NoteKernel names a note's kernel, with its framework phase.
+func NoteKernel(p *profile.Profile, a analysis.Advice) string {
+	if len(a.Hotspots) == 0 {
+		return ""
+	}
+	k := p.KernelOf(a.Hotspots[0].Context)
+	n := p.Nodes[k]
+	if n == nil {
+		return symname.Short(a.Hotspots[0].Kernel)
+	}
+	name := symname.Short(n.Frame.Function)
+	if ph := analysis.KernelPhase(p, k); ph != "" {
+		name += fmt.Sprintf(" (in the framework's %s)", ph)
+	}
+	return name
 }
 
 func (r *report) kernelsByTime(ks []view.Kernel) {
@@ -314,11 +464,14 @@ func (r *report) kernelsByTime(ks []view.Kernel) {
 		if i == r.o.Top || k.Time == 0 {
 			break
 		}
-		rows = append(rows, []string{fmt.Sprint(i + 1), k.Name, view.Duration(float64(k.Time)), pct(float64(k.Time) / float64(total)),
+		rows = append(rows, []string{fmt.Sprint(i + 1), k.Label(), view.Duration(float64(k.Time)), pct(float64(k.Time) / float64(total)),
 			fmt.Sprint(k.Inclusive.Get(profile.GPULaunches)), view.Count(float64(k.Samples)), k.Caller})
 	}
 	r.table(rows)
 	fmt.Fprintf(r.b, "Total GPU time %s in %d kernel contexts.\n", view.Duration(float64(total)), len(ks))
+	if l := view.SplitTime(ks).Line(); l != "" {
+		r.b.WriteString(l + "\n")
+	}
 }
 
 func (r *report) kernelsByAccesses(ks []view.Kernel) {
@@ -449,6 +602,59 @@ func (r *report) imbalance(ks []view.Kernel) {
 		return
 	}
 	r.table(rows)
+	r.gpuImbalance(byRatio)
+}
+
+// gpuImbalance splits the first kernel contexts' imbalance by GPU: each
+// GPU's ranks (their sum, mean and slowest rank, max/mean among them), and
+// whether the imbalance is within GPUs or between them
+// (analysis.SplitByGPU).
+func (r *report) gpuImbalance(ks []view.Kernel) {
+	if !r.gpus.Shared() {
+		return // one rank per GPU: the per-rank table says it all
+	}
+	splits := view.SplitKernels(r.p, ks)
+	const maxKernels, maxGPUs = 5, 8
+	rows := [][]string{{"kernel", "imbalance", "GPU", "ranks", "sum", "mean/rank", "max (rank)", "within"}}
+	var lines []string
+	for _, k := range ks {
+		sp, ok := splits[k.Node]
+		if !ok || k.Imbalance.Max == 0 {
+			continue
+		}
+		if len(lines) == maxKernels {
+			break
+		}
+		for i, s := range sp.Per {
+			if i == maxGPUs {
+				rows = append(rows, []string{"", "", fmt.Sprintf("... %d more", len(sp.Per)-i)})
+				break
+			}
+			name, where := "", ""
+			if i == 0 {
+				name, where = k.Name, sp.Where
+				if where == "" {
+					where = "balanced"
+				}
+			}
+			rows = append(rows, []string{name, where, r.gpus.Label(s.GPU), view.RankSet(r.gpus.List[s.GPU].Ranks), view.Duration(float64(s.Sum)), view.Duration(s.Mean),
+				fmt.Sprintf("%s (%d)", view.Duration(float64(s.Max)), s.ArgMax), fmt.Sprintf("%.2f", s.Within)})
+		}
+		l := fmt.Sprintf("%s: slowest rank %d: %.2f = %.2f within %s × %.2f between; mean per rank max/mean across GPUs %.2f, GPU load max/mean %.2f",
+			k.Name, sp.Slowest, sp.Ratio, sp.Within, r.gpus.Label(sp.SlowestGPU), sp.Between, sp.MeanRatio, sp.LoadRatio)
+		if h := sp.HeavyOn(r.gpus); h != "" && sp.Where != "" {
+			l += "; heavy: " + h
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) == 0 {
+		return
+	}
+	r.b.WriteString("\nBy GPU (within = max/mean among the GPU's ranks; docs/advice.md, \"Imbalance within and between GPUs\"):\n")
+	r.table(rows)
+	for _, l := range lines {
+		r.b.WriteString(l + "\n")
+	}
 }
 
 // instances lists the kernel contexts' per-instance times (CUDAAdvisor's
@@ -475,8 +681,8 @@ func (r *report) instances() {
 		if !math.IsNaN(st.InstanceStddev) {
 			sd = view.Duration(st.InstanceStddev)
 		}
-		rows = append(rows, []string{view.ShortName(r.p.Nodes[k].Frame.Function), fmt.Sprint(n), view.Duration(st.InstanceMean),
-			rng(st.InstanceMin, st.InstanceMinHi), rng(st.InstanceMaxLo, st.InstanceMax), sd, view.CallerPath(r.p, k)})
+		rows = append(rows, []string{symname.Short(r.p.Nodes[k].Frame.Function), fmt.Sprint(n), view.Duration(st.InstanceMean),
+			rng(st.InstanceMin, st.InstanceMinHi), rng(st.InstanceMaxLo, st.InstanceMax), sd, view.FoldedCallerPath(r.p, k)})
 	}
 	if len(rows) == 1 {
 		return
@@ -502,11 +708,11 @@ func (r *report) memory() {
 				continue
 			}
 			f := func(v uint64) string { return pct(float64(v) / float64(h.Loads)) }
-			rows = append(rows, []string{view.ShortName(r.p.Nodes[k].Frame.Function), g, view.Count(float64(h.Loads)), f(h.Below(4)), f(h.Below(8)), f(h.Below(14)), f(h.Inf), sh, view.CallerPath(r.p, k)})
+			rows = append(rows, []string{symname.Short(r.p.Nodes[k].Frame.Function), g, view.Count(float64(h.Loads)), f(h.Below(4)), f(h.Below(8)), f(h.Below(14)), f(h.Inf), sh, view.FoldedCallerPath(r.p, k)})
 			sh = ""
 		}
 		if sh != "" {
-			rows = append(rows, []string{view.ShortName(r.p.Nodes[k].Frame.Function), "", "", "", "", "", "", sh, view.CallerPath(r.p, k)})
+			rows = append(rows, []string{symname.Short(r.p.Nodes[k].Frame.Function), "", "", "", "", "", "", sh, view.FoldedCallerPath(r.p, k)})
 		}
 		if len(rows) > 2*r.o.Top {
 			break

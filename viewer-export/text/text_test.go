@@ -146,3 +146,76 @@ func TestReuseSectionNamesSampling(t *testing.T) {
 		}
 	}
 }
+
+// The JAX program's report (exporttest.Framework): whole kernel names,
+// folded framework frames, the waiting DelayKernel apart with no advice,
+// advice on the autotuner's kernel after the program's, and code without
+// line information named so.
+func TestFrameworkReportGolden(t *testing.T) {
+	p, mods := exporttest.Framework()
+	adv, err := analysis.Advise(p, mods, analysis.Options{Static: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := String(p, adv)
+	golden(t, "framework.golden", got)
+	for _, want := range []string{
+		"stream_executor::gpu::(anonymous namespace)::DelayKernel [waiting]",
+		"Waiting kernels",
+		"polls system-visible memory and the clock",
+		"`/*0050*/ LDG.E.STRONG.SYS",
+		"… 6 frames in xla_cuda_plugin.so, libc.so.6 …",
+		"… 2 frames in python3.12 … > <module> (matmul.py:18) > step (matmul.py:11) > … 4 frames in jax, python3.12, libjax_common.so and 1 more …",
+		"(in the framework's autotuning)",
+		"gemm_fusion_dot_general_1 [autotuning]",
+		"no line information",
+		"waiting in 1 kernel context that polls",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"stream_executor::gpu:: ", ":0,", "loop :", "at  ", "_0E9_M_invoke"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("report has %q", bad)
+		}
+	}
+	// No advice on DelayKernel, and the first is on the program's kernel.
+	for _, line := range strings.Split(got, "\n") {
+		if strings.HasPrefix(line, "    at stream_executor") && !strings.Contains(got[:strings.Index(got, line)], "Waiting kernels") {
+			t.Errorf("advice on DelayKernel: %q", line)
+		}
+	}
+	first := strings.Index(got, " 1. [")
+	if first < 0 || strings.Contains(got[first:strings.Index(got[first:], "\n")+first], "autotuning") {
+		t.Errorf("first advice is not on the program's own work")
+	}
+}
+
+// Four ranks on two GPUs (ranks 0 and 2 on GPU 0, 1 and 3 on GPU 1), one
+// PC-sampled per GPU, heavy ranks 1 and 2 (one per GPU): the report groups
+// the ranks by host and GPU, says who was sampled, and finds the
+// imbalance within the GPUs.
+func TestReportMultiGPU(t *testing.T) {
+	p := exporttest.MultiGPU(4, 1, 2, 1, 2)
+	adv, err := analysis.Advise(p, nil, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := String(p, adv)
+	golden(t, "multigpu.golden", got)
+	for _, want := range []string{
+		"2 GPUs on 1 host, 2 ranks each",
+		"one process per GPU is PC-sampled: ranks 0 (GPU 0), 1 (GPU 1) sampled; 2 other ranks gave kernel times only, as the policy has it, not a failure (ranks 2,3)",
+		"gpu00  0    GPU-3f2a1b90  NVIDIA H100 80GB HBM3  0,2 (2)  rank 0 sampled, rank 2 kernel times only",
+		"gpu00  1    GPU-3f2a1b91  NVIDIA H100 80GB HBM3  1,3 (2)  rank 1 sampled, rank 3 kernel times only",
+		"stencil_2d   within GPUs              GPU 0  0,2",
+		"stencil_2d: slowest rank 2: 1.50 = 1.50 within GPU 0 × 1.00 between",
+		"heavy: rank 1 on GPU 1, rank 2 on GPU 0",
+		"The imbalance is among the ranks sharing a GPU",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

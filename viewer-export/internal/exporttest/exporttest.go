@@ -66,6 +66,56 @@ var (
 // Extra returns rank r's extra item (sequence seq): rank 3 is slow, so the
 // kernel shows imbalance.
 func Extra(r int32, seq uint32) *profile.Profile {
+	slow := uint64(1)
+	if r == 3 {
+		slow = 3
+	}
+	return extra(r, seq, slow)
+}
+
+// MultiGPU returns the merged, sealed profile of ranks 0..ranks-1 on
+// `hosts` hosts (consecutive ranks per host, as mpirun fills slots), each
+// host's ranks spread over its gpus GPUs by local rank (GPU = local rank
+// mod gpus, as MPI codes bind them), measured in PC sampling (and
+// redundancy): the lowest local rank of each GPU sampled it, the others
+// gave kernel times only (one process per GPU). The heavy ranks take
+// three times the others' time in the stencil kernel.
+func MultiGPU(ranks, hosts, gpus int, heavy ...int32) *profile.Profile {
+	p := profile.New(Job)
+	perHost := (ranks + hosts - 1) / hosts
+	for r := int32(0); r < int32(ranks); r++ {
+		must(p.Merge(proftest.Item(Job, 7, Shape, r, 0, false, 0)))
+		slow := uint64(1)
+		for _, h := range heavy {
+			if h == r {
+				slow = 3
+			}
+		}
+		x := extra(r, 1, slow)
+		ri := x.Ranks[r]
+		h, local := int(r)/perHost, int(r)%perHost
+		d := local % gpus
+		ri.Device = fmt.Sprint(d)
+		ri.GPUUUID = GPUUUID(h, d)
+		ri.Mode = "pcsampling+redundancy"
+		ri.PCSampling = "sampled"
+		if local >= gpus {
+			ri.PCSampling = "kernel times only: another process PC-samples " + ri.GPUUUID
+		}
+		must(p.Merge(x))
+		must(p.Merge(proftest.Item(Job, 7, Shape, r, 2, true, 2)))
+		p.Ranks[r].Host = fmt.Sprintf("gpu%02d", h) // the items' hosts follow another layout
+	}
+	must(p.Validate())
+	return p
+}
+
+// GPUUUID is the UUID MultiGPU gives GPU d of host h.
+func GPUUUID(h, d int) string {
+	return fmt.Sprintf("GPU-%08x-5e17-4c3a-9d1e-%012x", 0x3f2a1b90+16*h+d, d)
+}
+
+func extra(r int32, seq uint32, slow uint64) *profile.Profile {
 	p := profile.New(Job)
 	ri := p.Rank(r)
 	ri.Host = fmt.Sprintf("node%02d", r/8) // as proftest names the ranks' other items
@@ -84,10 +134,6 @@ func Extra(r int32, seq uint32) *profile.Profile {
 	kfn := p.AddFunc(AppModule, StencilKernel)
 	lfn := p.AddFunc(AppModule, "_Z4loadPKfi")
 	rfn := p.AddFunc(AppModule, "_Z6reducePf")
-	slow := uint64(1)
-	if r == 3 {
-		slow = 3
-	}
 	k := p.Path(Main, Step, Kernel)
 	p.Add(k.ID, profile.GPUTime, 50000*slow+uint64(r)*100)
 	p.Add(k.ID, profile.GPULaunches, 10)

@@ -8,26 +8,127 @@ import (
 	"strconv"
 	"strings"
 
+	"gpuprof/analysis"
 	"gpuprof/profile"
+	"gpuprof/symname"
 )
 
 // Kernel is one kernel launch context with its inclusive values and its
 // per-rank GPU time.
 type Kernel struct {
-	Node      profile.NodeID
-	Name      string // short demangled name
-	Full      string // demangled name with parameters
-	Caller    string // host calling context, outermost first, " > "-joined
-	Inclusive profile.Values
-	Time      uint64 // gpu.time_ns (the launch's own value)
-	Samples   uint64 // inst.samples, inclusive
-	Loads     uint64
-	Stores    uint64
+	Node   profile.NodeID
+	Name   string // short demangled name
+	Full   string // demangled name with parameters
+	Caller string // host calling context for display: outermost first, " > "-joined, internal frames folded
+	// CallerFull is the whole host calling context (CallerPath).
+	CallerFull string
+	Inclusive  profile.Values
+	Time       uint64 // gpu.time_ns (the launch's own value)
+	Samples    uint64 // inst.samples, inclusive
+	Loads      uint64
+	Stores     uint64
 	// Redundant accesses (inclusive) and GVProf's fractions for the context:
 	// eq. 1 temporal = redundant / accesses, eq. 2 spatial likewise.
 	RedTemporal, RedSpatial           uint64
 	TemporalFraction, SpatialFraction float64
 	Imbalance                         Imbalance
+	// Phase is the framework phase that launched the kernel
+	// (analysis.KernelPhase: "autotuning", "compile"; "" for the
+	// program's own work); Waiting marks a kernel the analysis found
+	// waiting (Classify).
+	Phase   string
+	Waiting bool
+}
+
+// Label is the kernel's short name with its class: "[waiting]" for a
+// waiting kernel, "[autotuning]" or "[compile]" for one launched in a
+// framework's phase.
+func (k Kernel) Label() string {
+	switch {
+	case k.Waiting:
+		return k.Name + " [waiting]"
+	case k.Phase != "":
+		return k.Name + " [" + k.Phase + "]"
+	}
+	return k.Name + k.graphMark()
+}
+
+// graphMark says how many of the context's launches ran as kernel nodes of
+// CUDA graph launches, and that they were not timed where the pass could
+// not time them (the value-tracing pass lists graph kernels untimed).
+func (k Kernel) graphMark() string {
+	g, l := k.Inclusive.Get(profile.GPUGraph), k.Inclusive.Get(profile.GPULaunches)
+	switch {
+	case g == 0:
+		return ""
+	case k.Time == 0:
+		return fmt.Sprintf(" [CUDA graph: %d of %d launches, not timed]", g, l)
+	case g == l:
+		return " [CUDA graph]"
+	}
+	return fmt.Sprintf(" [CUDA graph: %d of %d launches]", g, l)
+}
+
+// Classify marks the kernels the advice notes as waiting
+// (analysis.WaitingKernels).
+func Classify(p *profile.Profile, ks []Kernel, advice []analysis.Advice) {
+	w := analysis.WaitingKernels(p, advice)
+	for i := range ks {
+		ks[i].Waiting = w[ks[i].Node]
+	}
+}
+
+// TimeSplit divides the kernels' GPU time: waiting kernels, kernels of a
+// framework's compile or autotuning phase, and the rest, the compute of
+// the program's repeated work.
+type TimeSplit struct {
+	Total, Waiting, Compute uint64
+	Phase                   map[string]uint64
+	WaitingKernels          int
+}
+
+// SplitTime splits the kernels' GPU time (Classify them first).
+func SplitTime(ks []Kernel) TimeSplit {
+	s := TimeSplit{Phase: map[string]uint64{}}
+	for _, k := range ks {
+		s.Total += k.Time
+		switch {
+		case k.Waiting:
+			s.Waiting += k.Time
+			s.WaitingKernels++
+		case k.Phase != "":
+			s.Phase[k.Phase] += k.Time
+		default:
+			s.Compute += k.Time
+		}
+	}
+	return s
+}
+
+// Line says how the time divides, or "" when it is all compute of the
+// program's repeated work.
+func (s TimeSplit) Line() string {
+	if s.Total == 0 || s.Compute == s.Total {
+		return ""
+	}
+	share := func(v uint64) string {
+		return fmt.Sprintf("%s (%.1f%%)", Duration(float64(v)), 100*float64(v)/float64(s.Total))
+	}
+	var parts []string
+	if s.Waiting > 0 {
+		what := "kernel contexts that poll"
+		if s.WaitingKernels == 1 {
+			what = "kernel context that polls"
+		}
+		parts = append(parts, fmt.Sprintf("%s waiting in %d %s host-visible memory or the clock", share(s.Waiting), s.WaitingKernels, what))
+	}
+	for _, ph := range []string{analysis.PhaseAutotuning, analysis.PhaseCompile} {
+		if v := s.Phase[ph]; v > 0 {
+			parts = append(parts, fmt.Sprintf("%s in the framework's %s", share(v), ph))
+		}
+	}
+	parts = append(parts, share(s.Compute)+" compute in the program's repeated work")
+	return "Of it: " + strings.Join(parts, ", ") + "."
 }
 
 // Imbalance summarises one value over all ranks (a rank without the
@@ -71,21 +172,13 @@ func RankImbalance(p *profile.Profile, id profile.NodeID, m profile.MetricID) Im
 	return im
 }
 
-// CallerPath is the host calling context of id, outermost first.
+// CallerPath is the full host calling context of id, outermost first,
+// " > "-joined (FoldedCallerPath is what reports show).
 func CallerPath(p *profile.Profile, id profile.NodeID) string {
-	var parts []string
-	n := p.Nodes[id]
-	for n != nil && n.ID != profile.RootID {
-		if par := p.Nodes[n.Parent]; par != nil && par.Frame.Kind == profile.KindHostFrame {
-			parts = append(parts, FrameLabel(par.Frame))
-		}
-		if n.Parent == n.ID {
-			break
-		}
-		n = p.Nodes[n.Parent]
-	}
-	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-		parts[i], parts[j] = parts[j], parts[i]
+	frames := HostFrames(p, id)
+	parts := make([]string, len(frames))
+	for i, f := range frames {
+		parts[i] = FrameLabel(f)
 	}
 	return strings.Join(parts, " > ")
 }
@@ -109,12 +202,14 @@ func Kernels(p *profile.Profile) []Kernel {
 		}
 		v := inc[id]
 		k := Kernel{
-			Node: id, Name: ShortName(n.Frame.Function), Full: Demangle(n.Frame.Function), Caller: CallerPath(p, id),
+			Node: id, Name: symname.Short(n.Frame.Function), Full: symname.Demangle(n.Frame.Function),
+			Caller: FoldedCallerPath(p, id), CallerFull: CallerPath(p, id),
 			Inclusive: v, Time: v.Get(profile.GPUTime), Samples: v.Get(profile.InstSamples),
 			Loads: v.Get(profile.MemLoads), Stores: v.Get(profile.MemStores),
 			RedTemporal: v.Get(profile.RedTempLoad) + v.Get(profile.RedTempStore),
 			RedSpatial:  v.Get(profile.RedSpatLoad) + v.Get(profile.RedSpatStore),
 			Imbalance:   RankImbalance(p, id, profile.GPUTime),
+			Phase:       analysis.KernelPhase(p, id),
 		}
 		k.TemporalFraction = frac(k.RedTemporal, k.Loads+k.Stores)
 		k.SpatialFraction = frac(k.RedSpatial, k.Loads+k.Stores)
@@ -130,7 +225,7 @@ func Kernels(p *profile.Profile) []Kernel {
 		case a.Loads+a.Stores != b.Loads+b.Stores:
 			return a.Loads+a.Stores > b.Loads+b.Stores
 		}
-		return a.Full+a.Caller < b.Full+b.Caller
+		return a.Full+a.CallerFull < b.Full+b.CallerFull
 	})
 	return out
 }
@@ -138,7 +233,7 @@ func Kernels(p *profile.Profile) []Kernel {
 // PCLabel names an instruction: "function+0xOFF".
 func PCLabel(p *profile.Profile, pc profile.PC) string {
 	if f := p.Funcs[pc.Func]; f != nil {
-		return fmt.Sprintf("%s+%#x", ShortName(f.Name), pc.Offset)
+		return fmt.Sprintf("%s+%#x", symname.Short(f.Name), pc.Offset)
 	}
 	return fmt.Sprintf("func#%x+%#x", uint64(pc.Func), pc.Offset)
 }
@@ -146,7 +241,7 @@ func PCLabel(p *profile.Profile, pc profile.PC) string {
 // KernelLabel names a kernel context: its short name (or the node id).
 func KernelLabel(p *profile.Profile, id profile.NodeID) string {
 	if n := p.Nodes[id]; n != nil {
-		return ShortName(n.Frame.Function)
+		return symname.Short(n.Frame.Function)
 	}
 	return fmt.Sprintf("context %#x", uint64(id))
 }
@@ -272,6 +367,10 @@ func Value(s *profile.ValueSketch, raw uint64) string {
 	if s == nil {
 		return fmt.Sprintf("%#x", raw)
 	}
+	if s.Kind == profile.ValHashed {
+		// --no-values: a keyed hash, shortened; it tells values apart only.
+		return fmt.Sprintf("#%08x", uint32(raw))
+	}
 	if s.Kind == profile.ValFloat {
 		bits := 64
 		if s.Bits == 32 {
@@ -341,12 +440,60 @@ type Provenance struct {
 	SamplesDropped uint64
 	Incomplete     map[int32]string
 	DroppedBy      map[int32]uint64
+	// Nothing: no rank reported a kernel launch, so nothing was measured
+	// (the application did not use the GPU, or no collector could).
+	Nothing bool
+	// Interrupted: the signal that cut the job short ("" if it ran to its end).
+	Interrupted string
+	// Values says what the value sketches hold: "" (none), "values" (values
+	// read from the application's memory) or "hashed" (--no-values).
+	Values string
+}
+
+// InterruptedNote is the line every output shows for an interrupted job.
+func InterruptedNote(sig string) string {
+	return "INTERRUPTED by " + sig + ": the job was stopped before its end; this profile holds what was merged by then"
+}
+
+// ValuesNote says what the value sketches hold, for the reports' headers
+// ("" when the profile has none).
+func ValuesNote(values string) string {
+	switch values {
+	case "values":
+		return "value sketches hold values read from the application's memory (top values, ranges); gpuprof run --no-values keeps only keyed hashes"
+	case "hashed":
+		return "hidden (--no-values): value sketches hold keyed hashes, counts and redundancy fractions, no value read from the application's memory"
+	}
+	return ""
+}
+
+// valuesOf says what p's value sketches hold (see Provenance.Values).
+func valuesOf(p *profile.Profile) string {
+	out := ""
+	see := func(s *profile.ValueSketch) {
+		switch {
+		case s == nil || s.Total == 0:
+		case s.Kind == profile.ValHashed:
+			if out == "" {
+				out = "hashed"
+			}
+		default:
+			out = "values" // any plain value is worth saying
+		}
+	}
+	for _, st := range p.PCs {
+		see(st.Values)
+	}
+	for _, st := range p.ObjStats {
+		see(st.Values)
+	}
+	return out
 }
 
 // ProvenanceOf gathers p's provenance.
 func ProvenanceOf(p *profile.Profile) Provenance {
 	pv := Provenance{Job: p.Job, Synthetic: p.Synthetic, Ranks: len(p.Ranks), Sealed: p.SealedRanks(), Items: p.MergedItems(),
-		Incomplete: map[int32]string{}, DroppedBy: map[int32]uint64{}}
+		Incomplete: map[int32]string{}, DroppedBy: map[int32]uint64{}, Interrupted: p.Interrupted, Values: valuesOf(p)}
 	set := func(dst *[]string, v string) {
 		if v == "" {
 			return
@@ -397,10 +544,36 @@ func ProvenanceOf(p *profile.Profile) Provenance {
 	if p.Synthetic && !strings.Contains(pv.Source, "synthetic") {
 		pv.Source = strings.TrimPrefix(pv.Source+"+synthetic", "+")
 	}
+	pv.Nothing = pv.Launches == 0 && len(p.Nodes) <= 1
 	if pv.Source == "" {
 		pv.Source = "captured"
+		if pv.Nothing {
+			pv.Source = "none"
+		}
 	}
 	return pv
+}
+
+// NothingLine is the line a report opens with when nothing was measured
+// ("" otherwise): the first incomplete ranks' reasons say why.
+func (pv Provenance) NothingLine() string {
+	if !pv.Nothing {
+		return ""
+	}
+	s := "NOTHING MEASURED: no rank reported a GPU kernel launch"
+	rs := make([]int32, 0, len(pv.Incomplete))
+	for r := range pv.Incomplete {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
+	for i, r := range rs {
+		if i == 2 {
+			s += fmt.Sprintf("; %d more incomplete ranks", len(rs)-i)
+			break
+		}
+		s += fmt.Sprintf("; rank %d: %s", r, pv.Incomplete[r])
+	}
+	return s
 }
 
 // Basename shortens a path for narrow columns.

@@ -9,77 +9,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/ianlancetaylor/demangle"
-
+	"gpuprof/analysis"
 	"gpuprof/profile"
+	"gpuprof/symname"
 )
-
-// Demangling is slow next to the tables that repeat a few names many
-// times (every temporal pair names two instructions), so results are kept.
-var demangled, short sync.Map
-
-// Demangle returns the readable form of a C++/CUDA symbol, or name itself.
-func Demangle(name string) string {
-	if name == "" {
-		return name
-	}
-	if d, ok := demangled.Load(name); ok {
-		return d.(string)
-	}
-	// Filter never fails: it returns its input when it cannot demangle.
-	d := demangle.Filter(name, demangle.NoClones)
-	demangled.Store(name, d)
-	return d
-}
-
-// ShortName drops the parameter list of a demangled name (for narrow
-// columns): "void k<float>(float*, int)" -> "k<float>".
-func ShortName(name string) string {
-	if s, ok := short.Load(name); ok {
-		return s.(string)
-	}
-	s := shortName(name)
-	short.Store(name, s)
-	return s
-}
-
-func shortName(name string) string {
-	// nvdisasm names an inlined body "$caller$callee" with mangled parts.
-	if strings.Contains(name, "$") {
-		var parts []string
-		for _, p := range strings.Split(name, "$") {
-			if p != "" {
-				parts = append(parts, shortName(p))
-			}
-		}
-		return strings.Join(parts, " > ")
-	}
-	d := Demangle(name)
-	if i := strings.IndexByte(d, '('); i > 0 {
-		d = d[:i]
-	}
-	// Drop a leading return type ("void k<float>"), keeping template args.
-	depth := 0
-	cut := -1
-	for i, c := range d {
-		switch c {
-		case '<':
-			depth++
-		case '>':
-			depth--
-		case ' ':
-			if depth == 0 {
-				cut = i
-			}
-		}
-	}
-	if cut >= 0 && !strings.HasPrefix(d[cut+1:], "operator") {
-		d = d[cut+1:]
-	}
-	return d
-}
 
 // ModuleHash parses a kernel frame's module field (the hex content hash).
 func ModuleHash(s string) (profile.ModuleHash, bool) {
@@ -108,30 +42,56 @@ func FrameLabel(f profile.Frame) string {
 	case profile.KindRoot:
 		return "<program root>"
 	case profile.KindHostFrame:
-		if f.Function == "" {
-			return fmt.Sprintf("%s+%#x", path.Base(f.Module), f.Offset)
-		}
-		if f.File != "" {
-			return fmt.Sprintf("%s (%s:%d)", ShortName(f.Function), path.Base(f.File), f.Line)
-		}
-		return ShortName(f.Function)
+		return hostLabel(f)
 	case profile.KindKernel:
-		return "kernel " + ShortName(f.Function)
+		return "kernel " + symname.Short(f.Function)
 	case profile.KindGPUFunction:
-		return ShortName(f.Function)
+		return symname.Short(f.Function)
 	case profile.KindInlined:
-		return fmt.Sprintf("[inlined] %s (%s:%d)", ShortName(f.Function), path.Base(f.File), f.Line)
+		return fmt.Sprintf("[inlined] %s (%s)", symname.Short(f.Function), Place(f.File, f.Line))
 	case profile.KindLoop:
+		if f.File == "" {
+			return fmt.Sprintf("loop at +%#x (%s)", f.Offset, NoLine)
+		}
 		return fmt.Sprintf("loop %s:%d", path.Base(f.File), f.Line)
 	case profile.KindLine:
 		if f.File == "" {
+			if f.Line == 0 {
+				return NoLine
+			}
 			return fmt.Sprintf("line %d", f.Line)
 		}
 		return fmt.Sprintf("%s:%d", path.Base(f.File), f.Line)
 	case profile.KindInstruction:
 		return fmt.Sprintf("pc +%#x", f.Offset)
 	}
+	if f.Function != "" || f.Module != "" {
+		return hostLabel(f) // a host frame of a kind this version does not name
+	}
 	return f.String()
+}
+
+// hostLabel labels a host frame: "function (file:line)", the function
+// alone, or "module+0xOFFSET" when it could not be symbolised.
+func hostLabel(f profile.Frame) string {
+	if f.Function == "" {
+		return fmt.Sprintf("%s+%#x", path.Base(f.Module), f.Offset)
+	}
+	if f.File != "" {
+		return fmt.Sprintf("%s (%s:%d)", symname.Short(f.Function), path.Base(f.File), f.Line)
+	}
+	return symname.Short(f.Function)
+}
+
+// NoLine is what a place without line information reads.
+const NoLine = analysis.NoLine
+
+// Place renders a source position ("file.cu:31"), or NoLine.
+func Place(file string, line uint32) string {
+	if file == "" {
+		return NoLine
+	}
+	return fmt.Sprintf("%s:%d", path.Base(file), line)
 }
 
 // metricRank orders metric names for display: time first, then samples

@@ -7,24 +7,6 @@ import (
 	"gpuprof/profile"
 )
 
-func TestNames(t *testing.T) {
-	for in, want := range map[string]string{
-		"_Z10stencil_2dPKfPfii":    "stencil_2d",
-		"_Z5saxpyIfEvT_PKS0_PS0_i": "saxpy<float>",
-		"_ZN2ns6kernelEv":          "ns::kernel",
-		"main":                     "main",
-		"":                         "",
-		"_ZN6thrust8cuda_cub4core13_kernel_agentEv": "thrust::cuda_cub::core::_kernel_agent",
-	} {
-		if got := ShortName(in); got != want {
-			t.Errorf("ShortName(%q) = %q, want %q", in, got, want)
-		}
-	}
-	if got := Demangle("_Z10stencil_2dPKfPfii"); got != "stencil_2d(float const*, float*, int, int)" {
-		t.Errorf("Demangle: %q", got)
-	}
-}
-
 func TestFormats(t *testing.T) {
 	f32 := profile.NewValueSketch(profile.ValFloat, 32)
 	if got := Value(f32, uint64(math.Float32bits(1.0000002))); got != "1.0000002" {

@@ -1,0 +1,303 @@
+package analysis_test
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gpuprof/analysis"
+	"gpuprof/profile"
+	"gpuprof/symname"
+)
+
+// The held-out validation (docs/validation.md, "Held-out set"): public
+// programs the analysis was not developed on (PolyBench/GPU), measured by
+// gpu-check's heldout phase. Its results are an unpacked gpu-check
+// tarball's heldout/ folder (captures/, sass/, timings.tsv, correct.tsv),
+// given by -heldout.dir or GPUPROF_HELDOUT_DIR; CI has none, so these tests
+// run only where that folder is given.
+//
+// Two steps, in this order, with a commit between them:
+//  1. -heldout.select lists each hot kernel's top three advices (rank,
+//     kind, place, hint) WITHOUT their estimates, so that the fixes are
+//     written, and their specs committed (testdata/validation/heldout/
+//     specs.tsv and fixes/), before any estimate of them is looked at;
+//  2. TestHeldOutPairs, on the frozen estimator, sets each spec's
+//     estimate against the speedup its fix achieved.
+
+var (
+	heldoutDir    = flag.String("heldout.dir", os.Getenv("GPUPROF_HELDOUT_DIR"), "unpacked gpu-check heldout/ folder")
+	heldoutSelect = flag.Bool("heldout.select", false, "list the top three advices of each hot kernel, without estimates")
+	heldoutTable  = flag.Bool("heldout.table", false, "print the held-out table in docs/validation.md's format")
+)
+
+// hotShare is the share of a program's GPU time from which a kernel is hot.
+const hotShare = 0.10
+
+// heldoutSpec is one pre-registered (kernel, advice, fix) pair.
+type heldoutSpec struct {
+	id, prog, kernel, kind, file string
+	line                         uint32
+	rank                         int    // the advice's rank among the kernel's
+	fix                          string // fixes/<prog>.<fix>.patch
+}
+
+func heldoutSpecs(t *testing.T) []heldoutSpec {
+	t.Helper()
+	b, err := os.ReadFile("../testdata/validation/heldout/specs.tsv")
+	if err != nil {
+		t.Fatalf("no held-out specs: %v", err)
+	}
+	var out []heldoutSpec
+	for i, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 7 {
+			t.Fatalf("specs.tsv line %d: %d fields, want 7 (id prog kernel kind file:line rank fix)", i+1, len(f))
+		}
+		file, ln, ok := strings.Cut(f[4], ":")
+		n, err := strconv.Atoi(ln)
+		r, err2 := strconv.Atoi(f[5])
+		if !ok || err != nil || err2 != nil {
+			t.Fatalf("specs.tsv line %d: place %q or rank %q is not file:line and a number", i+1, f[4], f[5])
+		}
+		out = append(out, heldoutSpec{id: f[0], prog: f[1], kernel: f[2], kind: f[3], file: file, line: uint32(n), rank: r, fix: f[6]})
+	}
+	return out
+}
+
+// heldoutAdvice profiles one variant of a program (tag: prog or
+// prog.fix) from its captures and returns its advice and the profile.
+func heldoutAdvice(t *testing.T, tag string) ([]analysis.Advice, *profile.Profile) {
+	t.Helper()
+	d := validationDirs{captures: filepath.Join(*heldoutDir, "captures"), sass: filepath.Join(*heldoutDir, "sass")}
+	if _, err := os.Stat(filepath.Join(d.captures, tag+".pcsampling.gpr")); err != nil {
+		t.Fatalf("no captures of %s in %s", tag, d.captures)
+	}
+	p, _ := programProfile(t, d, tag)
+	mods := programModules(t, d, tag, p)
+	as, err := analysis.Advise(p, mods, analysis.Options{Static: true, MinSpeedup: 1 + 1e-9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return as, p
+}
+
+// kernelAdvice is a kernel's advice in report order (Advise's).
+func kernelAdvice(as []analysis.Advice, kernel string) []analysis.Advice {
+	var out []analysis.Advice
+	for _, a := range as {
+		if len(a.Hotspots) > 0 && a.Hotspots[0].Kernel == kernel {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TestHeldOutSelect lists what the fixes are written from.
+func TestHeldOutSelect(t *testing.T) {
+	if *heldoutDir == "" || !*heldoutSelect {
+		t.Skip("held-out selection: give -heldout.dir and -heldout.select")
+	}
+	progs, _ := filepath.Glob(filepath.Join(*heldoutDir, "captures", "*.pcsampling.gpr"))
+	for _, pc := range progs {
+		tag := strings.TrimSuffix(filepath.Base(pc), ".pcsampling.gpr")
+		if strings.Contains(tag, ".") {
+			continue // a fixed variant
+		}
+		as, p := heldoutAdvice(t, tag)
+		x := analysis.NewIndex(p)
+		fmt.Printf("== %s\n", tag)
+		for _, k := range x.Kernels {
+			share := float64(x.KernelTime[k]) / float64(max(x.JobTime, 1))
+			name := symname.Demangle(p.Nodes[k].Frame.Function)
+			if share < hotShare {
+				continue
+			}
+			fmt.Printf("  kernel %s: %.0f%% of the program's GPU time\n", name, 100*share)
+			for i, a := range kernelAdvice(as, name) {
+				if i == 3 {
+					break
+				}
+				h := a.Hotspots[0]
+				fmt.Printf("    %d. %s at %s:%d: %s\n", i+1, a.Kind, filepath.Base(h.File), h.Line, a.Hint)
+			}
+		}
+	}
+}
+
+// runTimes reads timings.tsv: per (program, variant, kernel), the summed
+// duration of the kernel's launches in each run, in µs.
+func runTimes(t *testing.T) map[[3]string][]float64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(*heldoutDir, "timings.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[[3]string]map[string]float64{}
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Split(line, "\t")
+		if i == 0 || len(f) < 5 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[4], 64)
+		if err != nil || v < 0 {
+			continue
+		}
+		k := [3]string{f[0], f[1], baseName(symname.Demangle(f[3]))}
+		if sums[k] == nil {
+			sums[k] = map[string]float64{}
+		}
+		sums[k][f[2]] += v
+	}
+	out := map[[3]string][]float64{}
+	for k, runs := range sums {
+		for _, v := range runs {
+			out[k] = append(out[k], v)
+		}
+		sort.Float64s(out[k])
+	}
+	return out
+}
+
+// baseName is a demangled kernel name without its parameter list: a fix
+// may change the parameters' types (const __restrict__ pointers).
+func baseName(s string) string {
+	if i := strings.IndexByte(s, '('); i > 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return (v[(len(v)-1)/2] + v[len(v)/2]) / 2
+}
+
+// ratioInterval is a 95% bootstrap interval of median(a)/median(b).
+func ratioInterval(a, b []float64) (lo, hi float64) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rs []float64
+	for i := 0; i < 2000; i++ {
+		ra, rb := make([]float64, len(a)), make([]float64, len(b))
+		for j := range ra {
+			ra[j] = a[rng.IntN(len(a))]
+		}
+		for j := range rb {
+			rb[j] = b[rng.IntN(len(b))]
+		}
+		sort.Float64s(ra)
+		sort.Float64s(rb)
+		rs = append(rs, median(ra)/median(rb))
+	}
+	sort.Float64s(rs)
+	return rs[len(rs)*25/1000], rs[len(rs)*975/1000]
+}
+
+type heldoutRow struct {
+	spec                  heldoutSpec
+	est, ach, lo, hi, err float64
+	na, fp                bool
+	estTxt                string
+}
+
+// TestHeldOutPairs measures the pre-registered pairs.
+func TestHeldOutPairs(t *testing.T) {
+	if *heldoutDir == "" || *heldoutSelect {
+		t.Skip("held-out measurement: give -heldout.dir")
+	}
+	times := runTimes(t)
+	var rows []heldoutRow
+	for _, s := range heldoutSpecs(t) {
+		as, _ := heldoutAdvice(t, s.prog)
+		r := heldoutRow{spec: s}
+		// The spec's advice is the one at its rank among the kernel's, as
+		// the selection listed them (two advices of one kind can share a
+		// line: loop unrolling of two nested loops).
+		ka := kernelAdvice(as, s.kernel)
+		if i := s.rank - 1; i >= 0 && i < len(ka) && ka[i].Kind == s.kind && filepath.Base(ka[i].Hotspots[0].File) == s.file && ka[i].Hotspots[0].Line == s.line {
+			r.est = ka[i].Speedup
+		} else {
+			t.Errorf("%s: the kernel's advice #%d is not %s at %s:%d", s.id, s.rank, s.kind, s.file, s.line)
+		}
+		orig, fixed := times[[3]string{s.prog, "orig", baseName(s.kernel)}], times[[3]string{s.prog, s.fix, baseName(s.kernel)}]
+		if len(orig) == 0 || len(fixed) == 0 {
+			t.Errorf("%s: no timings of %s in both variants (orig %d runs, %s %d runs)", s.id, s.kernel, len(orig), s.fix, len(fixed))
+			continue
+		}
+		r.ach = median(orig) / median(fixed)
+		r.lo, r.hi = ratioInterval(orig, fixed)
+		if r.est <= 0 {
+			r.na, r.estTxt = true, "n/a"
+		} else {
+			r.estTxt = fmt.Sprintf("%.3f×", r.est)
+			r.err = math.Abs(r.est-r.ach) / r.ach
+		}
+		// A false positive: the fixed variant still gets the advice's kind
+		// in the same kernel within a few lines (the patch moves lines).
+		if fas, _ := heldoutAdvice(t, s.prog+"."+s.fix); true {
+			for _, a := range kernelAdvice(fas, s.kernel) {
+				h := a.Hotspots[0]
+				if a.Kind == s.kind && filepath.Base(h.File) == s.file && math.Abs(float64(h.Line)-float64(s.line)) <= 3 {
+					r.fp = true
+				}
+			}
+		}
+		rows = append(rows, r)
+	}
+	var b strings.Builder
+	b.WriteString("| pair | program | kernel | advice (rank) | place | estimated | achieved (95% interval) | error | still raised on the fix |\n|---|---|---|---|---|---:|---:|---:|---|\n")
+	var errs []float64
+	logSum := 0.0
+	top1, top1ok := 0, 0
+	for _, r := range rows {
+		wide := ""
+		if !r.na && r.hi-r.lo > r.err*r.ach {
+			wide = " (interval wider than the error)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s (%d) | %s:%d | %s | %.3f× (%.3f–%.3f)%s | %s | %v |\n", r.spec.id, r.spec.prog, r.spec.kernel, r.spec.kind, r.spec.rank,
+			r.spec.file, r.spec.line, r.estTxt, r.ach, r.lo, r.hi, wide, errText(r), r.fp)
+		if !r.na {
+			errs = append(errs, r.err)
+			logSum += math.Log(math.Max(r.err, 1e-4))
+		}
+		if r.spec.rank == 1 && r.est >= 1.10 {
+			top1++
+			if r.ach >= 1.05 {
+				top1ok++
+			}
+		}
+	}
+	if n := len(errs); n > 0 {
+		sort.Float64s(errs)
+		mean := 0.0
+		for _, e := range errs {
+			mean += e
+		}
+		fmt.Fprintf(&b, "\n%d pairs with an estimate (%d n/a): arithmetic-mean error %.1f%%, median %.1f%%, worst %.1f%%, geometric mean %.1f%%\n",
+			n, len(rows)-n, 100*mean/float64(n), 100*median(errs), 100*errs[n-1], 100*math.Exp(logSum/float64(n)))
+	}
+	fmt.Fprintf(&b, "top-1 precision: %d of %d kernels whose top advice estimates at least 1.10x achieved at least 1.05x\n", top1ok, top1)
+	if *heldoutTable {
+		fmt.Print(b.String())
+	}
+	t.Log("\n" + b.String())
+}
+
+func errText(r heldoutRow) string {
+	if r.na {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", 100*r.err)
+}

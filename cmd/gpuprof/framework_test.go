@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gpuprof/profile"
+)
+
+// TestFrameworkCaptureReplay replays a real framework workload through the
+// whole pipeline: a PyTorch training step (a convolution, an MLP and SGD)
+// captured on the H100 in both passes (testdata/captures/torch_train.*,
+// trimmed by `gpuprof capture trim`, with the listings of the kernels that
+// ran in testdata/sass/torch), one collector replaying both passes into the
+// embedded broker, the reducer and every export. The report must name the
+// framework's GEMM (cuBLAS), convolution (cuDNN) and elementwise kernels in
+// full, with their libraries, and the rank must be complete.
+func TestFrameworkCaptureReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	caps, _ := filepath.Abs("../../testdata/captures")
+	sassDir, _ := filepath.Abs("../../testdata/sass/torch")
+	replay := filepath.Join(caps, "torch_train.pcsampling.gpr") + "," + filepath.Join(caps, "torch_train.redundancy.gpr")
+	for _, f := range strings.Split(replay, ",") {
+		if st, err := os.Stat(f); err != nil || st.Size() > 5<<20 {
+			t.Fatalf("capture %s: %v (committed captures stay under 5 MB)", f, err)
+		}
+	}
+	bin := buildGpuprof(t)
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command(bin, "run", "-o", out, "--rank-timeout", "60s", "--sass", sassDir, "--replay", replay, "--", "true")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gpuprof run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	p, err := profile.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ri := p.Ranks[0]; ri == nil || ri.Incomplete != "" || !strings.Contains(ri.Mode, "pcsampling") || !strings.Contains(ri.Mode, "redundancy") {
+		t.Fatalf("rank 0: %+v", ri)
+	}
+	rep, err := os.ReadFile(filepath.Join(out, "report.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := string(rep)
+	for _, want := range []string{
+		"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n", // cuBLAS GEMMs of the MLP
+		"implicit_convolve_sgemm",               // cuDNN's convolution
+		"wgrad_alg0_engine",                     // and its weight gradient
+		"at::native::vectorized_elementwise_kernel",
+		"at::native::(anonymous namespace)::multi_tensor_apply_kernel", // the optimizer step, the anonymous namespace kept whole
+		"libcublasLt.so",                                               // kernels without source lines name their library
+		"Incomplete:  none",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report does not name %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", head(report, 120))
+	}
+}
