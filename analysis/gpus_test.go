@@ -213,3 +213,27 @@ func TestRankSet(t *testing.T) {
 		}
 	}
 }
+
+// Kernel times of the value-tracing pass alone, with ranks sharing GPUs,
+// are host-timed under contention: the advice says so and names no ranks
+// and no speedup; with one rank per GPU it keeps its estimate.
+func TestHostTimedSharedGPUsNameNoRanks(t *testing.T) {
+	redundancy := func(p *profile.Profile) {
+		for _, ri := range p.Ranks {
+			ri.Mode, ri.PCSampling = "redundancy", ""
+		}
+	}
+	shared := onGPUs(t, 2, []uint64{1000, 2000, 2000, 1000})
+	redundancy(shared)
+	as := Imbalance(NewIndex(shared), DefaultImbalance)
+	if len(as) != 1 || as[0].Speedup != 0 || as[0].Ranks != nil || !strings.Contains(as[0].SpeedupNA, "up to 2 ranks share a GPU") ||
+		!strings.Contains(as[0].Hint, "cannot tell which ranks are heavy") {
+		t.Fatalf("shared GPUs, value tracing only: %+v", as)
+	}
+	own := onGPUs(t, 4, []uint64{1000, 2000, 2000, 1000})
+	redundancy(own)
+	as = Imbalance(NewIndex(own), DefaultImbalance)
+	if len(as) != 1 || !near(as[0].Speedup, 4.0/3) || fmt.Sprint(as[0].Ranks) != "[1 2]" {
+		t.Fatalf("one rank per GPU, value tracing only: %+v", as)
+	}
+}

@@ -247,6 +247,17 @@ func Imbalance(x *Index, th ImbalanceThresholds) []Advice {
 		if note := sampledHeavy(gpus, heavy); note != "" {
 			a.Evidence += "; " + note
 		}
+		if n := hostTimedSharing(x.P, gpus); n > 1 {
+			// The value-tracing pass times kernels on the host around
+			// instrumented launches: with several ranks time-sliced on a
+			// GPU those times measure the sharing as much as the kernel
+			// (docs/scale.md: a 68x spread at 32 ranks a GPU, against 1.7x
+			// from CUPTI's activity records), so the ranks they name are
+			// not the heavy ones.
+			a.Speedup, a.SpeedupNA = 0, fmt.Sprintf("kernel times of the value-tracing pass are host-timed around instrumented launches, and up to %d ranks share a GPU: they measure the GPU's sharing as much as the kernels", n)
+			a.Hint = fmt.Sprintf("%s's times vary %.2f× across ranks, but they cannot tell which ranks are heavy: the value-tracing pass times kernels on the host around instrumented launches, and up to %d ranks share a GPU. Measure the imbalance with --mode pcsampling or all (CUPTI's kernel records).", name, ratio, n)
+			a.Ranks = nil
+		}
 		out = append(out, a)
 	}
 	return out
@@ -481,4 +492,20 @@ func (sp GPUSplit) Evidence(gs GPUs) string {
 	}
 	return fmt.Sprintf("per GPU: %s; between GPUs: mean per rank max/mean %.2f, GPU load max/mean %.2f; slowest rank %d: %.2f = %.2f within %s × %.2f between",
 		strings.Join(per, "; "), sp.MeanRatio, sp.LoadRatio, sp.Slowest, sp.Ratio, sp.Within, gs.Label(sp.SlowestGPU), sp.Between)
+}
+
+// hostTimedSharing returns the most ranks that share one GPU when every
+// rank's kernel times come from the value-tracing pass alone (host-timed),
+// and 0 otherwise.
+func hostTimedSharing(p *profile.Profile, gpus GPUs) int {
+	for _, ri := range p.Ranks {
+		if ri.Mode != "redundancy" {
+			return 0
+		}
+	}
+	most := 0
+	for _, g := range gpus.List {
+		most = max(most, len(g.Ranks))
+	}
+	return most
 }
