@@ -385,6 +385,7 @@ loop:
 	if res.err == nil {
 		waitCommands(cfg, rp, board, sigs, e)
 	}
+	board.freeze() // the reasons for incomplete ranks are as of now
 	// What still runs is cut: collectors past the rank timeout, or a
 	// launcher that outlived its ranks. A launcher about to exit by
 	// itself (every rank done) gets a moment to report its status.

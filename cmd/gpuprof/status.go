@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"sort"
 	"strings"
@@ -200,6 +201,7 @@ type statusBoard struct {
 	last    map[int32]rankStatus
 	heard   map[int32]time.Time
 	changed chan struct{} // a rank's application ended (buffered, 1)
+	frozen  *heartbeats   // what freeze kept
 	sub     *nats.Subscription
 }
 
@@ -332,18 +334,53 @@ func (b *statusBoard) exitCode(ranks int) (code int, known bool) {
 	return code, known
 }
 
-// explain adds to each incomplete rank of p why its collector did not
-// finish, as its heartbeats tell it at time at (when the reducers gave
-// up). On a cluster, a job that sent no heartbeat at all (permissions
-// that predate them) is left as it is.
-func (b *statusBoard) explain(p *profile.Profile, ranks int, at time.Time) {
-	var conns map[string]int
+// freeze keeps what the heartbeats and the broker's connections say now,
+// when run gives up on the collectors still at work: explain then tells
+// what each was doing at that moment, not what ending the launcher did to
+// it next (run's own SIGTERM, a collector that then finished or exited).
+func (b *statusBoard) freeze() {
+	v := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.frozen == nil {
+		b.frozen = v
+	}
+}
+
+// now copies what the heartbeats and the connections say now.
+func (b *statusBoard) now() *heartbeats {
+	v := &heartbeats{any: b.connected != nil}
 	if b.connected != nil {
-		conns, _ = b.connected()
+		v.conns, _ = b.connected()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.last) == 0 && b.connected == nil {
+	v.last, v.heard = maps.Clone(b.last), maps.Clone(b.heard)
+	v.any = v.any || len(v.last) > 0
+	return v
+}
+
+// heartbeats is what the collectors' heartbeats said at one moment.
+type heartbeats struct {
+	last  map[int32]rankStatus
+	heard map[int32]time.Time
+	conns map[string]int // the broker's open connections by name; nil: unknown
+	any   bool           // a heartbeat came, or the broker lists connections
+}
+
+// explain adds to each incomplete rank of p why its collector did not
+// finish, as its heartbeats tell it at time at (when the reducers gave
+// up), from what freeze kept if it was called. On a cluster, a job that
+// sent no heartbeat at all (permissions that predate them) is left as it
+// is.
+func (b *statusBoard) explain(p *profile.Profile, ranks int, at time.Time) {
+	b.mu.Lock()
+	v := b.frozen
+	b.mu.Unlock()
+	if v == nil {
+		v = b.now()
+	}
+	if !v.any {
 		return
 	}
 	rs := p.IncompleteRanks()
@@ -361,7 +398,7 @@ func (b *statusBoard) explain(p *profile.Profile, ranks int, at time.Time) {
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
 	for _, r := range rs {
-		why := b.reason(r, at, conns)
+		why := v.reason(r, at)
 		if why == "" {
 			continue
 		}
@@ -377,14 +414,14 @@ func (b *statusBoard) explain(p *profile.Profile, ranks int, at time.Time) {
 }
 
 // reason says what rank r's collector was doing at time at ("" when its
-// heartbeats say nothing the reducer's reason does not). conns, when not
-// nil, are the broker's open connections by name.
-func (b *statusBoard) reason(r int32, at time.Time, conns map[string]int) string {
-	st, ok := b.last[r]
+// heartbeats say nothing the reducer's reason does not).
+func (v *heartbeats) reason(r int32, at time.Time) string {
+	st, ok := v.last[r]
 	if !ok {
 		return "collector never connected"
 	}
-	silent := at.Sub(b.heard[r])
+	silent := at.Sub(v.heard[r])
+	conns := v.conns
 	where := fmt.Sprintf("on %s pid %d", st.Host, st.PID)
 	switch {
 	case st.State == stateDone:

@@ -30,7 +30,7 @@ func TestStatusReasons(t *testing.T) {
 	set(4, rankStatus{State: stateRunning}, time.Second)
 	set(5, rankStatus{State: stateInterrupted, Signal: "SIGTERM"}, time.Second)
 	set(6, rankStatus{State: stateFailed, Detail: "no broker+x"}, time.Second)
-	conns, _ := b.connected()
+	v := b.now()
 	for r, want := range map[int32]string{
 		0: "",
 		1: "collector still analysing on node7 pid 101 (the application exited with status 0 9s earlier)",
@@ -41,7 +41,7 @@ func TestStatusReasons(t *testing.T) {
 		6: "collector failed on node7 pid 106 (no broker+x)",
 		7: "collector never connected",
 	} {
-		if got := b.reason(r, now, conns); got != want {
+		if got := v.reason(r, now); got != want {
 			t.Errorf("rank %d: %q, want %q", r, got, want)
 		}
 	}
@@ -61,6 +61,18 @@ func TestStatusReasons(t *testing.T) {
 	}
 	if got := p.Ranks[0]; got != nil && got.Incomplete != "" {
 		t.Errorf("rank 0 finished: %+v", got)
+	}
+	// Once run gave up (freeze), what ending the launcher does next (its
+	// SIGTERM interrupts rank 1's collector, which then finishes) does not
+	// change the reason.
+	b.freeze()
+	set(1, rankStatus{State: stateInterrupted, Signal: "SIGTERM"}, 0)
+	set(1, rankStatus{State: stateDone}, 0)
+	q := profile.New("j")
+	q.SealRanks([]int32{1}, func(int32) string { return "rank timeout: no done item" })
+	b.explain(q, 2, now)
+	if got := q.Ranks[1].Incomplete; !strings.HasPrefix(got, "collector still analysing on node7 pid 101") {
+		t.Errorf("rank 1 after the freeze: %q", got)
 	}
 }
 
