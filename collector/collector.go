@@ -20,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"gpuprof/broker"
 	"gpuprof/collector/analyze"
 	"gpuprof/collector/launcher"
 	"gpuprof/collector/proctree"
@@ -115,7 +114,7 @@ type Options struct {
 	// Share, when set, shares nvdisasm listings with the job's other ranks
 	// through the broker's module bucket (one rank disassembles each
 	// function; docs/sass.md). Used by the default Structures only.
-	Share *broker.Conn
+	Share ModuleBucket
 	// OnModule is called once per module content hash with its cubin.
 	OnModule func(hash profile.ModuleHash, cubin []byte)
 	// HashValues, when set, keeps no value read from the application's
