@@ -154,7 +154,7 @@ func TestFrameworkSizedModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := analyze.DecodeListing(b)
+	text, err := sass.DecodeListing(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func writeListings(dir string, r *capture.Result, plain bool) error {
 		}
 		text := sass.JoinListings(pieces...)
 		if !plain {
-			text = analyze.EncodeListing(text)
+			text = sass.EncodeListing(text)
 		}
 		if err := os.WriteFile(p, text, 0o644); err != nil {
 			return err

@@ -31,7 +31,7 @@ const ModulesDir = "modules"
 // "Framework-sized modules").
 const CubinKeepMax = 16 << 20
 
-// listingFile is the saved listing of module h (analyze.EncodeListing's
+// listingFile is the saved listing of module h (sass.EncodeListing's
 // bytes).
 func listingFile(dir string, h profile.ModuleHash) string {
 	return filepath.Join(dir, ModulesDir, h.String()+".sass.zst")
@@ -75,7 +75,7 @@ func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *pro
 		}
 		os.MkdirAll(dir, 0o700)
 		if len(pieces) > 0 {
-			os.WriteFile(listingFile(out, h), analyze.EncodeListing(sass.JoinListings(pieces...)), 0o600)
+			os.WriteFile(listingFile(out, h), sass.EncodeListing(sass.JoinListings(pieces...)), 0o600)
 		}
 		if n, err := conn.ModuleSize(ctx, job, h, broker.ModuleCubin); err != nil || n > CubinKeepMax {
 			continue
@@ -138,7 +138,7 @@ func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
 	var saved []byte
 	var have *sass.Module
 	if enc, err := os.ReadFile(listingFile(m.dir, h)); err == nil {
-		text, err := analyze.DecodeListing(enc)
+		text, err := sass.DecodeListing(enc)
 		if err == nil {
 			if have, err = sass.Parse(text); err == nil {
 				saved = text
@@ -187,7 +187,7 @@ func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
 	}
 	if m.saveBack {
 		if err := os.MkdirAll(filepath.Join(m.dir, ModulesDir), 0o700); err == nil {
-			os.WriteFile(listingFile(m.dir, h), analyze.EncodeListing(text), 0o600)
+			os.WriteFile(listingFile(m.dir, h), sass.EncodeListing(text), 0o600)
 		}
 	}
 	return mod, nil
@@ -201,7 +201,7 @@ func disassemble(cubin []byte) (*sass.Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nvdisasm not on PATH: %w", err)
 	}
-	text, err := analyze.RunNVDisasm(nv, cubin, 10*time.Minute)
+	text, err := sass.RunNVDisasm(nv, cubin, 10*time.Minute)
 	if err != nil {
 		return nil, err
 	}

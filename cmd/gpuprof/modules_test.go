@@ -22,7 +22,7 @@ func TestSavedListing(t *testing.T) {
 	dir := t.TempDir()
 	h := profile.ModuleHash(0xabc)
 	os.MkdirAll(filepath.Join(dir, ModulesDir), 0o700)
-	if err := os.WriteFile(listingFile(dir, h), analyze.EncodeListing(text), 0o600); err != nil {
+	if err := os.WriteFile(listingFile(dir, h), sass.EncodeListing(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := profile.New("t")

@@ -87,7 +87,7 @@ func ParseBytes(s string) (int64, error) {
 }
 
 // entry header: magic line, then "tool T", "function F", a blank line and
-// the listing, all zstd-compressed (EncodeListing).
+// the listing, all zstd-compressed (sass.EncodeListing).
 const cacheMagic = "gpuprof listing 1\n"
 
 func (c *DiskCache) path(h profile.ModuleHash, fn string) string {

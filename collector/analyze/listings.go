@@ -9,33 +9,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/klauspost/compress/zstd"
-
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
-
-var (
-	listingEnc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1))
-	listingDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxListing))
-)
-
-// maxListing bounds a decoded listing (nvdisasm text of the largest
-// modules is hundreds of MB).
-const maxListing = 1 << 30
-
-// EncodeListing compresses an nvdisasm listing (listings compress about
-// 10x).
-func EncodeListing(text []byte) []byte { return listingEnc.EncodeAll(text, nil) }
-
-// DecodeListing reverses EncodeListing.
-func DecodeListing(b []byte) ([]byte, error) {
-	text, err := listingDec.DecodeAll(b, nil)
-	if err != nil {
-		return nil, fmt.Errorf("nvdisasm listing: %w", err)
-	}
-	return text, nil
-}
 
 // EncodeEntry is a function's listing as the disk cache and the broker
 // keep it: which tool made it and for which function, and the text,
@@ -45,12 +21,12 @@ func EncodeEntry(tool, fn string, listing []byte) []byte {
 	b.Grow(len(cacheMagic) + len(tool) + len(fn) + 20 + len(listing))
 	fmt.Fprintf(&b, "%stool %s\nfunction %s\n\n", cacheMagic, strings.ReplaceAll(tool, "\n", " "), strings.ReplaceAll(fn, "\n", " "))
 	b.Write(listing)
-	return EncodeListing(b.Bytes())
+	return sass.EncodeListing(b.Bytes())
 }
 
 // DecodeEntry reverses EncodeEntry.
 func DecodeEntry(b []byte) (tool, fn string, listing []byte, err error) {
-	text, err := DecodeListing(b)
+	text, err := sass.DecodeListing(b)
 	if err != nil {
 		return "", "", nil, err
 	}
@@ -102,7 +78,7 @@ func ReadListingFile(p string) ([]byte, error) {
 	if err != nil || !strings.HasSuffix(p, ".zst") {
 		return b, err
 	}
-	return DecodeListing(b)
+	return sass.DecodeListing(b)
 }
 
 // ListingHash reads the module hash from a listing file named

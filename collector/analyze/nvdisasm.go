@@ -1,11 +1,8 @@
 package analyze
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -16,37 +13,6 @@ import (
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
-
-// RunNVDisasm writes cubin to a temporary file and returns nvdisasm's
-// listing of it (NVDisasmArgs, then extra), within timeout.
-func RunNVDisasm(tool string, cubin []byte, timeout time.Duration, extra ...string) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "gpuprof-cubin-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	f := filepath.Join(dir, "module.cubin")
-	if err := os.WriteFile(f, cubin, 0o600); err != nil {
-		return nil, err
-	}
-	return runNVDisasmFile(tool, f, timeout, extra...)
-}
-
-func runNVDisasmFile(tool, cubin string, timeout time.Duration, extra ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var out, errb bytes.Buffer
-	args := append(append(append([]string(nil), NVDisasmArgs...), extra...), cubin)
-	cmd := exec.CommandContext(ctx, tool, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("nvdisasm: no answer within %v", timeout)
-		}
-		return nil, fmt.Errorf("nvdisasm: %v: %s", err, strings.TrimSpace(errb.String()))
-	}
-	return out.Bytes(), nil
-}
 
 type modWork struct {
 	hash    profile.ModuleHash
@@ -174,7 +140,7 @@ func (s *SASS) batch(mw *modWork, jobs []*fnJob, tool string) {
 	var want []*fnJob
 	for _, j := range jobs {
 		if enc, ok := mw.whole[j.fn]; ok {
-			j.text, _ = DecodeListing(enc)
+			j.text, _ = sass.DecodeListing(enc)
 			continue
 		}
 		if _, ok := mw.syms[j.fn]; !ok {
@@ -216,7 +182,7 @@ func (s *SASS) batch(mw *modWork, jobs []*fnJob, tool string) {
 			list[i] = fmt.Sprint(v)
 		}
 		s.count(func(st *ShareStats) { st.Disassembled++ })
-		text, err = runNVDisasmFile(tool, path, s.timeout(), "-fun", strings.Join(list, ","))
+		text, err = sass.RunNVDisasmFile(tool, path, s.timeout(), "-fun", strings.Join(list, ","))
 		if err == nil {
 			m, err = sass.Parse(text)
 		}
@@ -264,7 +230,7 @@ func (s *SASS) batch(mw *modWork, jobs []*fnJob, tool string) {
 		}
 		s.logf("module %v: nvdisasm %s; disassembling the whole module (%d bytes)", mw.hash, why, len(mw.cubin))
 		s.count(func(st *ShareStats) { st.Disassembled++; st.Whole++ })
-		text, err = runNVDisasmFile(tool, path, s.timeout())
+		text, err = sass.RunNVDisasmFile(tool, path, s.timeout())
 		if err == nil {
 			m, err = sass.Parse(text)
 		}
@@ -277,7 +243,7 @@ func (s *SASS) batch(mw *modWork, jobs []*fnJob, tool string) {
 		mw.whole = map[string][]byte{}
 		for _, f := range m.Functions {
 			if piece, ok := sass.FunctionListing(text, m, f.Name); ok {
-				mw.whole[f.Name] = EncodeListing(piece)
+				mw.whole[f.Name] = sass.EncodeListing(piece)
 			}
 		}
 	}

@@ -427,7 +427,7 @@ func (s *SASS) tool() (path, id string, err error) {
 		if err != nil {
 			out = []byte(tool) // an nvdisasm without --version: its path stands for it
 		}
-		s.toolID = fmt.Sprintf("nvdisasm-%016x", xxhash.Sum64String(string(out)+"\x00"+strings.Join(NVDisasmArgs, " ")))
+		s.toolID = fmt.Sprintf("nvdisasm-%016x", xxhash.Sum64String(string(out)+"\x00"+strings.Join(sass.NVDisasmArgs, " ")))
 	})
 	return s.toolPath, s.toolID, s.toolErr
 }

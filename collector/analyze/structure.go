@@ -162,13 +162,6 @@ func fallbackKind(size uint8) AccessKind {
 	return AccessKind{}
 }
 
-// NVDisasmArgs are the nvdisasm options of every listing gpuprof makes
-// (before the function selection and the cubin's path): code only, line
-// information with inlining, and the encodings, whose control bits the
-// stall blamer needs. One set for the collectors and the root, so a
-// listing shared through the broker or the disk cache serves both.
-var NVDisasmArgs = []string{"-c", "-g", "-gi", "-hex"}
-
 type sassStructure struct {
 	hash string
 	m    *sass.Module
