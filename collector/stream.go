@@ -153,7 +153,7 @@ func (rs *rankState) logAnalysis(a *analyze.Analyzer, source string, recs uint64
 		// The analysis' tail: what the run waited for after the application's END.
 		msg += fmt.Sprintf("; END read at %v, the analysis finished %v after it", endAt.Round(time.Millisecond), (wall - endAt).Round(time.Millisecond))
 	}
-	if s, ok := c.o.Structures.(*analyze.SASS); ok {
+	if s, ok := c.o.Analysis.Structures.(*analyze.SASS); ok {
 		st := s.Stats()
 		msg += fmt.Sprintf("; structure: %d functions disassembled in %d nvdisasm runs (%d modules whole), %d from the disk cache, %d shared by other ranks, %d fallbacks",
 			st.Functions, st.Disassembled, st.Whole, st.CacheHits, st.Shared, st.Fallbacks)
@@ -202,7 +202,9 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 	}()
 	// begin starts the analysis once the rank is known.
 	begin := func() {
-		a = analyze.New(analyze.Options{Job: c.o.Job, Rank: rs.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, StructureWait: c.o.StructureWait, OnModule: c.o.OnModule, Host: host, HashValues: c.o.HashValues})
+		ao := c.o.Analysis
+		ao.Job, ao.Rank, ao.Host = c.o.Job, rs.rank, host
+		a = analyze.New(ao)
 		rs.mu.Lock()
 		if rs.hello == nil {
 			rs.hello = hello

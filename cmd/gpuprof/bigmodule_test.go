@@ -60,12 +60,12 @@ func runBig(tb testing.TB, ctx context.Context, m *synth.BigModule, fake *nvdisa
 	}
 	lp := &localPublisher{p: profile.New(job)}
 	src := &analyze.SASS{NVDisasm: fake.Tool, Share: collector.BrokerListings(conn, job, 0), Cache: &analyze.DiskCache{Dir: cacheDir, Max: 1 << 30}}
-	err = collector.Collect(ctx, collector.Options{Job: job, Rank: 0, Replay: stream, Publisher: lp, Structures: src,
+	err = collector.Collect(ctx, collector.Options{Job: job, Rank: 0, Replay: stream, Publisher: lp, Analysis: analyze.Options{Structures: src,
 		OnModule: func(h profile.ModuleHash, cubin []byte) {
 			if len(cubin) <= CubinKeepMax {
 				conn.PutModule(ctx, job, h, broker.ModuleCubin, cubin)
 			}
-		}})
+		}}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 func replayProfile(t *testing.T, stream string, src analyze.StructureSource) *profile.Profile {
 	t.Helper()
 	lp := &localPublisher{p: profile.New("trim")}
-	if err := collector.Collect(context.Background(), collector.Options{Job: "trim", Rank: 0, Replay: stream, Publisher: lp, Structures: src}); err != nil {
+	if err := collector.Collect(context.Background(), collector.Options{Job: "trim", Rank: 0, Replay: stream, Publisher: lp, Analysis: analyze.Options{Structures: src}}); err != nil {
 		t.Fatal(err)
 	}
 	return lp.p

@@ -80,17 +80,17 @@ torchrun; written by hand:
 	hostSyms := fs.String("host-symbols", os.Getenv("GPUPROF_HOST_SYMBOLS"), "symbol tables (files, or directories of *.syms; comma-separated) for host binaries that are not on this machine, as 'gpuprof symtab' writes beside captures")
 	fs.Uint64Var(&o.BatchRecords, "batch-records", uint64(max(0, envInt("GPUPROF_BATCH_RECORDS"))), "publish a batch every this many access records (default $GPUPROF_BATCH_RECORDS or 262144)")
 	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "also publish a batch at least this often, however few records (default 5s)")
-	fs.IntVar(&o.Workers, "workers", envInt("GPUPROF_WORKERS"), "goroutines analysing access records (default $GPUPROF_WORKERS or the number of cores)")
-	fs.IntVar(&o.MemWorkers, "mem-workers", envInt("GPUPROF_MEM_WORKERS"), "goroutines for reuse distances and bank conflicts (default $GPUPROF_MEM_WORKERS or --workers)")
-	fs.IntVar(&o.ReuseSampling, "reuse-sampling", envInt("GPUPROF_REUSE_SAMPLING"), "measure reuse distances in one traced block in this many of each launch; 1: every block (default $GPUPROF_REUSE_SAMPLING or 4)")
-	fs.Int64Var(&o.CandidateLimit, "candidate-limit", int64(max(0, envInt("GPUPROF_CANDIDATE_LIMIT"))), "spatial candidates a worker holds before a resolution is brought forward (default $GPUPROF_CANDIDATE_LIMIT or 32768)")
-	fs.Uint64Var(&o.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 16384)")
-	fs.IntVar(&o.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 16)")
+	fs.IntVar(&o.Analysis.Workers, "workers", envInt("GPUPROF_WORKERS"), "goroutines analysing access records (default $GPUPROF_WORKERS or the number of cores)")
+	fs.IntVar(&o.Analysis.MemWorkers, "mem-workers", envInt("GPUPROF_MEM_WORKERS"), "goroutines for reuse distances and bank conflicts (default $GPUPROF_MEM_WORKERS or --workers)")
+	fs.IntVar(&o.Analysis.ReuseSampling, "reuse-sampling", envInt("GPUPROF_REUSE_SAMPLING"), "measure reuse distances in one traced block in this many of each launch; 1: every block (default $GPUPROF_REUSE_SAMPLING or 4)")
+	fs.Int64Var(&o.Analysis.CandidateLimit, "candidate-limit", int64(max(0, envInt("GPUPROF_CANDIDATE_LIMIT"))), "spatial candidates a worker holds before a resolution is brought forward (default $GPUPROF_CANDIDATE_LIMIT or 32768)")
+	fs.Uint64Var(&o.Analysis.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 16384)")
+	fs.IntVar(&o.Analysis.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 16)")
 	sw := time.Duration(0)
 	if v, err := time.ParseDuration(os.Getenv("GPUPROF_STRUCTURE_WAIT")); err == nil {
 		sw = v
 	}
-	fs.DurationVar(&o.StructureWait, "structure-wait", sw, "longest wait for GPU functions' structure (nvdisasm), during the run and after the application's end (default $GPUPROF_STRUCTURE_WAIT or 30s)")
+	fs.DurationVar(&o.Analysis.StructureWait, "structure-wait", sw, "longest wait for GPU functions' structure (nvdisasm), during the run and after the application's end (default $GPUPROF_STRUCTURE_WAIT or 30s)")
 	window := fs.Int("window", 64, "batches published and not yet acknowledged at most (backpressure)")
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", 5*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the analysis may go on before what it has is published")
 	local := fs.String("local", "", "no broker: merge this rank's batches into a profile file")
@@ -115,7 +115,7 @@ torchrun; written by hand:
 		if err != nil {
 			return err
 		}
-		o.HashValues = h
+		o.Analysis.HashValues = h
 	}
 	if o.Job == "" {
 		o.Job = "local"
@@ -180,7 +180,7 @@ torchrun; written by hand:
 		}
 		o.Publisher = pub
 		o.Share = conn // one rank disassembles each function
-		o.OnModule = func(h profile.ModuleHash, cubin []byte) {
+		o.Analysis.OnModule = func(h profile.ModuleHash, cubin []byte) {
 			// The first rank that sees a module uploads it; the others
 			// skip. A framework's big modules stay here: the listings of
 			// their functions that ran go through the bucket instead.
