@@ -107,7 +107,6 @@ status applications rarely use.
 	var cfg jobConfig
 	fs.StringVar(&cfg.Out, "o", "gpuprof-out", "output directory (must not exist or be empty, unless --force)")
 	force := fs.Bool("force", false, "replace gpuprof's outputs in an existing output directory")
-	inject := fs.String("inject", "", "injection library (default $GPUPROF_INJECT, else lib/libgpuprof_inject.so beside gpuprof, where 'make inject' puts it)")
 	fs.StringVar(&cfg.Job, "job", "", "job id (default: generated)")
 	fs.IntVar(&cfg.FanIn, "fan-in", 8, "reduction tree fan-in")
 	fs.IntVar(&cfg.Ranks, "ranks", 0, "rank count (default: the launcher's -np)")
@@ -116,17 +115,20 @@ status applications rarely use.
 	fs.BoolVar(&cfg.ExtReduce, "external-reducers", false, "do not run the tree here: 'gpuprof reduce' processes run its nodes")
 	fs.DurationVar(&cfg.StopWait, "stop-timeout", 10*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the application and the collectors get before the report of what was merged is written; keep it well under the batch system's kill delay (Slurm's KillWait: 30s)")
 	fs.StringVar(&cfg.Listen, "broker-listen", os.Getenv("GPUPROF_BROKER_LISTEN"), "address the embedded broker listens on, HOST[:PORT] (default: 127.0.0.1, or this host's routable address when the launcher places ranks on other hosts; docs/cluster.md)")
-	mode := fs.String("mode", "", "redundancy | pcsampling | hybrid | all (default redundancy; all: one run per kind, merged by calling context)")
-	p := fs.Int("block-sampling", 0, "block sampling period P (default 50)")
-	k := fs.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
-	reuse := fs.Int("reuse-sampling", 0, "measure reuse distances in one traced block in this many of each launch; 1: every block (default 4)")
-	pyFrames := fs.Bool("python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks name Python functions")
-	batchRecords := fs.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 262144)")
-	batchInterval := fs.Duration("batch-interval", 0, "collectors also publish a batch at least this often, however few records (default 5s)")
-	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
-	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
-	noValues := fs.Bool("no-values", false, "store no value read from the application's memory (value sketches hold them by default): keyed hashes only; counts and redundancy fractions stay")
-	hostSyms := fs.String("host-symbols", "", "symbol tables for host binaries not on the collectors' machines (gpuprof symtab; with --replay)")
+	// What every collector gets, in this order (collectflags.go).
+	cf := newCollectorFlags(fs)
+	inject := cf.Path("inject", "", "injection library (default $GPUPROF_INJECT, else lib/libgpuprof_inject.so beside gpuprof, where 'make inject' puts it)", absPath)
+	hostSyms := cf.Path("host-symbols", "", "symbol tables for host binaries not on the collectors' machines (gpuprof symtab; with --replay)", absList)
+	mode := cf.String("mode", "", "redundancy | pcsampling | hybrid | all (default redundancy; all: one run per kind, merged by calling context)")
+	p := cf.Int("block-sampling", 0, "block sampling period P (default 50)")
+	k := cf.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
+	reuse := cf.Int("reuse-sampling", 0, "measure reuse distances in one traced block in this many of each launch; 1: every block (default 4)")
+	cf.Bool("python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks name Python functions")
+	cf.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 262144)")
+	batchInterval := cf.Duration("batch-interval", 0, "collectors also publish a batch at least this often, however few records (default 5s)")
+	replay := cf.Path("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)", absPath)
+	sassFiles := cf.Path("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent", absList)
+	noValues := cf.Bool("no-values", false, "store no value read from the application's memory (value sketches hold them by default): keyed hashes only; counts and redundancy fractions stay")
 	nats := natsFlags(fs)
 	fs.StringVar(&cfg.CollectorNKey, "collector-nkey", "", "nkey seed the collectors use instead of run's own credentials (gpuprof nats-config writes J.collector.nk)")
 	fs.StringVar(&cfg.CollectorCreds, "collector-creds", "", "NATS credentials file the collectors use instead of run's own")
@@ -143,42 +145,8 @@ status applications rarely use.
 	}
 	cfg.MultiHost = multiHost(cfg.Launcher, os.Getenv)
 	cfg.RanksElsewhere = cfg.MultiHost && launcherName(cfg.Launcher) == "torchrun"
-	if *inject != "" {
-		cfg.Collect = append(cfg.Collect, "--inject", absPath(*inject))
-	}
-	if *hostSyms != "" {
-		cfg.Collect = append(cfg.Collect, "--host-symbols", absList(*hostSyms))
-	}
-	if *mode != "" {
-		cfg.Collect = append(cfg.Collect, "--mode", *mode)
-	}
-	if *p != 0 {
-		cfg.Collect = append(cfg.Collect, "--block-sampling", fmt.Sprint(*p))
-	}
-	if *k != 0 {
-		cfg.Collect = append(cfg.Collect, "--kernel-sampling", fmt.Sprint(*k))
-	}
-	if *reuse != 0 {
-		cfg.Collect = append(cfg.Collect, "--reuse-sampling", fmt.Sprint(*reuse))
-	}
-	if *pyFrames {
-		cfg.Collect = append(cfg.Collect, "--python-frames")
-	}
-	if *batchRecords != 0 {
-		cfg.Collect = append(cfg.Collect, "--batch-records", fmt.Sprint(*batchRecords))
-	}
-	if *batchInterval != 0 {
-		cfg.Collect = append(cfg.Collect, "--batch-interval", batchInterval.String())
-	}
-	if *replay != "" {
-		abs, _ := filepath.Abs(*replay)
-		cfg.Collect = append(cfg.Collect, "--replay", abs)
-	}
-	if cfg.SASS != "" {
-		cfg.Collect = append(cfg.Collect, "--sass", absList(cfg.SASS))
-	}
+	cfg.Collect = cf.args()
 	if *noValues {
-		cfg.Collect = append(cfg.Collect, "--no-values")
 		cfg.Env = append(cfg.Env, ValueKeyEnv+"="+newValueKey())
 	}
 	return runJob(cfg)
