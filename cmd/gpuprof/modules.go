@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -73,16 +75,31 @@ func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *pro
 			}
 			pieces = append(pieces, text)
 		}
-		os.MkdirAll(dir, 0o700)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			// Nothing can be saved; the report still has the profile.
+			slog.Warn("saving modules", "dir", dir, "err", err)
+			return
+		}
 		if len(pieces) > 0 {
-			os.WriteFile(listingFile(out, h), sass.EncodeListing(sass.JoinListings(pieces...)), 0o600)
+			writeModuleFile(listingFile(out, h), sass.EncodeListing(sass.JoinListings(pieces...)))
 		}
 		if n, err := conn.ModuleSize(ctx, job, h, broker.ModuleCubin); err != nil || n > CubinKeepMax {
-			continue
+			continue // none uploaded, or too big to keep
 		}
-		if b, err := conn.GetModule(ctx, job, h, broker.ModuleCubin); err == nil {
-			os.WriteFile(cubinFile(out, h), b, 0o600)
+		if b, err := conn.GetModule(ctx, job, h, broker.ModuleCubin); err != nil {
+			slog.Warn("module cubin not saved", "module", h, "err", err)
+		} else {
+			writeModuleFile(cubinFile(out, h), b)
 		}
+	}
+}
+
+// writeModuleFile saves a module's listing or cubin; one that cannot be
+// written is named and left out (a later report makes it again, or goes
+// without it).
+func writeModuleFile(path string, data []byte) {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		slog.Warn("module file not saved", "file", path, "err", err)
 	}
 }
 
@@ -149,7 +166,11 @@ func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
 			have = nil
 		}
 	}
-	cubin, _ := os.ReadFile(cubinFile(m.dir, h))
+	cubin, err := os.ReadFile(cubinFile(m.dir, h))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Without it, only the listings can give the module's functions.
+		slog.Warn("saved cubin unreadable", "file", cubinFile(m.dir, h), "err", err)
+	}
 	var sm uint16
 	if md := m.p.Modules[h]; md != nil {
 		sm = md.SM
@@ -186,8 +207,10 @@ func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
 		return have, fmt.Errorf("module %v: joined listing: %w", h, err)
 	}
 	if m.saveBack {
-		if err := os.MkdirAll(filepath.Join(m.dir, ModulesDir), 0o700); err == nil {
-			os.WriteFile(listingFile(m.dir, h), sass.EncodeListing(text), 0o600)
+		if err := os.MkdirAll(filepath.Join(m.dir, ModulesDir), 0o700); err != nil {
+			slog.Warn("completed listing not saved", "dir", filepath.Join(m.dir, ModulesDir), "err", err)
+		} else {
+			writeModuleFile(listingFile(m.dir, h), sass.EncodeListing(text))
 		}
 	}
 	return mod, nil

@@ -187,7 +187,11 @@ func runJob(cfg jobConfig) error {
 	if err := os.MkdirAll(cfg.Out, 0o700); err != nil {
 		return err
 	}
-	os.Chmod(cfg.Out, 0o700)
+	// An existing directory (--force) is made private too: the broker's
+	// credentials go in it. Failing that, it stays as it was.
+	if err := os.Chmod(cfg.Out, 0o700); err != nil {
+		slog.Warn("output directory permissions", "dir", cfg.Out, "err", err)
+	}
 	if cfg.StopWait <= 0 {
 		cfg.StopWait = 10 * time.Second
 	}
