@@ -118,19 +118,7 @@ const maxCalleeRounds = 3
 const wholeModuleLimit = 16 << 20
 
 func (s *SASS) batch(mw *modWork, jobs []*fnJob, tool string) {
-	mw.symOnce.Do(func() {
-		c, err := sass.ParseCubin(mw.cubin)
-		if err != nil {
-			mw.symErr = err
-			return
-		}
-		mw.syms = make(map[string]int, len(c.Functions))
-		for _, f := range c.Functions {
-			if _, dup := mw.syms[f.Name]; !dup {
-				mw.syms[f.Name] = f.Symbol
-			}
-		}
-	})
+	mw.symOnce.Do(mw.readSymbols)
 	if mw.symErr != nil {
 		for _, j := range jobs {
 			j.why = fmt.Sprintf("%s: module %v: %v", WhyNVDisasm, mw.hash, mw.symErr)
@@ -159,6 +147,68 @@ func (s *SASS) batch(mw *modWork, jobs []*fnJob, tool string) {
 		}
 		return
 	}
+	text, m, asked, err := s.selection(mw, want, path, tool)
+	var absent []string
+	if err == nil {
+		for _, j := range want {
+			if m.Func(j.fn) == nil {
+				absent = append(absent, j.fn)
+			}
+		}
+	}
+	if err != nil && len(mw.cubin) > wholeModuleLimit {
+		// nvdisasm itself failed on these functions (it does on some of
+		// cuBLASLt's sm_90 kernels): the whole of a framework-sized module
+		// would take long and most likely fail the same way.
+		for _, j := range want {
+			j.why = WhyNVDisasm + ": " + firstLine(err.Error())
+		}
+		return
+	}
+	if err != nil || len(absent) > 0 {
+		why := fmt.Sprintf("the selection of %d functions lacked %d (such as %s)", asked, len(absent), firstOf(absent))
+		if err != nil {
+			why = firstLine(err.Error())
+		}
+		if text, m, err = s.wholeModule(mw, path, tool, why); err != nil {
+			for _, j := range want {
+				j.why = WhyNVDisasm + ": " + firstLine(err.Error())
+			}
+			return
+		}
+	}
+	for _, j := range want {
+		piece, ok := sass.FunctionListing(text, m, j.fn)
+		if !ok {
+			j.why = fmt.Sprintf("%s: nvdisasm's listing of module %v lacks %s", WhyNotInModule, mw.hash, j.fn)
+			continue
+		}
+		j.text = piece
+		s.count(func(st *ShareStats) { st.Functions++ })
+	}
+}
+
+// readSymbols maps the module's function names to their ELF symbol
+// indices, which nvdisasm's function selection takes (once per module).
+func (mw *modWork) readSymbols() {
+	c, err := sass.ParseCubin(mw.cubin)
+	if err != nil {
+		mw.symErr = err
+		return
+	}
+	mw.syms = make(map[string]int, len(c.Functions))
+	for _, f := range c.Functions {
+		if _, dup := mw.syms[f.Name]; !dup {
+			mw.syms[f.Name] = f.Symbol
+		}
+	}
+}
+
+// selection runs nvdisasm on the sections of the functions of want, then
+// again with the sections of the functions they call that the listing
+// lacked (at most maxCalleeRounds more runs). It returns the last listing,
+// parsed, and how many functions it asked for.
+func (s *SASS) selection(mw *modWork, want []*fnJob, path, tool string) ([]byte, *sass.Module, int, error) {
 	asked := map[int]bool{}
 	var idx []int
 	add := func(name string) bool {
@@ -175,6 +225,7 @@ func (s *SASS) batch(mw *modWork, jobs []*fnJob, tool string) {
 	}
 	var text []byte
 	var m *sass.Module
+	var err error
 	for round := 0; ; round++ {
 		sort.Ints(idx)
 		list := make([]string, len(idx))
@@ -203,59 +254,30 @@ func (s *SASS) batch(mw *modWork, jobs []*fnJob, tool string) {
 			break
 		}
 	}
-	var absent []string
-	if err == nil {
-		for _, j := range want {
-			if m.Func(j.fn) == nil {
-				absent = append(absent, j.fn)
-			}
+	return text, m, len(idx), err
+}
+
+// wholeModule disassembles the whole module after a selection failed (an
+// nvdisasm without -fun, or one that counts symbols otherwise; why says
+// how), once: each of its functions' listings is kept for later requests.
+func (s *SASS) wholeModule(mw *modWork, path, tool, why string) ([]byte, *sass.Module, error) {
+	s.logf("module %v: nvdisasm %s; disassembling the whole module (%d bytes)", mw.hash, why, len(mw.cubin))
+	s.count(func(st *ShareStats) { st.Disassembled++; st.Whole++ })
+	text, err := sass.RunNVDisasmFile(tool, path, s.timeout())
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := sass.Parse(text)
+	if err != nil {
+		return nil, nil, err
+	}
+	mw.whole = map[string][]byte{}
+	for _, f := range m.Functions {
+		if piece, ok := sass.FunctionListing(text, m, f.Name); ok {
+			mw.whole[f.Name] = sass.EncodeListing(piece)
 		}
 	}
-	if err != nil && len(mw.cubin) > wholeModuleLimit {
-		// nvdisasm itself failed on these functions (it does on some of
-		// cuBLASLt's sm_90 kernels): the whole of a framework-sized module
-		// would take long and most likely fail the same way.
-		for _, j := range want {
-			j.why = WhyNVDisasm + ": " + firstLine(err.Error())
-		}
-		return
-	}
-	if err != nil || len(absent) > 0 {
-		// The selection failed (an nvdisasm without -fun, or one that
-		// counts symbols otherwise): the whole module, once, each of its
-		// functions' listings kept for later requests.
-		why := fmt.Sprintf("the selection of %d functions lacked %d (such as %s)", len(idx), len(absent), firstOf(absent))
-		if err != nil {
-			why = firstLine(err.Error())
-		}
-		s.logf("module %v: nvdisasm %s; disassembling the whole module (%d bytes)", mw.hash, why, len(mw.cubin))
-		s.count(func(st *ShareStats) { st.Disassembled++; st.Whole++ })
-		text, err = sass.RunNVDisasmFile(tool, path, s.timeout())
-		if err == nil {
-			m, err = sass.Parse(text)
-		}
-		if err != nil {
-			for _, j := range want {
-				j.why = WhyNVDisasm + ": " + firstLine(err.Error())
-			}
-			return
-		}
-		mw.whole = map[string][]byte{}
-		for _, f := range m.Functions {
-			if piece, ok := sass.FunctionListing(text, m, f.Name); ok {
-				mw.whole[f.Name] = sass.EncodeListing(piece)
-			}
-		}
-	}
-	for _, j := range want {
-		piece, ok := sass.FunctionListing(text, m, j.fn)
-		if !ok {
-			j.why = fmt.Sprintf("%s: nvdisasm's listing of module %v lacks %s", WhyNotInModule, mw.hash, j.fn)
-			continue
-		}
-		j.text = piece
-		s.count(func(st *ShareStats) { st.Functions++ })
-	}
+	return text, m, nil
 }
 
 func firstOf(s []string) string {
