@@ -1,6 +1,6 @@
 // Package collector is gpuprof's per-rank stage: it starts the application
 // with the injection library (or replays a recorded raw stream), decodes
-// the stream, analyses it online (package analyze) and publishes the
+// the stream, analyses it online (package online) and publishes the
 // results as profile items, a batch every N access records or T seconds,
 // then the rank's done item. See docs/collector.md.
 package collector
@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"gpuprof/collector/analyze"
 	"gpuprof/collector/launcher"
+	"gpuprof/collector/online"
 	"gpuprof/collector/proctree"
 	"gpuprof/collector/rawstream"
 	"gpuprof/collector/symbolize"
@@ -86,14 +86,14 @@ type Options struct {
 	BatchInterval time.Duration
 
 	// Analysis configures each rank's online analysis, handed to
-	// analyze.New as it is (one struct, so no option is forgotten on the
+	// online.New as it is (one struct, so no option is forgotten on the
 	// way): Job, Rank and Host are set per rank by the collector. Its
-	// Structures default to an analyze.SASS with the disk cache
-	// (analyze.DefaultDiskCache), nvdisasm when on PATH and the nvdisasm
+	// Structures default to an online.SASS with the disk cache
+	// (online.DefaultDiskCache), nvdisasm when on PATH and the nvdisasm
 	// outputs in SASSFiles; OnModule is called once per module content
 	// hash with its cubin; HashValues, when set, keeps no value read from
 	// the application's memory (value sketches hold keyed hashes).
-	Analysis  analyze.Options
+	Analysis  online.Options
 	SASSFiles []string
 	// HostSymbols are symbol tables (files, or directories of *.syms) for
 	// host modules that are not on this machine: a replayed capture's
@@ -290,7 +290,7 @@ func New(o Options) (*Collector, error) {
 	r := pl.base
 	own := o.Analysis.Structures == nil
 	if own {
-		st := &analyze.SASS{Files: o.SASSFiles, Logf: o.Logf, Cache: analyze.DefaultDiskCache()}
+		st := &online.SASS{Files: o.SASSFiles, Logf: o.Logf, Cache: online.DefaultDiskCache()}
 		if o.Share != nil {
 			st.Share = BrokerListings(o.Share, o.Job, r)
 		}
@@ -361,7 +361,7 @@ func (c *Collector) logf(format string, args ...any) {
 // *ExitError with the application's non-zero status, or what went wrong
 // (joined with the exit status).
 func (c *Collector) Run(ctx context.Context) error {
-	if s, ok := c.o.Analysis.Structures.(*analyze.SASS); ok && c.ownSASS {
+	if s, ok := c.o.Analysis.Structures.(*online.SASS); ok && c.ownSASS {
 		defer s.Close()
 	}
 	// Interruptions end the reading (a replay) and, later, the analysis,

@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"gpuprof/broker"
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/profile"
 )
 
@@ -23,7 +23,7 @@ type ModuleBucket interface {
 }
 
 // brokerListings shares nvdisasm listings through a job's module bucket
-// (analyze.ListingShare).
+// (online.ListingShare).
 type brokerListings struct {
 	conn       ModuleBucket
 	job, owner string
@@ -31,7 +31,7 @@ type brokerListings struct {
 
 // BrokerListings shares the nvdisasm listings of job's modules through
 // conn, as rank.
-func BrokerListings(conn ModuleBucket, job string, rank int32) analyze.ListingShare {
+func BrokerListings(conn ModuleBucket, job string, rank int32) online.ListingShare {
 	host, _ := os.Hostname()
 	var nonce [4]byte
 	rand.Read(nonce[:])

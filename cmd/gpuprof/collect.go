@@ -15,7 +15,7 @@ import (
 
 	"gpuprof/broker"
 	"gpuprof/collector"
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/collector/proctree"
 	"gpuprof/collector/publish"
 	"gpuprof/profile"
@@ -166,7 +166,7 @@ torchrun; written by hand:
 
 // analysisFlags defines collect's flags of the online analysis, each
 // with its environment variable as the default.
-func analysisFlags(fs *flag.FlagSet, a *analyze.Options) {
+func analysisFlags(fs *flag.FlagSet, a *online.Options) {
 	fs.IntVar(&a.Workers, "workers", envInt("GPUPROF_WORKERS"), "goroutines analysing access records (default $GPUPROF_WORKERS or the number of cores)")
 	fs.IntVar(&a.MemWorkers, "mem-workers", envInt("GPUPROF_MEM_WORKERS"), "goroutines for reuse distances and bank conflicts (default $GPUPROF_MEM_WORKERS or --workers)")
 	fs.IntVar(&a.ReuseSampling, "reuse-sampling", envInt("GPUPROF_REUSE_SAMPLING"), "measure reuse distances in one traced block in this many of each launch; 1: every block (default $GPUPROF_REUSE_SAMPLING or 4)")
@@ -296,7 +296,7 @@ func publishFailure(ctx context.Context, o collector.Options, cause error) (int3
 	if err != nil || o.Publisher == nil {
 		return r, false
 	}
-	done, err := analyze.DoneItem(o.Job, r, 0, nil, -1, "collector did not start: "+strings.TrimPrefix(cause.Error(), "collector: "))
+	done, err := online.DoneItem(o.Job, r, 0, nil, -1, "collector did not start: "+strings.TrimPrefix(cause.Error(), "collector: "))
 	if err == nil {
 		err = o.Publisher.Publish(ctx, done, true)
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"gpuprof/broker"
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
@@ -68,7 +68,7 @@ func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *pro
 			if err != nil {
 				continue // a subroutine (in its kernel's listing), or none shared
 			}
-			_, got, text, err := analyze.DecodeEntry(b)
+			_, got, text, err := online.DecodeEntry(b)
 			if err != nil || got != fn {
 				slog.Warn("shared listing unusable", "module", h, "function", fn, "err", err)
 				continue
@@ -112,7 +112,7 @@ func writeModuleFile(path string, data []byte) {
 type modules struct {
 	dir string
 	p   *profile.Profile
-	src *analyze.SASS
+	src *online.SASS
 	fns map[profile.ModuleHash][]string
 	// saveBack: a listing completed here is written to dir (gpuprof run's
 	// output; report leaves the directory it reads as it is).
@@ -135,7 +135,7 @@ func moduleSource(dir, sassFiles string, p *profile.Profile) (*modules, error) {
 		files = append(files, f)
 	}
 	return &modules{dir: dir, p: p, fns: profileFunctions(p),
-		src:   &analyze.SASS{Files: files, Cache: analyze.DefaultDiskCache()},
+		src:   &online.SASS{Files: files, Cache: online.DefaultDiskCache()},
 		cache: map[profile.ModuleHash]*sass.Module{}, errs: map[profile.ModuleHash]error{}}, nil
 }
 
@@ -175,7 +175,7 @@ func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
 	if md := m.p.Modules[h]; md != nil {
 		sm = md.SM
 	}
-	ref := analyze.ModuleRef{Hash: h, Cubin: cubin, SM: sm, Functions: m.fns[h]}
+	ref := online.ModuleRef{Hash: h, Cubin: cubin, SM: sm, Functions: m.fns[h]}
 	var need []string
 	for _, fn := range m.fns[h] {
 		if have == nil || have.Func(fn) == nil {
