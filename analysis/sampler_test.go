@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"gpuprof/analysis"
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/profile"
 	"gpuprof/symname"
 )
@@ -39,7 +39,7 @@ func TestSamplerAgainstCounts(t *testing.T) {
 	fmt.Fprintf(&table, "| program | kernel | µs per launch | instructions per warp | W | issue rate (counts) | selected × W | samples per µs |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
 	checked := 0
 	for _, ps := range pairSpecs {
-		structs := &analyze.SASS{NVDisasm: "-", Files: []string{filepath.Join(d.sass, ps.prog)}}
+		structs := &online.SASS{NVDisasm: "-", Files: []string{filepath.Join(d.sass, ps.prog)}}
 		pcPath := filepath.Join(d.captures, ps.prog+".pcsampling.gpr")
 		canon := captureModules(t, pcPath)
 		counts := map[string][2]float64{} // function: instructions, warps (entry executions)

@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"gpuprof/analysis"
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/collector/rawstream"
 	"gpuprof/profile"
 	"gpuprof/sass"
@@ -101,14 +101,14 @@ func findValidationDirs() (validationDirs, bool) {
 // build of the same source differs in a few bytes outside the code) is
 // read as that one, so that its functions meet the other captures' in one
 // module.
-func captureItem(t *testing.T, path string, structs analyze.StructureSource, seq uint32, canon [][]byte) *profile.Profile {
+func captureItem(t *testing.T, path string, structs online.StructureSource, seq uint32, canon [][]byte) *profile.Profile {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	a := analyze.New(analyze.Options{Job: "validation", Rank: 0, Structures: structs})
+	a := online.New(online.Options{Job: "validation", Rank: 0, Structures: structs})
 	defer a.Close()
 	dec := rawstream.NewDecoder(bufio.NewReader(f))
 	for {
@@ -206,7 +206,7 @@ func stripTimes(p *profile.Profile, launches bool) {
 // captures into one profile of rank 0.
 func programProfile(t *testing.T, d validationDirs, prog string) (*profile.Profile, []string) {
 	t.Helper()
-	structs := &analyze.SASS{NVDisasm: "-", Files: []string{filepath.Join(d.sass, prog)}}
+	structs := &online.SASS{NVDisasm: "-", Files: []string{filepath.Join(d.sass, prog)}}
 	var items []*profile.Profile
 	var used []string
 	var best *profile.Profile
@@ -241,7 +241,7 @@ func programProfile(t *testing.T, d validationDirs, prog string) (*profile.Profi
 		it.Items[0].Clear()
 		it.Items[0].Add(uint32(i))
 	}
-	done, err := analyze.DoneItem("validation", 0, uint32(len(items)), nil, 0, "")
+	done, err := online.DoneItem("validation", 0, uint32(len(items)), nil, 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,10 +497,10 @@ func TestValidationImbalance(t *testing.T) {
 		}
 		paths = append(paths, p)
 	}
-	structs := &analyze.SASS{NVDisasm: "-", Files: []string{filepath.Join(d.sass, "mpi_imbalance")}}
+	structs := &online.SASS{NVDisasm: "-", Files: []string{filepath.Join(d.sass, "mpi_imbalance")}}
 	job := profile.New("validation")
 	for r, path := range paths {
-		a := analyze.New(analyze.Options{Job: "validation", Rank: int32(r), Structures: structs})
+		a := online.New(online.Options{Job: "validation", Rank: int32(r), Structures: structs})
 		f, err := os.Open(path)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package collector is gpuprof's per-rank stage: it starts the application
 // with the injection library (or replays a recorded raw stream), decodes
-// the stream, analyses it online (package analyze) and publishes the
+// the stream, analyses it online (package online) and publishes the
 // results as profile items, a batch every N access records or T seconds,
 // then the rank's done item. See docs/collector.md.
 package collector
@@ -20,9 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"gpuprof/broker"
-	"gpuprof/collector/analyze"
 	"gpuprof/collector/launcher"
+	"gpuprof/collector/online"
 	"gpuprof/collector/proctree"
 	"gpuprof/collector/rawstream"
 	"gpuprof/collector/symbolize"
@@ -86,41 +85,24 @@ type Options struct {
 	BatchRecords  uint64
 	BatchInterval time.Duration
 
-	// Workers analysing records (default GOMAXPROCS); MemWorkers for reuse
-	// distances and bank conflicts (default Workers).
-	Workers, MemWorkers int
-	// ReuseSampling: reuse distances are measured in one traced block in
-	// this many of each launch (0: the analysis' default; 1: every block).
-	ReuseSampling int
-	// ResolveEvery: access records per worker between spatial resolutions
-	// (0: the analysis' default).
-	ResolveEvery uint64
-	// CandidateLimit: spatial candidates a worker may hold before a
-	// barrier is brought forward (0: the analysis' default).
-	CandidateLimit int64
-	// QueueDepth: frames each analysis worker's queue holds (0: default).
-	QueueDepth int
-	// Structures gives GPU function structure; default: an analyze.SASS
-	// with the disk cache (analyze.DefaultDiskCache), nvdisasm when on PATH
-	// and the nvdisasm outputs in SASSFiles.
-	Structures analyze.StructureSource
-	SASSFiles  []string
-	// StructureWait bounds the waits for structure (0: the analysis'
-	// default; analyze.Options.StructureWait).
-	StructureWait time.Duration
+	// Analysis configures each rank's online analysis, handed to
+	// online.New as it is (one struct, so no option is forgotten on the
+	// way): Job, Rank and Host are set per rank by the collector. Its
+	// Structures default to an online.SASS with the disk cache
+	// (online.DefaultDiskCache), nvdisasm when on PATH and the nvdisasm
+	// outputs in SASSFiles; OnModule is called once per module content
+	// hash with its cubin; HashValues, when set, keeps no value read from
+	// the application's memory (value sketches hold keyed hashes).
+	Analysis  online.Options
+	SASSFiles []string
 	// HostSymbols are symbol tables (files, or directories of *.syms) for
 	// host modules that are not on this machine: a replayed capture's
 	// binaries (collector/symbolize, gpuprof symtab).
 	HostSymbols []string
 	// Share, when set, shares nvdisasm listings with the job's other ranks
 	// through the broker's module bucket (one rank disassembles each
-	// function; docs/sass.md). Used by the default Structures only.
-	Share *broker.Conn
-	// OnModule is called once per module content hash with its cubin.
-	OnModule func(hash profile.ModuleHash, cubin []byte)
-	// HashValues, when set, keeps no value read from the application's
-	// memory: value sketches hold keyed hashes (analyze.Options.HashValues).
-	HashValues *analyze.ValueHasher
+	// function; docs/sass.md). Used by the default Analysis.Structures only.
+	Share ModuleBucket
 
 	// The application's standard streams (default: the collector's).
 	Stdin          io.Reader
@@ -306,13 +288,13 @@ func New(o Options) (*Collector, error) {
 		return nil, fmt.Errorf("collector: %w", err)
 	}
 	r := pl.base
-	own := o.Structures == nil
+	own := o.Analysis.Structures == nil
 	if own {
-		st := &analyze.SASS{Files: o.SASSFiles, Logf: o.Logf, Cache: analyze.DefaultDiskCache()}
+		st := &online.SASS{Files: o.SASSFiles, Logf: o.Logf, Cache: online.DefaultDiskCache()}
 		if o.Share != nil {
 			st.Share = BrokerListings(o.Share, o.Job, r)
 		}
-		o.Structures = st
+		o.Analysis.Structures = st
 	}
 	o.Replay = ExpandRank(o.Replay, r)
 	if o.Replay != "" {
@@ -379,7 +361,7 @@ func (c *Collector) logf(format string, args ...any) {
 // *ExitError with the application's non-zero status, or what went wrong
 // (joined with the exit status).
 func (c *Collector) Run(ctx context.Context) error {
-	if s, ok := c.o.Structures.(*analyze.SASS); ok && c.ownSASS {
+	if s, ok := c.o.Analysis.Structures.(*online.SASS); ok && c.ownSASS {
 		defer s.Close()
 	}
 	// Interruptions end the reading (a replay) and, later, the analysis,

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/collector/rawstream"
 	"gpuprof/collector/synth"
 	"gpuprof/profile"
@@ -101,7 +101,7 @@ func writeSynth(t *testing.T, dir string, o synth.Options, rank int) (string, []
 // direct analyses a stream in one item, without the collector, for
 // comparison.
 func direct(t *testing.T, stream []byte, rank int32) *profile.Profile {
-	a := analyze.New(analyze.Options{Job: "job", Rank: rank, Structures: &analyze.SASS{NVDisasm: "-"}})
+	a := online.New(online.Options{Job: "job", Rank: rank, Structures: &online.SASS{NVDisasm: "-"}})
 	defer a.Close()
 	d := rawstream.NewDecoder(bytes.NewReader(stream))
 	for {
@@ -159,7 +159,7 @@ func TestReplayBatches(t *testing.T) {
 	rec := filepath.Join(dir, "copy-{rank}.gpraw")
 	pub := &items{}
 	c, err := New(Options{Job: "job", Rank: 5, Replay: strings.Replace(path, "0005", "{rank:4}", 1), Publisher: pub, BatchRecords: 300, Record: rec,
-		Structures: &analyze.SASS{NVDisasm: "-"}})
+		Analysis: online.Options{Structures: &online.SASS{NVDisasm: "-"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestReplayTruncatedAndCorrupt(t *testing.T) {
 			os.WriteFile(p, cs.bytes, 0o644)
 			pub := &items{}
 			err := Collect(context.Background(), Options{Job: "job", Rank: 2, Replay: p, Publisher: pub, BatchRecords: 500,
-				Structures: &analyze.SASS{NVDisasm: "-"}})
+				Analysis: online.Options{Structures: &online.SASS{NVDisasm: "-"}}})
 			var se *StreamError
 			if !errors.As(err, &se) || se.Rank != 2 || se.Offset < cs.off {
 				t.Fatalf("error %v, want a StreamError of rank 2 at offset >= %d", err, cs.off)
@@ -333,7 +333,7 @@ func appOptions(t *testing.T, pub Publisher) Options {
 	os.WriteFile(lib, nil, 0o644)
 	t.Setenv("GPUPROF_TEST_APP", "1")
 	return Options{Job: "job", Rank: -1, Command: []string{exe}, InjectLib: lib, Publisher: pub, BatchRecords: 400,
-		BlockSampling: 5, Structures: &analyze.SASS{NVDisasm: "-"}}
+		BlockSampling: 5, Analysis: online.Options{Structures: &online.SASS{NVDisasm: "-"}}}
 }
 
 func TestRunApplication(t *testing.T) {
@@ -374,7 +374,7 @@ func TestAnalysisFailureDoesNotStopApplication(t *testing.T) {
 	o := appOptions(t, pub)
 	o.Rank = 1
 	t.Setenv("GPUPROF_TEST_SCALE", "8") // several MB: more than the socket buffers hold
-	o.Structures = panicking{}
+	o.Analysis.Structures = panicking{}
 	o.Stdin = strings.NewReader("")
 	o.Stdout = io.Discard
 	c, err := New(o)
@@ -404,7 +404,7 @@ func TestAnalysisFailureDoesNotStopApplication(t *testing.T) {
 // collector's recovery from a bug in the analysis.
 type panicking struct{}
 
-func (panicking) Request(analyze.ModuleRef, string) *analyze.Pending {
+func (panicking) Request(online.ModuleRef, string) *online.Pending {
 	panic("structure lookup failed")
 }
 
@@ -445,7 +445,7 @@ func TestPublisherBackpressure(t *testing.T) {
 	pub := &items{delay: 20 * time.Millisecond}
 	start := time.Now()
 	if err := Collect(context.Background(), Options{Job: "job", Rank: 0, Replay: path, Publisher: pub, BatchRecords: 200,
-		Structures: &analyze.SASS{NVDisasm: "-"}}); err != nil {
+		Analysis: online.Options{Structures: &online.SASS{NVDisasm: "-"}}}); err != nil {
 		t.Fatal(err)
 	}
 	// A slow publisher slows the collector; nothing is skipped.
@@ -455,7 +455,7 @@ func TestPublisherBackpressure(t *testing.T) {
 	pub.merged(t, 0)
 	failing := &items{fail: errors.New("broker gone")}
 	err := Collect(context.Background(), Options{Job: "job", Rank: 0, Replay: path, Publisher: failing, BatchRecords: 200,
-		Structures: &analyze.SASS{NVDisasm: "-"}})
+		Analysis: online.Options{Structures: &online.SASS{NVDisasm: "-"}}})
 	if err == nil || !strings.Contains(err.Error(), "broker gone") || !strings.Contains(err.Error(), "rank 0") {
 		t.Errorf("error %v", err)
 	}
@@ -471,7 +471,7 @@ func TestRecordFailureKeepsAnalysing(t *testing.T) {
 	path, stream := writeSynth(t, dir, synth.Options{Seed: 15, BlockSampling: 4, FrameRecords: 64}, 0)
 	pub := &items{}
 	err := Collect(context.Background(), Options{Job: "job", Rank: 0, Replay: path, Publisher: pub, BatchRecords: 500,
-		Record: "/dev/full", Structures: &analyze.SASS{NVDisasm: "-"}})
+		Record: "/dev/full", Analysis: online.Options{Structures: &online.SASS{NVDisasm: "-"}}})
 	if err == nil || !strings.Contains(err.Error(), "recording the stream") || ExitCode(err) != 1 {
 		t.Fatalf("error %v", err)
 	}

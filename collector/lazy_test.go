@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/collector/synth"
 	"gpuprof/profile"
 )
@@ -56,7 +56,7 @@ func TestFirstLaunchWaitsForItsModule(t *testing.T) {
 		unknown bool // the bound is reached before the module comes
 	}{{1000, false}, {300, true}} {
 		pub := &items{}
-		c, err := New(Options{Job: "job", Rank: 0, Replay: path, Publisher: pub, BatchRecords: tc.batch, Workers: 2})
+		c, err := New(Options{Job: "job", Rank: 0, Replay: path, Publisher: pub, BatchRecords: tc.batch, Analysis: online.Options{Workers: 2}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,8 +99,8 @@ func TestLazyPassMergesWithEagerPass(t *testing.T) {
 	writeLazy(t, lazy, pcs, false)
 	kernelIDs := func(path string) map[profile.NodeID]string {
 		pub := &items{}
-		c, err := New(Options{Job: "job", Rank: 1, Replay: path, Publisher: pub, Workers: 2,
-			Structures: &analyze.SASS{NVDisasm: "-", Files: []string{"../testdata/sass/mpi_imbalance"}}})
+		c, err := New(Options{Job: "job", Rank: 1, Replay: path, Publisher: pub,
+			Analysis: online.Options{Workers: 2, Structures: &online.SASS{NVDisasm: "-", Files: []string{"../testdata/sass/mpi_imbalance"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}

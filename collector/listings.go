@@ -8,20 +8,30 @@ import (
 	"os"
 
 	"gpuprof/broker"
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/profile"
 )
 
+// ModuleBucket is what sharing listings needs of the broker: a job's
+// module bucket and its claims (a *broker.Conn). An interface, so that the
+// collector holds no connection it could use for anything else.
+type ModuleBucket interface {
+	ClaimModule(ctx context.Context, job string, h profile.ModuleHash, kind, owner string) (bool, error)
+	PutModule(ctx context.Context, job string, h profile.ModuleHash, kind string, data []byte) (bool, error)
+	SettleModule(ctx context.Context, job string, h profile.ModuleHash, kind, failure string) error
+	AwaitModule(ctx context.Context, job string, h profile.ModuleHash, kind string) ([]byte, error)
+}
+
 // brokerListings shares nvdisasm listings through a job's module bucket
-// (analyze.ListingShare).
+// (online.ListingShare).
 type brokerListings struct {
-	conn       *broker.Conn
+	conn       ModuleBucket
 	job, owner string
 }
 
 // BrokerListings shares the nvdisasm listings of job's modules through
 // conn, as rank.
-func BrokerListings(conn *broker.Conn, job string, rank int32) analyze.ListingShare {
+func BrokerListings(conn ModuleBucket, job string, rank int32) online.ListingShare {
 	host, _ := os.Hostname()
 	var nonce [4]byte
 	rand.Read(nonce[:])

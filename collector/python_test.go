@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"testing"
 
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/collector/rawstream"
 	"gpuprof/collector/synth"
 	"gpuprof/profile"
@@ -157,7 +157,7 @@ func TestReplayWithPerfMap(t *testing.T) {
 	os.WriteFile(pm, []byte(pythonMap), 0o644)
 	pub := &items{}
 	if err := Collect(context.Background(), Options{Job: "job", Rank: 0, Replay: path, PerfMap: pm, Publisher: pub,
-		Structures: &analyze.SASS{NVDisasm: "-"}}); err != nil {
+		Analysis: online.Options{Structures: &online.SASS{NVDisasm: "-"}}}); err != nil {
 		t.Fatal(err)
 	}
 	pythonFrames(t, pub.merged(t, 0))

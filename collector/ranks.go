@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 
-	"gpuprof/collector/analyze"
 	"gpuprof/collector/launcher"
+	"gpuprof/collector/online"
 	"gpuprof/collector/proctree"
 	"gpuprof/collector/rawstream"
 	"gpuprof/profile"
@@ -270,7 +270,7 @@ func (rs *rankState) publishDone(ctx context.Context) error {
 		return nil
 	}
 	rs.done = true
-	done, err := analyze.DoneItem(rs.c.o.Job, rs.rank, rs.seq, rs.hello, exit, strings.Join(rs.issues, "; "))
+	done, err := online.DoneItem(rs.c.o.Job, rs.rank, rs.seq, rs.hello, exit, strings.Join(rs.issues, "; "))
 	if err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func (rs *rankState) publishDone(ctx context.Context) error {
 // analysis that fails while building the item sets *failed (the stream is
 // then only drained) and is recorded for the done item; only a publishing
 // error is returned.
-func (rs *rankState) publish(ctx context.Context, a *analyze.Analyzer, source string, failed *bool) error {
+func (rs *rankState) publish(ctx context.Context, a *online.Analyzer, source string, failed *bool) error {
 	return rs.publishWith(ctx, a.Flush, source, failed)
 }
 

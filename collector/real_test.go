@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/profile"
 )
 
@@ -29,7 +29,7 @@ func TestRealInjection(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			pub := &items{}
 			c, err := New(Options{Job: "real", Rank: 0, Command: []string{app}, InjectLib: lib, Mode: mode, KernelSampling: 10,
-				Publisher: pub, Stdout: os.Stderr, Structures: &analyze.SASS{}, Logf: t.Logf})
+				Publisher: pub, Stdout: os.Stderr, Analysis: online.Options{Structures: &online.SASS{}}, Logf: t.Logf})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,8 +10,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"gpuprof/broker"
-	"gpuprof/collector/analyze"
-	"gpuprof/collector/analyze/nvdisasmtest"
+	"gpuprof/collector/online"
+	"gpuprof/collector/online/nvdisasmtest"
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
@@ -43,11 +43,11 @@ func probeModule(t *testing.T) ([]byte, []byte, *sass.Module) {
 // loadAll has n ranks (each its own broker connection and SASS) ask for
 // function fns[i % len(fns)] at once and checks that every rank places and
 // kinds every instruction of it as the listing says.
-func loadAll(t *testing.T, e *broker.Embedded, job string, n int, tool string, wait time.Duration, cubin []byte, ref *sass.Module, fns ...string) []*analyze.SASS {
+func loadAll(t *testing.T, e *broker.Embedded, job string, n int, tool string, wait time.Duration, cubin []byte, ref *sass.Module, fns ...string) []*online.SASS {
 	t.Helper()
 	h := profile.ModuleHash(xxhash.Sum64(cubin))
-	srcs := make([]*analyze.SASS, n)
-	sts := make([]analyze.Structure, n)
+	srcs := make([]*online.SASS, n)
+	sts := make([]online.Structure, n)
 	whys := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range srcs {
@@ -56,11 +56,11 @@ func loadAll(t *testing.T, e *broker.Embedded, job string, n int, tool string, w
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
-		srcs[i] = &analyze.SASS{NVDisasm: tool, Share: BrokerListings(c, job, int32(i)), ShareWait: wait, Logf: t.Logf}
+		srcs[i] = &online.SASS{NVDisasm: tool, Share: BrokerListings(c, job, int32(i)), ShareWait: wait, Logf: t.Logf}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sts[i], whys[i] = analyze.StructureOf(srcs[i], analyze.ModuleRef{Hash: h, Cubin: cubin, SM: 90}, fns[i%len(fns)])
+			sts[i], whys[i] = online.StructureOf(srcs[i], online.ModuleRef{Hash: h, Cubin: cubin, SM: 90}, fns[i%len(fns)])
 		}()
 	}
 	wg.Wait()
@@ -73,8 +73,8 @@ func loadAll(t *testing.T, e *broker.Embedded, job string, n int, tool string, w
 	return srcs
 }
 
-func sumStats(srcs []*analyze.SASS) analyze.ShareStats {
-	var st analyze.ShareStats
+func sumStats(srcs []*online.SASS) online.ShareStats {
+	var st online.ShareStats
 	for _, s := range srcs {
 		x := s.Stats()
 		st.Disassembled += x.Disassembled
@@ -105,7 +105,7 @@ func TestSharedListings(t *testing.T) {
 		if r := fake.Runs(t); len(r) != 1 || len(r[0]) != 1 || r[0][0] != syms[probeKernel] {
 			t.Fatalf("nvdisasm runs %v for %d ranks, want one of symbol %d", r, n, syms[probeKernel])
 		}
-		if st := sumStats(srcs); st != (analyze.ShareStats{Disassembled: 1, Functions: 1, Shared: n - 1, Stored: 1}) {
+		if st := sumStats(srcs); st != (online.ShareStats{Disassembled: 1, Functions: 1, Shared: n - 1, Stored: 1}) {
 			t.Fatalf("stats %+v", st)
 		}
 		// A late rank finds the listing stored and runs nothing.
@@ -171,7 +171,7 @@ func TestSharedListings(t *testing.T) {
 
 // checkPlacement checks that st places and kinds every instruction of
 // function fn (and the functions of its section) as the listing ref says.
-func checkPlacement(t *testing.T, who string, st analyze.Structure, ref *sass.Module, fn string) {
+func checkPlacement(t *testing.T, who string, st online.Structure, ref *sass.Module, fn string) {
 	t.Helper()
 	checked := 0
 	k := ref.Func(fn)

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/collector/rawstream"
 	"gpuprof/collector/symbolize"
 )
@@ -133,7 +133,7 @@ func (b *byteBudget) close() {
 // the workers' busy time against the wall time, how long the reader had
 // to wait (the analysis was the bottleneck), and how long the analysis ran
 // on after the stream's END, for the overhead table's accounts.
-func (rs *rankState) logAnalysis(a *analyze.Analyzer, source string, recs uint64, wall, readerWait, endAt time.Duration) {
+func (rs *rankState) logAnalysis(a *online.Analyzer, source string, recs uint64, wall, readerWait, endAt time.Duration) {
 	c := rs.c
 	if c.o.Logf == nil {
 		return
@@ -153,7 +153,7 @@ func (rs *rankState) logAnalysis(a *analyze.Analyzer, source string, recs uint64
 		// The analysis' tail: what the run waited for after the application's END.
 		msg += fmt.Sprintf("; END read at %v, the analysis finished %v after it", endAt.Round(time.Millisecond), (wall - endAt).Round(time.Millisecond))
 	}
-	if s, ok := c.o.Structures.(*analyze.SASS); ok {
+	if s, ok := c.o.Analysis.Structures.(*online.SASS); ok {
 		st := s.Stats()
 		msg += fmt.Sprintf("; structure: %d functions disassembled in %d nvdisasm runs (%d modules whole), %d from the disk cache, %d shared by other ranks, %d fallbacks",
 			st.Functions, st.Disassembled, st.Whole, st.CacheHits, st.Shared, st.Fallbacks)
@@ -191,7 +191,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 	host := symbolize.New()
 	host.Tables = c.tables
 	host.SetPerfMap(c.o.PerfMap)
-	var a *analyze.Analyzer
+	var a *online.Analyzer
 	var pre []decoded // frames before the rank is known
 	var hello *rawstream.Hello
 	var recs uint64 // this stream's access records
@@ -202,7 +202,9 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 	}()
 	// begin starts the analysis once the rank is known.
 	begin := func() {
-		a = analyze.New(analyze.Options{Job: c.o.Job, Rank: rs.rank, Workers: c.o.Workers, MemWorkers: c.o.MemWorkers, ReuseSampling: c.o.ReuseSampling, ResolveEvery: c.o.ResolveEvery, CandidateLimit: c.o.CandidateLimit, QueueDepth: c.o.QueueDepth, Structures: c.o.Structures, StructureWait: c.o.StructureWait, OnModule: c.o.OnModule, Host: host, HashValues: c.o.HashValues})
+		ao := c.o.Analysis
+		ao.Job, ao.Rank, ao.Host = c.o.Job, rs.rank, host
+		a = online.New(ao)
 		rs.mu.Lock()
 		if rs.hello == nil {
 			rs.hello = hello
@@ -353,7 +355,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 				}
 				// The stream is over: what is measured goes out now; the
 				// instructions whose function's structure is still on its
-				// way follow within the bound (analyze's placement.go). A
+				// way follow within the bound (online's placement.go). A
 				// replay has no application waiting on it: it publishes once,
 				// so that its items do not depend on how fast structure came.
 				if c.o.Replay == "" {
@@ -422,11 +424,11 @@ func closeReader(r io.Reader) {
 }
 
 // holdFactor stretches the batch bounds while a launch of a kernel
-// reported before its module waits for the module (analyze's Holding): an
+// reported before its module waits for the module (online's Holding): an
 // item published then would split the kernel's first launch from the rest
 // for good, so it may grow to twice its records or age first
 // (docs/collector.md, "Functions before their module").
-func holdFactor(a *analyze.Analyzer) uint64 {
+func holdFactor(a *online.Analyzer) uint64 {
 	if a.Holding() {
 		return 2
 	}

@@ -10,8 +10,8 @@ import (
 
 	"gpuprof/broker"
 	"gpuprof/collector"
-	"gpuprof/collector/analyze"
-	"gpuprof/collector/analyze/nvdisasmtest"
+	"gpuprof/collector/online"
+	"gpuprof/collector/online/nvdisasmtest"
 	"gpuprof/collector/synth"
 	"gpuprof/profile"
 	"gpuprof/sass"
@@ -59,13 +59,13 @@ func runBig(tb testing.TB, ctx context.Context, m *synth.BigModule, fake *nvdisa
 		tb.Fatal(err)
 	}
 	lp := &localPublisher{p: profile.New(job)}
-	src := &analyze.SASS{NVDisasm: fake.Tool, Share: collector.BrokerListings(conn, job, 0), Cache: &analyze.DiskCache{Dir: cacheDir, Max: 1 << 30}}
-	err = collector.Collect(ctx, collector.Options{Job: job, Rank: 0, Replay: stream, Publisher: lp, Structures: src,
+	src := &online.SASS{NVDisasm: fake.Tool, Share: collector.BrokerListings(conn, job, 0), Cache: &online.DiskCache{Dir: cacheDir, Max: 1 << 30}}
+	err = collector.Collect(ctx, collector.Options{Job: job, Rank: 0, Replay: stream, Publisher: lp, Analysis: online.Options{Structures: src,
 		OnModule: func(h profile.ModuleHash, cubin []byte) {
 			if len(cubin) <= CubinKeepMax {
 				conn.PutModule(ctx, job, h, broker.ModuleCubin, cubin)
 			}
-		}})
+		}}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestFrameworkSizedModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := analyze.DecodeListing(b)
+	text, err := sass.DecodeListing(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"gpuprof/collector/analyze"
 	"gpuprof/collector/capture"
+	"gpuprof/collector/online"
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
@@ -46,7 +46,7 @@ given --sass DIR finds them by the module's hash.
 	}
 	var o capture.Options
 	if *maxAccess != "" {
-		v, err := analyze.ParseBytes(*maxAccess)
+		v, err := online.ParseBytes(*maxAccess)
 		if err != nil {
 			return fmt.Errorf("--max-access: %w", err)
 		}
@@ -83,14 +83,14 @@ func writeListings(dir string, r *capture.Result, plain bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	src := &analyze.SASS{Cache: analyze.DefaultDiskCache(), Logf: func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }}
+	src := &online.SASS{Cache: online.DefaultDiskCache(), Logf: func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }}
 	var missing []string
 	for _, m := range r.Modules {
 		if len(m.Functions) == 0 {
 			continue
 		}
 		h := profile.ModuleHash(m.Hash)
-		ref := analyze.ModuleRef{Hash: h, Cubin: m.Bytes, SM: r.SM, Functions: m.Functions}
+		ref := online.ModuleRef{Hash: h, Cubin: m.Bytes, SM: r.SM, Functions: m.Functions}
 		texts, whys := src.Listings(ref, m.Functions)
 		var pieces [][]byte
 		for _, fn := range m.Functions {
@@ -109,12 +109,12 @@ func writeListings(dir string, r *capture.Result, plain bool) error {
 		}
 		// Captures of one program share modules: a listing already there
 		// keeps its functions.
-		if old, err := analyze.ReadListingFile(p); err == nil {
+		if old, err := online.ReadListingFile(p); err == nil {
 			pieces = append([][]byte{old}, pieces...)
 		}
 		text := sass.JoinListings(pieces...)
 		if !plain {
-			text = analyze.EncodeListing(text)
+			text = sass.EncodeListing(text)
 		}
 		if err := os.WriteFile(p, text, 0o644); err != nil {
 			return err

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"gpuprof/collector"
-	"gpuprof/collector/analyze"
-	"gpuprof/collector/analyze/nvdisasmtest"
 	"gpuprof/collector/capture"
+	"gpuprof/collector/online"
+	"gpuprof/collector/online/nvdisasmtest"
 	"gpuprof/collector/rawstream"
 	"gpuprof/collector/synth"
 	"gpuprof/profile"
@@ -18,10 +18,10 @@ import (
 )
 
 // replayProfile collects a recorded stream in this process.
-func replayProfile(t *testing.T, stream string, src analyze.StructureSource) *profile.Profile {
+func replayProfile(t *testing.T, stream string, src online.StructureSource) *profile.Profile {
 	t.Helper()
 	lp := &localPublisher{p: profile.New("trim")}
-	if err := collector.Collect(context.Background(), collector.Options{Job: "trim", Rank: 0, Replay: stream, Publisher: lp, Structures: src}); err != nil {
+	if err := collector.Collect(context.Background(), collector.Options{Job: "trim", Rank: 0, Replay: stream, Publisher: lp, Analysis: online.Options{Structures: src}}); err != nil {
 		t.Fatal(err)
 	}
 	return lp.p
@@ -73,8 +73,8 @@ func TestTrimmedCaptureReplays(t *testing.T) {
 		t.Fatalf("nvdisasm runs %v", fake.Runs(t))
 	}
 
-	want := replayProfile(t, whole, &analyze.SASS{NVDisasm: fake.Tool})
-	got := replayProfile(t, trimmed, &analyze.SASS{NVDisasm: "-", Files: []string{listings}})
+	want := replayProfile(t, whole, &online.SASS{NVDisasm: fake.Tool})
+	got := replayProfile(t, trimmed, &online.SASS{NVDisasm: "-", Files: []string{listings}})
 	lines := 0
 	for _, n := range got.Nodes {
 		if n.Frame.Kind == profile.KindLine {
@@ -95,10 +95,10 @@ func TestTrimmedCaptureReplays(t *testing.T) {
 		t.Error("the trimmed replay's profile differs from the whole capture's")
 	}
 	// Without the listings the reason is on the kernels.
-	bare := replayProfile(t, trimmed, &analyze.SASS{NVDisasm: "-"})
+	bare := replayProfile(t, trimmed, &online.SASS{NVDisasm: "-"})
 	n := uint64(0)
 	for _, nd := range bare.Nodes {
-		n += nd.Metrics.Get(profile.Metric(analyze.StructureMissing + analyze.WhyNoCubin))
+		n += nd.Metrics.Get(profile.Metric(online.StructureMissing + online.WhyNoCubin))
 	}
 	if n != uint64(len(launched)) {
 		t.Errorf("%d kernels say no_cubin, want %d", n, len(launched))
@@ -169,7 +169,7 @@ func TestListingsAccumulate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	text, err := analyze.ReadListingFile(filepath.Join(dir, profile.ModuleHash(0xabc).String()+".sass.zst"))
+	text, err := online.ReadListingFile(filepath.Join(dir, profile.ModuleHash(0xabc).String()+".sass.zst"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"gpuprof/broker"
 	"gpuprof/collector"
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/collector/proctree"
 	"gpuprof/collector/publish"
 	"gpuprof/profile"
@@ -80,17 +80,7 @@ torchrun; written by hand:
 	hostSyms := fs.String("host-symbols", os.Getenv("GPUPROF_HOST_SYMBOLS"), "symbol tables (files, or directories of *.syms; comma-separated) for host binaries that are not on this machine, as 'gpuprof symtab' writes beside captures")
 	fs.Uint64Var(&o.BatchRecords, "batch-records", uint64(max(0, envInt("GPUPROF_BATCH_RECORDS"))), "publish a batch every this many access records (default $GPUPROF_BATCH_RECORDS or 262144)")
 	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "also publish a batch at least this often, however few records (default 5s)")
-	fs.IntVar(&o.Workers, "workers", envInt("GPUPROF_WORKERS"), "goroutines analysing access records (default $GPUPROF_WORKERS or the number of cores)")
-	fs.IntVar(&o.MemWorkers, "mem-workers", envInt("GPUPROF_MEM_WORKERS"), "goroutines for reuse distances and bank conflicts (default $GPUPROF_MEM_WORKERS or --workers)")
-	fs.IntVar(&o.ReuseSampling, "reuse-sampling", envInt("GPUPROF_REUSE_SAMPLING"), "measure reuse distances in one traced block in this many of each launch; 1: every block (default $GPUPROF_REUSE_SAMPLING or 4)")
-	fs.Int64Var(&o.CandidateLimit, "candidate-limit", int64(max(0, envInt("GPUPROF_CANDIDATE_LIMIT"))), "spatial candidates a worker holds before a resolution is brought forward (default $GPUPROF_CANDIDATE_LIMIT or 32768)")
-	fs.Uint64Var(&o.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 16384)")
-	fs.IntVar(&o.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 16)")
-	sw := time.Duration(0)
-	if v, err := time.ParseDuration(os.Getenv("GPUPROF_STRUCTURE_WAIT")); err == nil {
-		sw = v
-	}
-	fs.DurationVar(&o.StructureWait, "structure-wait", sw, "longest wait for GPU functions' structure (nvdisasm), during the run and after the application's end (default $GPUPROF_STRUCTURE_WAIT or 30s)")
+	analysisFlags(fs, &o.Analysis)
 	window := fs.Int("window", 64, "batches published and not yet acknowledged at most (backpressure)")
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", 5*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the analysis may go on before what it has is published")
 	local := fs.String("local", "", "no broker: merge this rank's batches into a profile file")
@@ -99,28 +89,7 @@ torchrun; written by hand:
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	o.Command = fs.Args()
-	if o.Replay == "" && len(o.Command) == 0 {
-		return errors.New("nothing to measure: give an application after -- or --replay FILE")
-	}
-	if *sassFiles != "" {
-		o.SASSFiles = strings.Split(*sassFiles, ",")
-	}
-	if *hostSyms != "" {
-		o.HostSymbols = strings.Split(*hostSyms, ",")
-	}
-	o.Logf = func(format string, a ...any) { slog.Debug(fmt.Sprintf(format, a...)) }
-	if *noValues {
-		h, err := valueHasher()
-		if err != nil {
-			return err
-		}
-		o.HashValues = h
-	}
-	if o.Job == "" {
-		o.Job = "local"
-	}
-	if err := broker.ValidateJob(o.Job); err != nil {
+	if err := completeOptions(&o, fs.Args(), *sassFiles, *hostSyms, *noValues); err != nil {
 		return err
 	}
 
@@ -153,16 +122,7 @@ torchrun; written by hand:
 			return err
 		}
 	default:
-		name := "gpuprof collect"
-		if rank, _, err := collector.ResolveRank(o.Rank, os.Getenv); err == nil {
-			name = collectorConnName(rank, os.Getpid())
-		}
-		bo := nats(name)
-		if len(bo.URLs) == 0 {
-			return errors.New("no broker: give --nats URL (gpuprof run sets it) or --local FILE")
-		}
-		bo.InboxPrefix = broker.InboxPrefix(o.Job, broker.RoleCollector) // what per-job permissions allow
-		conn, err := broker.Connect(bo)
+		name, conn, err := dialCollector(o, nats)
 		if err != nil {
 			return err
 		}
@@ -174,24 +134,9 @@ torchrun; written by hand:
 			rep.interrupted(*sig)
 		}
 		o.OnRank = rep.note
-		pub, err := publish.New(conn, publish.Config{Job: o.Job, Window: *window})
-		if err != nil {
+		if closePub, err = publishThrough(ctx, conn, &o, *window); err != nil {
 			return err
 		}
-		o.Publisher = pub
-		o.Share = conn // one rank disassembles each function
-		o.OnModule = func(h profile.ModuleHash, cubin []byte) {
-			// The first rank that sees a module uploads it; the others
-			// skip. A framework's big modules stay here: the listings of
-			// their functions that ran go through the bucket instead.
-			if len(cubin) > CubinKeepMax {
-				return
-			}
-			if _, err := conn.PutModule(ctx, o.Job, h, broker.ModuleCubin, cubin); err != nil {
-				slog.Warn("module upload", "module", h, "err", err)
-			}
-		}
-		closePub = pub.Close
 	}
 	runErr, rank, appRan, sig := collectPasses(ctx, o)
 	if rank < 0 && runErr != nil {
@@ -216,8 +161,101 @@ torchrun; written by hand:
 			runErr = err
 		}
 	}
-	// The exit status is the application's when it ran; what went wrong
-	// with the collection is named here and in the rank's provenance.
+	return collectExit(rep, runErr, rank, appRan, sig)
+}
+
+// analysisFlags defines collect's flags of the online analysis, each
+// with its environment variable as the default.
+func analysisFlags(fs *flag.FlagSet, a *online.Options) {
+	fs.IntVar(&a.Workers, "workers", envInt("GPUPROF_WORKERS"), "goroutines analysing access records (default $GPUPROF_WORKERS or the number of cores)")
+	fs.IntVar(&a.MemWorkers, "mem-workers", envInt("GPUPROF_MEM_WORKERS"), "goroutines for reuse distances and bank conflicts (default $GPUPROF_MEM_WORKERS or --workers)")
+	fs.IntVar(&a.ReuseSampling, "reuse-sampling", envInt("GPUPROF_REUSE_SAMPLING"), "measure reuse distances in one traced block in this many of each launch; 1: every block (default $GPUPROF_REUSE_SAMPLING or 4)")
+	fs.Int64Var(&a.CandidateLimit, "candidate-limit", int64(max(0, envInt("GPUPROF_CANDIDATE_LIMIT"))), "spatial candidates a worker holds before a resolution is brought forward (default $GPUPROF_CANDIDATE_LIMIT or 32768)")
+	fs.Uint64Var(&a.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 16384)")
+	fs.IntVar(&a.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 16)")
+	sw := time.Duration(0)
+	if v, err := time.ParseDuration(os.Getenv("GPUPROF_STRUCTURE_WAIT")); err == nil {
+		sw = v
+	}
+	fs.DurationVar(&a.StructureWait, "structure-wait", sw, "longest wait for GPU functions' structure (nvdisasm), during the run and after the application's end (default $GPUPROF_STRUCTURE_WAIT or 30s)")
+}
+
+// completeOptions fills in what the flags give as text (the command, the
+// file lists, the value hashing) and checks the job id.
+func completeOptions(o *collector.Options, command []string, sassFiles, hostSyms string, noValues bool) error {
+	o.Command = command
+	if o.Replay == "" && len(o.Command) == 0 {
+		return errors.New("nothing to measure: give an application after -- or --replay FILE")
+	}
+	if sassFiles != "" {
+		o.SASSFiles = strings.Split(sassFiles, ",")
+	}
+	if hostSyms != "" {
+		o.HostSymbols = strings.Split(hostSyms, ",")
+	}
+	o.Logf = func(format string, a ...any) { slog.Debug(fmt.Sprintf(format, a...)) }
+	if noValues {
+		h, err := valueHasher()
+		if err != nil {
+			return err
+		}
+		o.Analysis.HashValues = h
+	}
+	if o.Job == "" {
+		o.Job = "local"
+	}
+	if err := broker.ValidateJob(o.Job); err != nil {
+		return err
+	}
+	return nil
+}
+
+// dialCollector connects to the job's broker as a collector (the
+// connection's name says which rank and process).
+func dialCollector(o collector.Options, nats func(name string) broker.Options) (string, *broker.Conn, error) {
+	name := "gpuprof collect"
+	if rank, _, err := collector.ResolveRank(o.Rank, os.Getenv); err == nil {
+		name = collectorConnName(rank, os.Getpid())
+	}
+	bo := nats(name)
+	if len(bo.URLs) == 0 {
+		return "", nil, errors.New("no broker: give --nats URL (gpuprof run sets it) or --local FILE")
+	}
+	bo.InboxPrefix = broker.InboxPrefix(o.Job, broker.RoleCollector) // what per-job permissions allow
+	conn, err := broker.Connect(bo)
+	return name, conn, err
+}
+
+// publishThrough makes conn where the collection goes: its items, the
+// nvdisasm listings shared with the other ranks, the cubins uploaded. It
+// returns what closes the publisher.
+func publishThrough(ctx context.Context, conn *broker.Conn, o *collector.Options, window int) (func(context.Context) error, error) {
+	pub, err := publish.New(conn, publish.Config{Job: o.Job, Window: window})
+	if err != nil {
+		return nil, err
+	}
+	o.Publisher = pub
+	o.Share = conn // one rank disassembles each function
+	job := o.Job
+	o.Analysis.OnModule = func(h profile.ModuleHash, cubin []byte) {
+		// The first rank that sees a module uploads it; the others
+		// skip. A framework's big modules stay here: the listings of
+		// their functions that ran go through the bucket instead.
+		if len(cubin) > CubinKeepMax {
+			return
+		}
+		if _, err := conn.PutModule(ctx, job, h, broker.ModuleCubin, cubin); err != nil {
+			slog.Warn("module upload", "module", h, "err", err)
+		}
+	}
+	return pub.Close, nil
+}
+
+// collectExit ends the rank's heartbeats (rep, nil without a broker) and
+// gives collect's result: the exit status is the application's when it
+// ran; what went wrong with the collection is named here and in the
+// rank's provenance.
+func collectExit(rep *statusReporter, runErr error, rank int32, appRan bool, sig os.Signal) error {
 	var ee *collector.ExitError
 	if rep != nil {
 		if runErr != nil && !errors.As(runErr, &ee) && sig == nil {
@@ -258,7 +296,7 @@ func publishFailure(ctx context.Context, o collector.Options, cause error) (int3
 	if err != nil || o.Publisher == nil {
 		return r, false
 	}
-	done, err := analyze.DoneItem(o.Job, r, 0, nil, -1, "collector did not start: "+strings.TrimPrefix(cause.Error(), "collector: "))
+	done, err := online.DoneItem(o.Job, r, 0, nil, -1, "collector did not start: "+strings.TrimPrefix(cause.Error(), "collector: "))
 	if err == nil {
 		err = o.Publisher.Publish(ctx, done, true)
 	}

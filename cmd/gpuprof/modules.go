@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,7 +15,7 @@ import (
 	"time"
 
 	"gpuprof/broker"
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
@@ -31,7 +33,7 @@ const ModulesDir = "modules"
 // "Framework-sized modules").
 const CubinKeepMax = 16 << 20
 
-// listingFile is the saved listing of module h (analyze.EncodeListing's
+// listingFile is the saved listing of module h (sass.EncodeListing's
 // bytes).
 func listingFile(dir string, h profile.ModuleHash) string {
 	return filepath.Join(dir, ModulesDir, h.String()+".sass.zst")
@@ -66,23 +68,38 @@ func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *pro
 			if err != nil {
 				continue // a subroutine (in its kernel's listing), or none shared
 			}
-			_, got, text, err := analyze.DecodeEntry(b)
+			_, got, text, err := online.DecodeEntry(b)
 			if err != nil || got != fn {
 				slog.Warn("shared listing unusable", "module", h, "function", fn, "err", err)
 				continue
 			}
 			pieces = append(pieces, text)
 		}
-		os.MkdirAll(dir, 0o700)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			// Nothing can be saved; the report still has the profile.
+			slog.Warn("saving modules", "dir", dir, "err", err)
+			return
+		}
 		if len(pieces) > 0 {
-			os.WriteFile(listingFile(out, h), analyze.EncodeListing(sass.JoinListings(pieces...)), 0o600)
+			writeModuleFile(listingFile(out, h), sass.EncodeListing(sass.JoinListings(pieces...)))
 		}
 		if n, err := conn.ModuleSize(ctx, job, h, broker.ModuleCubin); err != nil || n > CubinKeepMax {
-			continue
+			continue // none uploaded, or too big to keep
 		}
-		if b, err := conn.GetModule(ctx, job, h, broker.ModuleCubin); err == nil {
-			os.WriteFile(cubinFile(out, h), b, 0o600)
+		if b, err := conn.GetModule(ctx, job, h, broker.ModuleCubin); err != nil {
+			slog.Warn("module cubin not saved", "module", h, "err", err)
+		} else {
+			writeModuleFile(cubinFile(out, h), b)
 		}
+	}
+}
+
+// writeModuleFile saves a module's listing or cubin; one that cannot be
+// written is named and left out (a later report makes it again, or goes
+// without it).
+func writeModuleFile(path string, data []byte) {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		slog.Warn("module file not saved", "file", path, "err", err)
 	}
 }
 
@@ -95,7 +112,7 @@ func saveModules(ctx context.Context, conn *broker.Conn, job, out string, p *pro
 type modules struct {
 	dir string
 	p   *profile.Profile
-	src *analyze.SASS
+	src *online.SASS
 	fns map[profile.ModuleHash][]string
 	// saveBack: a listing completed here is written to dir (gpuprof run's
 	// output; report leaves the directory it reads as it is).
@@ -118,7 +135,7 @@ func moduleSource(dir, sassFiles string, p *profile.Profile) (*modules, error) {
 		files = append(files, f)
 	}
 	return &modules{dir: dir, p: p, fns: profileFunctions(p),
-		src:   &analyze.SASS{Files: files, Cache: analyze.DefaultDiskCache()},
+		src:   &online.SASS{Files: files, Cache: online.DefaultDiskCache()},
 		cache: map[profile.ModuleHash]*sass.Module{}, errs: map[profile.ModuleHash]error{}}, nil
 }
 
@@ -138,7 +155,7 @@ func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
 	var saved []byte
 	var have *sass.Module
 	if enc, err := os.ReadFile(listingFile(m.dir, h)); err == nil {
-		text, err := analyze.DecodeListing(enc)
+		text, err := sass.DecodeListing(enc)
 		if err == nil {
 			if have, err = sass.Parse(text); err == nil {
 				saved = text
@@ -149,12 +166,16 @@ func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
 			have = nil
 		}
 	}
-	cubin, _ := os.ReadFile(cubinFile(m.dir, h))
+	cubin, err := os.ReadFile(cubinFile(m.dir, h))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Without it, only the listings can give the module's functions.
+		slog.Warn("saved cubin unreadable", "file", cubinFile(m.dir, h), "err", err)
+	}
 	var sm uint16
 	if md := m.p.Modules[h]; md != nil {
 		sm = md.SM
 	}
-	ref := analyze.ModuleRef{Hash: h, Cubin: cubin, SM: sm, Functions: m.fns[h]}
+	ref := online.ModuleRef{Hash: h, Cubin: cubin, SM: sm, Functions: m.fns[h]}
 	var need []string
 	for _, fn := range m.fns[h] {
 		if have == nil || have.Func(fn) == nil {
@@ -186,8 +207,10 @@ func (m *modules) load(h profile.ModuleHash) (*sass.Module, error) {
 		return have, fmt.Errorf("module %v: joined listing: %w", h, err)
 	}
 	if m.saveBack {
-		if err := os.MkdirAll(filepath.Join(m.dir, ModulesDir), 0o700); err == nil {
-			os.WriteFile(listingFile(m.dir, h), analyze.EncodeListing(text), 0o600)
+		if err := os.MkdirAll(filepath.Join(m.dir, ModulesDir), 0o700); err != nil {
+			slog.Warn("completed listing not saved", "dir", filepath.Join(m.dir, ModulesDir), "err", err)
+		} else {
+			writeModuleFile(listingFile(m.dir, h), sass.EncodeListing(text))
 		}
 	}
 	return mod, nil
@@ -201,7 +224,7 @@ func disassemble(cubin []byte) (*sass.Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nvdisasm not on PATH: %w", err)
 	}
-	text, err := analyze.RunNVDisasm(nv, cubin, 10*time.Minute)
+	text, err := sass.RunNVDisasm(nv, cubin, 10*time.Minute)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
@@ -22,7 +22,7 @@ func TestSavedListing(t *testing.T) {
 	dir := t.TempDir()
 	h := profile.ModuleHash(0xabc)
 	os.MkdirAll(filepath.Join(dir, ModulesDir), 0o700)
-	if err := os.WriteFile(listingFile(dir, h), analyze.EncodeListing(text), 0o600); err != nil {
+	if err := os.WriteFile(listingFile(dir, h), sass.EncodeListing(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := profile.New("t")
@@ -60,7 +60,7 @@ func TestModuleOfProfileFunctions(t *testing.T) {
 	}
 	t.Setenv("GPUPROF_CACHE_DIR", t.TempDir())
 	h := profile.ModuleHash(0x1234)
-	if err := analyze.DefaultDiskCache().Put(h, kernel, "nvdisasm-x", piece); err != nil {
+	if err := online.DefaultDiskCache().Put(h, kernel, "nvdisasm-x", piece); err != nil {
 		t.Fatal(err)
 	}
 	p := profile.New("t")

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"gpuprof/collector/analyze"
+	"gpuprof/collector/online"
 )
 
 // ValueKeyEnv carries the job's value-hashing key from gpuprof run to its
@@ -15,7 +15,7 @@ const ValueKeyEnv = "GPUPROF_VALUE_KEY"
 
 // newValueKey makes a job's value-hashing key, hex-encoded.
 func newValueKey() string {
-	k := make([]byte, analyze.ValueKeyLen)
+	k := make([]byte, online.ValueKeyLen)
 	rand.Read(k)
 	return hex.EncodeToString(k)
 }
@@ -24,7 +24,7 @@ func newValueKey() string {
 // from gpuprof run, or by a key of this rank's own when collect runs alone
 // (one rank: its hashes need match no other's). The key leaves the
 // environment, so the application does not inherit it.
-func valueHasher() (*analyze.ValueHasher, error) {
+func valueHasher() (*online.ValueHasher, error) {
 	key := os.Getenv(ValueKeyEnv)
 	os.Unsetenv(ValueKeyEnv)
 	if key == "" {
@@ -34,5 +34,5 @@ func valueHasher() (*analyze.ValueHasher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("$%s: %w", ValueKeyEnv, err)
 	}
-	return analyze.NewValueHasher(k)
+	return online.NewValueHasher(k)
 }

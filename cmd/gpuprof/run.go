@@ -107,7 +107,6 @@ status applications rarely use.
 	var cfg jobConfig
 	fs.StringVar(&cfg.Out, "o", "gpuprof-out", "output directory (must not exist or be empty, unless --force)")
 	force := fs.Bool("force", false, "replace gpuprof's outputs in an existing output directory")
-	inject := fs.String("inject", "", "injection library (default $GPUPROF_INJECT, else lib/libgpuprof_inject.so beside gpuprof, where 'make inject' puts it)")
 	fs.StringVar(&cfg.Job, "job", "", "job id (default: generated)")
 	fs.IntVar(&cfg.FanIn, "fan-in", 8, "reduction tree fan-in")
 	fs.IntVar(&cfg.Ranks, "ranks", 0, "rank count (default: the launcher's -np)")
@@ -116,17 +115,20 @@ status applications rarely use.
 	fs.BoolVar(&cfg.ExtReduce, "external-reducers", false, "do not run the tree here: 'gpuprof reduce' processes run its nodes")
 	fs.DurationVar(&cfg.StopWait, "stop-timeout", 10*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the application and the collectors get before the report of what was merged is written; keep it well under the batch system's kill delay (Slurm's KillWait: 30s)")
 	fs.StringVar(&cfg.Listen, "broker-listen", os.Getenv("GPUPROF_BROKER_LISTEN"), "address the embedded broker listens on, HOST[:PORT] (default: 127.0.0.1, or this host's routable address when the launcher places ranks on other hosts; docs/cluster.md)")
-	mode := fs.String("mode", "", "redundancy | pcsampling | hybrid | all (default redundancy; all: one run per kind, merged by calling context)")
-	p := fs.Int("block-sampling", 0, "block sampling period P (default 50)")
-	k := fs.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
-	reuse := fs.Int("reuse-sampling", 0, "measure reuse distances in one traced block in this many of each launch; 1: every block (default 4)")
-	pyFrames := fs.Bool("python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks name Python functions")
-	batchRecords := fs.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 262144)")
-	batchInterval := fs.Duration("batch-interval", 0, "collectors also publish a batch at least this often, however few records (default 5s)")
-	replay := fs.String("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)")
-	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
-	noValues := fs.Bool("no-values", false, "store no value read from the application's memory (value sketches hold them by default): keyed hashes only; counts and redundancy fractions stay")
-	hostSyms := fs.String("host-symbols", "", "symbol tables for host binaries not on the collectors' machines (gpuprof symtab; with --replay)")
+	// What every collector gets, in this order (collectflags.go).
+	cf := newCollectorFlags(fs)
+	inject := cf.Path("inject", "", "injection library (default $GPUPROF_INJECT, else lib/libgpuprof_inject.so beside gpuprof, where 'make inject' puts it)", absPath)
+	hostSyms := cf.Path("host-symbols", "", "symbol tables for host binaries not on the collectors' machines (gpuprof symtab; with --replay)", absList)
+	mode := cf.String("mode", "", "redundancy | pcsampling | hybrid | all (default redundancy; all: one run per kind, merged by calling context)")
+	p := cf.Int("block-sampling", 0, "block sampling period P (default 50)")
+	k := cf.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
+	reuse := cf.Int("reuse-sampling", 0, "measure reuse distances in one traced block in this many of each launch; 1: every block (default 4)")
+	cf.Bool("python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks name Python functions")
+	cf.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 262144)")
+	batchInterval := cf.Duration("batch-interval", 0, "collectors also publish a batch at least this often, however few records (default 5s)")
+	replay := cf.Path("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)", absPath)
+	sassFiles := cf.Path("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent", absList)
+	noValues := cf.Bool("no-values", false, "store no value read from the application's memory (value sketches hold them by default): keyed hashes only; counts and redundancy fractions stay")
 	nats := natsFlags(fs)
 	fs.StringVar(&cfg.CollectorNKey, "collector-nkey", "", "nkey seed the collectors use instead of run's own credentials (gpuprof nats-config writes J.collector.nk)")
 	fs.StringVar(&cfg.CollectorCreds, "collector-creds", "", "NATS credentials file the collectors use instead of run's own")
@@ -143,42 +145,8 @@ status applications rarely use.
 	}
 	cfg.MultiHost = multiHost(cfg.Launcher, os.Getenv)
 	cfg.RanksElsewhere = cfg.MultiHost && launcherName(cfg.Launcher) == "torchrun"
-	if *inject != "" {
-		cfg.Collect = append(cfg.Collect, "--inject", absPath(*inject))
-	}
-	if *hostSyms != "" {
-		cfg.Collect = append(cfg.Collect, "--host-symbols", absList(*hostSyms))
-	}
-	if *mode != "" {
-		cfg.Collect = append(cfg.Collect, "--mode", *mode)
-	}
-	if *p != 0 {
-		cfg.Collect = append(cfg.Collect, "--block-sampling", fmt.Sprint(*p))
-	}
-	if *k != 0 {
-		cfg.Collect = append(cfg.Collect, "--kernel-sampling", fmt.Sprint(*k))
-	}
-	if *reuse != 0 {
-		cfg.Collect = append(cfg.Collect, "--reuse-sampling", fmt.Sprint(*reuse))
-	}
-	if *pyFrames {
-		cfg.Collect = append(cfg.Collect, "--python-frames")
-	}
-	if *batchRecords != 0 {
-		cfg.Collect = append(cfg.Collect, "--batch-records", fmt.Sprint(*batchRecords))
-	}
-	if *batchInterval != 0 {
-		cfg.Collect = append(cfg.Collect, "--batch-interval", batchInterval.String())
-	}
-	if *replay != "" {
-		abs, _ := filepath.Abs(*replay)
-		cfg.Collect = append(cfg.Collect, "--replay", abs)
-	}
-	if cfg.SASS != "" {
-		cfg.Collect = append(cfg.Collect, "--sass", absList(cfg.SASS))
-	}
+	cfg.Collect = cf.args()
 	if *noValues {
-		cfg.Collect = append(cfg.Collect, "--no-values")
 		cfg.Env = append(cfg.Env, ValueKeyEnv+"="+newValueKey())
 	}
 	return runJob(cfg)
@@ -219,7 +187,11 @@ func runJob(cfg jobConfig) error {
 	if err := os.MkdirAll(cfg.Out, 0o700); err != nil {
 		return err
 	}
-	os.Chmod(cfg.Out, 0o700)
+	// An existing directory (--force) is made private too: the broker's
+	// credentials go in it. Failing that, it stays as it was.
+	if err := os.Chmod(cfg.Out, 0o700); err != nil {
+		slog.Warn("output directory permissions", "dir", cfg.Out, "err", err)
+	}
 	if cfg.StopWait <= 0 {
 		cfg.StopWait = 10 * time.Second
 	}
@@ -250,13 +222,7 @@ func runJob(cfg jobConfig) error {
 		return err
 	}
 	defer conn.Close()
-	conn.Replicas = cfg.Replicas
-	if _, err := conn.EnsureStreamWith(ctx, cfg.Job, broker.StreamOptions{Replicas: cfg.Replicas, MaxBytes: cfg.StreamMaxBytes}); err != nil {
-		return err
-	}
-	// Collectors may not create buckets under per-job permissions, and the
-	// bucket needs the stream's replicas to survive a node.
-	if err := conn.EnsureModuleBucket(ctx, cfg.Job, cfg.Replicas); err != nil {
+	if err := prepareJobStreams(ctx, conn, &cfg); err != nil {
 		return err
 	}
 	env, err := rankEnv(cfg.Job, cb)
@@ -265,51 +231,9 @@ func runJob(cfg jobConfig) error {
 	}
 	env = append(env, cfg.Env...)
 
-	// The ranks' command line: the broker and its credentials are in env.
-	wrap := []string{self, "collect"}
-	wrap = append(wrap, brokerArgs(cb)...)
-	wrap = append(wrap, "--stop-timeout", (cfg.StopWait / 2).String())
-	wrap = append(wrap, cfg.Collect...)
-	var procs [][]string
-	switch {
-	case cfg.Spawn != nil:
-		for r, f := range cfg.Spawn {
-			procs = append(procs, append(append([]string{}, wrap...), "--rank", fmt.Sprint(r), "--replay", f))
-		}
-		cfg.Ranks = len(cfg.Spawn)
-	default:
-		replaying := false
-		for _, a := range cfg.Collect {
-			replaying = replaying || a == "--replay"
-		}
-		var cmd []string
-		var n int
-		if replaying {
-			// Collectors replay: whatever follows the launcher's options is not run.
-			cmd, n, err = wrapLauncher(append(append([]string{}, cfg.Launcher...), "replay"), wrap)
-			if err == nil {
-				cmd = cmd[:len(cmd)-1]
-				if !launchers[filepath.Base(cfg.Launcher[0])] {
-					cmd = cmd[:len(wrap)] // a plain command: one rank replays, nothing runs
-				}
-			}
-		} else {
-			cmd, n, err = wrapLauncher(cfg.Launcher, append(wrap, "--"))
-		}
-		if err != nil {
-			return err
-		}
-		if cfg.Ranks == 0 {
-			cfg.Ranks = n
-		}
-		if cfg.Ranks == 0 {
-			return errors.New("the launcher does not say how many ranks: give --ranks N")
-		}
-		// The collectors learn the count too: the one collector of a
-		// torchrun or a plain command reports the ranks that never came.
-		env = append(env, "GPUPROF_RANKS="+fmt.Sprint(cfg.Ranks))
-		procs = [][]string{forwardEnv(cmd, envNames(env))}
-		env = append(env, launcherEnv(cmd, cfg.StopWait)...)
+	procs, env, err := rankCommands(&cfg, self, cb, env)
+	if err != nil {
+		return err
 	}
 
 	// The reduction tree, merging while the ranks run.
@@ -334,17 +258,7 @@ func runJob(cfg jobConfig) error {
 		board.connected = emb.ClientNames
 	}
 	prog := newProgress(cfg.Ranks)
-	rcfg := reducer.Config{Job: cfg.Job, Conn: conn, Tree: tree, RankTimeout: cfg.RankWait, Output: cfg.Out, OnProgress: prog.update}
-	done := make(chan treeResult, 1)
-	go func() {
-		var r treeResult
-		if cfg.ExtReduce {
-			r.p, r.err = reducer.WaitFinal(ctx, conn, cfg.Job)
-		} else {
-			r.p, r.stats, r.err = reducer.RunTree(ctx, rcfg)
-		}
-		done <- r
-	}()
+	done := startTree(ctx, &cfg, conn, tree, prog)
 
 	// The application (or the replaying collectors), until the tree's
 	// final profile; then whatever still runs is ended.
@@ -360,30 +274,8 @@ func runJob(cfg jobConfig) error {
 		return appStatusOr(exit, fmt.Errorf("reduction: %w (the application exited with %d)", res.err, exit))
 	}
 	p := res.p
-	// Ranks past the plan (more CUDA processes than the launcher said)
-	// were consumed by no leaf: merged here, and named, once their
-	// collectors have stored all they publish (they exited).
-	if board.unplanned(cfg.Ranks) {
-		end.wait()
-	}
-	if extra, err := reducer.MergeUnplanned(ctx, conn, cfg.Job, tree, p); err != nil {
-		slog.Warn("ranks beyond the plan not merged", "err", err)
-	} else if len(extra) > 0 {
-		slog.Warn("ranks beyond the expected count merged after the tree (more CUDA processes than the launcher said; --ranks sets the count)", "expected", cfg.Ranks, "extra", fmt.Sprint(extra))
-	}
-	board.explain(p, cfg.Ranks, end.final)
-	if end.interrupted != nil {
-		p.Interrupted = proctree.SignalName(end.interrupted)
-	}
-	if cfg.ExtReduce {
-		if err := profile.WriteFile(filepath.Join(cfg.Out, profile.FileName), p); err != nil {
-			return appStatusOr(end.wait(), err)
-		}
-	}
-	for r, label := range cfg.RankLabels {
-		if ri := p.Ranks[r]; ri != nil {
-			ri.Source = label
-		}
+	if err := finishProfile(ctx, &cfg, conn, tree, board, end, p); err != nil {
+		return appStatusOr(end.wait(), err)
 	}
 	saveModules(ctx, conn, cfg.Job, cfg.Out, p)
 	adv, werr := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks)
@@ -406,6 +298,124 @@ func runJob(cfg jobConfig) error {
 		return exitError{exit}
 	}
 	return nil
+}
+
+// prepareJobStreams makes the job's streams and its module bucket before
+// any rank starts.
+func prepareJobStreams(ctx context.Context, conn *broker.Conn, cfg *jobConfig) error {
+	conn.Replicas = cfg.Replicas
+	if _, err := conn.EnsureStreamWith(ctx, cfg.Job, broker.StreamOptions{Replicas: cfg.Replicas, MaxBytes: cfg.StreamMaxBytes}); err != nil {
+		return err
+	}
+	// Collectors may not create buckets under per-job permissions, and the
+	// bucket needs the stream's replicas to survive a node.
+	return conn.EnsureModuleBucket(ctx, cfg.Job, cfg.Replicas)
+}
+
+// startTree runs the reduction tree (or, with external reducers, waits
+// for their final profile) while the ranks run; its result comes on the
+// channel returned.
+func startTree(ctx context.Context, cfg *jobConfig, conn *broker.Conn, tree *reducer.Tree, prog *progress) <-chan treeResult {
+	rcfg := reducer.Config{Job: cfg.Job, Conn: conn, Tree: tree, RankTimeout: cfg.RankWait, Output: cfg.Out, OnProgress: prog.update}
+	done := make(chan treeResult, 1)
+	go func() {
+		var r treeResult
+		if cfg.ExtReduce {
+			r.p, r.err = reducer.WaitFinal(ctx, conn, cfg.Job)
+		} else {
+			r.p, r.stats, r.err = reducer.RunTree(ctx, rcfg)
+		}
+		done <- r
+	}()
+	return done
+}
+
+// finishProfile adds to the tree's final profile what only the end of
+// the job tells: the ranks beyond the plan, why ranks are incomplete, the
+// interruption, the ranks' labels (the demo's captures); with external
+// reducers, it is written here.
+func finishProfile(ctx context.Context, cfg *jobConfig, conn *broker.Conn, tree *reducer.Tree, board *statusBoard, end *jobEnd, p *profile.Profile) error {
+	// Ranks past the plan (more CUDA processes than the launcher said)
+	// were consumed by no leaf: merged here, and named, once their
+	// collectors have stored all they publish (they exited).
+	if board.unplanned(cfg.Ranks) {
+		end.wait()
+	}
+	if extra, err := reducer.MergeUnplanned(ctx, conn, cfg.Job, tree, p); err != nil {
+		slog.Warn("ranks beyond the plan not merged", "err", err)
+	} else if len(extra) > 0 {
+		slog.Warn("ranks beyond the expected count merged after the tree (more CUDA processes than the launcher said; --ranks sets the count)", "expected", cfg.Ranks, "extra", fmt.Sprint(extra))
+	}
+	board.explain(p, cfg.Ranks, end.final)
+	if end.interrupted != nil {
+		p.Interrupted = proctree.SignalName(end.interrupted)
+	}
+	if cfg.ExtReduce {
+		if err := profile.WriteFile(filepath.Join(cfg.Out, profile.FileName), p); err != nil {
+			return err
+		}
+	}
+	for r, label := range cfg.RankLabels {
+		if ri := p.Ranks[r]; ri != nil {
+			ri.Source = label
+		}
+	}
+	return nil
+}
+
+// rankCommands are the ranks' command lines, each wrapped in gpuprof
+// collect (the broker and its credentials are in env, which it returns
+// with what the ranks get beyond it): the demo's replaying collectors, or
+// the launcher with the collector inserted. It sets cfg.Ranks when the
+// launcher says how many.
+func rankCommands(cfg *jobConfig, self string, cb broker.Options, env []string) ([][]string, []string, error) {
+	wrap := []string{self, "collect"}
+	wrap = append(wrap, brokerArgs(cb)...)
+	wrap = append(wrap, "--stop-timeout", (cfg.StopWait / 2).String())
+	wrap = append(wrap, cfg.Collect...)
+	var procs [][]string
+	switch {
+	case cfg.Spawn != nil:
+		for r, f := range cfg.Spawn {
+			procs = append(procs, append(append([]string{}, wrap...), "--rank", fmt.Sprint(r), "--replay", f))
+		}
+		cfg.Ranks = len(cfg.Spawn)
+	default:
+		replaying := false
+		for _, a := range cfg.Collect {
+			replaying = replaying || a == "--replay"
+		}
+		var cmd []string
+		var n int
+		var err error
+		if replaying {
+			// Collectors replay: whatever follows the launcher's options is not run.
+			cmd, n, err = wrapLauncher(append(append([]string{}, cfg.Launcher...), "replay"), wrap)
+			if err == nil {
+				cmd = cmd[:len(cmd)-1]
+				if !launchers[filepath.Base(cfg.Launcher[0])] {
+					cmd = cmd[:len(wrap)] // a plain command: one rank replays, nothing runs
+				}
+			}
+		} else {
+			cmd, n, err = wrapLauncher(cfg.Launcher, append(wrap, "--"))
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if cfg.Ranks == 0 {
+			cfg.Ranks = n
+		}
+		if cfg.Ranks == 0 {
+			return nil, nil, errors.New("the launcher does not say how many ranks: give --ranks N")
+		}
+		// The collectors learn the count too: the one collector of a
+		// torchrun or a plain command reports the ranks that never came.
+		env = append(env, "GPUPROF_RANKS="+fmt.Sprint(cfg.Ranks))
+		procs = [][]string{forwardEnv(cmd, envNames(env))}
+		env = append(env, launcherEnv(cmd, cfg.StopWait)...)
+	}
+	return procs, env, nil
 }
 
 // brokerArgs passes the collectors' broker files (paths, which must be

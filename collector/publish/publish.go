@@ -64,7 +64,7 @@ type Stats struct {
 // Publisher publishes items of one job. It is safe for concurrent use.
 type Publisher struct {
 	cfg    Config
-	conn   *broker.Conn
+	conn   Conn
 	js     jetstream.JetStream
 	stream string
 	log    *slog.Logger
@@ -84,8 +84,17 @@ type Publisher struct {
 	blocked                                                  atomic.Int64
 }
 
+// Conn is what a publisher needs of a broker connection (a *broker.Conn):
+// its chunk size, a JetStream context, and the server's last error to
+// name beside a failed chunk.
+type Conn interface {
+	ChunkPayload() int
+	NewJetStream(ackTimeout time.Duration) (jetstream.JetStream, error)
+	AsyncErr() error
+}
+
 // New returns a publisher of cfg.Job's items on conn.
-func New(conn *broker.Conn, cfg Config) (*Publisher, error) {
+func New(conn Conn, cfg Config) (*Publisher, error) {
 	if err := broker.ValidateJob(cfg.Job); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,101 @@
+package online
+
+import "gpuprof/collector/rawstream"
+
+// The dispatch loop's part of an ACCESS frame: its records' work units
+// dealt to the workers and memory workers (docs/collector.md,
+// "Parallelism").
+
+// dispatch gives each worker its lane groups' parts of a frame's records,
+// and each memory worker its blocks' records.
+func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
+	n := len(a.workers)
+	if a.per == nil {
+		a.per = make([]*[]recRef, n)
+	}
+	per := a.per
+	// The memory workers' records are split in the same pass, so no worker
+	// reads records that are not its own.
+	mem := a.x.ms.split()
+	it := f.RecordHeaders()
+	lastKey, unit, bunit := ^uint64(0), uint32(0), uint32(0)
+	for {
+		off := it.Offset()
+		if !it.Next() {
+			break
+		}
+		r := it.Record()
+		// Records of one warp often come in runs.
+		if k := uint64(r.Block)<<16 | uint64(r.Warp); k != lastKey {
+			lastKey = k
+			unit, bunit = a.units(l, r.Block, r.Warp)
+		}
+		for g := 0; g < l.groups; g++ {
+			lanes := r.Active & groupMask(g, l.groups)
+			if lanes == 0 {
+				continue
+			}
+			s := shardOf(unit, g, l.groups)
+			w := s % n
+			if per[w] == nil {
+				per[w] = recRefs.get()
+			}
+			*per[w] = append(*per[w], recRef{idx: uint32(it.Index()), off: uint32(off), lanes: lanes, shard: uint8(s)})
+		}
+		mem.add(r, uint32(off), bunit, l.splitGrains)
+	}
+	for i, w := range a.workers {
+		if per[i] != nil {
+			l.sent |= sentBit(i)
+			a.tBlocked += w.send(msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq, recs: per[i]})
+			per[i] = nil
+		}
+	}
+	a.tMemBlocked += a.x.ms.access(f, l, mem)
+}
+
+// sentBit is worker i's bit in launchInfo.sent or memSent; workers from
+// the 64th on have none and are always told.
+func sentBit(i int) uint64 {
+	if i >= 64 {
+		return 0
+	}
+	return 1 << i
+}
+
+// sentTo says whether worker i is to be told of the end of a launch
+// with mask sent.
+func sentTo(sent uint64, i int) bool { return i >= 64 || sent&(1<<i) != 0 }
+
+// units numbers the launch's warps and blocks in the order they first
+// appear (across launches): a warp's lane groups go to consecutive shards
+// and a block's reuse granularities to consecutive memory workers, so a
+// launch's traced warps and blocks are spread evenly, as hashing their
+// indices (spaced by the block-sampling period) would not do.
+func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, blockUnit uint32) {
+	k := uint64(block)<<16 | uint64(warp)
+	if u, ok := l.wunits[k]; ok { // one lookup on the hot path: both units
+		return uint32(u >> 32), uint32(u)
+	}
+	if l.wunits == nil { // the launch's first record: most launches have none
+		l.wunits, l.bunits = map[uint64]uint64{}, map[uint32]uint32{}
+	}
+	b, ok := l.bunits[block]
+	if !ok {
+		// Every ReuseSampling-th block of the launch has its reuse
+		// distances measured, from its first (memSplit); those blocks are
+		// numbered apart, so each kind is dealt out evenly.
+		if uint32(len(l.bunits))%a.reusePeriod == 0 {
+			b = a.nextTracked | trackedBlock
+			a.nextTracked++
+		} else {
+			b = a.nextBlock
+			a.nextBlock++
+		}
+		l.bunits[block] = b
+	}
+	u := a.nextWarp
+	a.nextWarp++
+	l.wunits[k] = uint64(u)<<32 | uint64(b)
+	return u, b
+}

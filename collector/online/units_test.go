@@ -1,0 +1,70 @@
+package online
+
+import (
+	"testing"
+
+	"gpuprof/collector/rawstream"
+)
+
+// The lane groups of a launch follow from its traced warps, which follow
+// from the grid, the block size and block sampling (P, r) alone.
+func TestLaneGroupsOfLaunch(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		p            uint32
+		grid, block  uint32
+		r            uint32
+		instrumented bool
+		warps        uint64
+		groups       int
+	}{
+		// stall_memory on the H100: 264 blocks of 128 threads, P=50; with
+		// r=7 the blocks 43, 93, 143, 193 and 243 are traced.
+		{"few sampled blocks", 50, 264, 128, 7, true, 5 * 4, 4},
+		// r=0: blocks 0, 50, ..., 250: six.
+		{"offset 0", 50, 264, 128, 0, true, 6 * 4, 4},
+		// 64 warps or more need no split; 32..63 are split in two.
+		{"enough warps", 50, 500, 256, 1, true, 10 * 8, 1},
+		{"two groups", 1, 5, 256, 0, true, 5 * 8, 2},
+		// r=3: blocks 47, 97, ..., 4047.
+		{"many warps", 50, 4096, 256, 3, true, 81 * 8, 1},
+		{"unsampled", 1, 8, 64, 0, true, 8 * 2, 4},
+		{"a partial warp counts", 1, 3, 33, 0, true, 3 * 2, 4},
+		{"fewer blocks than P", 50, 10, 128, 45, true, 4, 4},
+		{"no sampled block", 50, 10, 128, 30, true, 0, 4},
+		{"not instrumented", 1, 4096, 256, 0, false, 0, 4},
+	} {
+		a := &Analyzer{hello: &rawstream.Hello{BlockSampling: tc.p}}
+		l := &rawstream.Launch{Grid: [3]uint32{tc.grid, 1, 1}, Block: [3]uint32{tc.block, 1, 1}, BlockOffset: tc.r, Instrumented: tc.instrumented}
+		b, wpb := a.tracedBlocks(l)
+		w := b * wpb
+		if w != tc.warps {
+			t.Errorf("%s: %d traced warps, want %d", tc.name, w, tc.warps)
+		}
+		if g := laneGroupsOf(w); g != tc.groups {
+			t.Errorf("%s: %d lane groups for %d warps, want %d", tc.name, g, w, tc.groups)
+		}
+	}
+}
+
+// A warp's lane groups cover its 32 lanes once and go to distinct shards.
+func TestGroupMasksAndShards(t *testing.T) {
+	for _, groups := range []int{1, 2, 4} {
+		var all uint32
+		shards := map[int]bool{}
+		for g := 0; g < groups; g++ {
+			m := groupMask(g, groups)
+			if all&m != 0 {
+				t.Errorf("%d groups: group %d's lanes %#x overlap %#x", groups, g, m, all)
+			}
+			all |= m
+			shards[shardOf(7, g, groups)] = true
+		}
+		if all != ^uint32(0) {
+			t.Errorf("%d groups cover lanes %#x", groups, all)
+		}
+		if len(shards) != groups {
+			t.Errorf("%d groups of one warp went to %d shards", groups, len(shards))
+		}
+	}
+}

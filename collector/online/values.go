@@ -1,0 +1,264 @@
+package online
+
+import (
+	"cmp"
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"gpuprof/profile"
+)
+
+// ValueHasher replaces the values read from the application's memory by
+// keyed hashes before they reach any sketch, for codes whose data may not
+// leave the node (gpuprof run --no-values). It is AES-128 of the value
+// under a per-job key (gpuprof run makes one and gives it to every rank, so
+// the same value hashes alike on every rank and merged counts stay right);
+// the key is stored nowhere, so a profile's hashes cannot be inverted, not
+// even by trying every small integer.
+type ValueHasher struct{ b cipher.Block }
+
+// ValueKeyLen is the key's length in bytes.
+const ValueKeyLen = 16
+
+// NewValueHasher returns a hasher keyed by key (ValueKeyLen bytes).
+func NewValueHasher(key []byte) (*ValueHasher, error) {
+	if len(key) != ValueKeyLen {
+		return nil, fmt.Errorf("online: value key of %d bytes, want %d", len(key), ValueKeyLen)
+	}
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return &ValueHasher{b}, nil
+}
+
+// Hash maps a raw value to its keyed hash.
+func (h *ValueHasher) Hash(v uint64) uint64 {
+	var in, out [aes.BlockSize]byte
+	binary.LittleEndian.PutUint64(in[:], v)
+	h.b.Encrypt(out[:], in[:])
+	return binary.LittleEndian.Uint64(out[:])
+}
+
+// valCap is how many distinct values a counter counts exactly before it
+// spills them into its sketch, unless its shard's budget of exact entries
+// (shardValBudget, shared by all the keys of a shard until the next item)
+// lets it grow: values that recur are then counted once per item rather
+// than once per spill.
+const (
+	valCap         = 256
+	shardValBudget = 1 << 14
+)
+
+// valCounter counts the values of one key (instruction or data object) in
+// one shard: runs of one value cost a comparison, distinct values go to a
+// small open-addressing table, and a full table spills into a bounded
+// sketch. A counter whose spills are mostly values seen once switches to
+// feeding the sketch directly: counting such values exactly first buys
+// nothing.
+type valCounter struct {
+	budget *int         // the shard's exact entries left
+	hash   *ValueHasher // nil: values are kept as read
+	keys   []uint64
+	counts []uint64 // 0 marks an empty slot
+	n      int
+	sk     *profile.ValueSketch
+	direct bool
+	lastV  uint64
+	lastN  uint64
+}
+
+func (c *valCounter) add(v uint64, kind AccessKind) {
+	if c.lastN > 0 && v == c.lastV {
+		c.lastN++
+		return
+	}
+	c.settle(kind)
+	c.lastV, c.lastN = v, 1
+}
+
+func (c *valCounter) sketch(kind AccessKind) *profile.ValueSketch {
+	if c.sk == nil {
+		c.sk = newSketch(kind, c.hash != nil)
+	}
+	return c.sk
+}
+
+// settle moves the pending run into the table (or the sketch).
+func (c *valCounter) settle(kind AccessKind) {
+	if c.lastN == 0 {
+		return
+	}
+	v, n := c.lastV, c.lastN
+	c.lastN = 0
+	if c.hash != nil {
+		// Hashed here, once per run of one value: from this point on only
+		// the hash exists outside the worker's last-value register.
+		v = c.hash.Hash(v)
+	}
+	if c.direct {
+		c.sketch(kind).AddN(v, n)
+		return
+	}
+	if 2*(c.n+1) > len(c.keys) {
+		c.grow()
+	}
+	mask := uint64(len(c.keys) - 1)
+	for i := mix64(v) & mask; ; i = (i + 1) & mask {
+		if c.counts[i] == 0 {
+			c.keys[i], c.counts[i] = v, n
+			c.n++
+			break
+		}
+		if c.keys[i] == v {
+			c.counts[i] += n
+			return
+		}
+	}
+	if c.n < valCap {
+		return
+	}
+	if c.n&(c.n-1) == 0 && c.singletons()*4 >= c.n*3 {
+		// Mostly values seen once: counting them exactly buys nothing.
+		c.release(c.n)
+		c.spill(kind)
+		c.direct = true
+		return
+	}
+	if c.budget != nil && *c.budget > 0 && c.n < shardValBudget/4 {
+		*c.budget--
+		return
+	}
+	c.release(c.n)
+	c.spill(kind)
+}
+
+func (c *valCounter) singletons() int {
+	k := 0
+	for _, n := range c.counts {
+		if n == 1 {
+			k++
+		}
+	}
+	return k
+}
+
+// release returns the entries beyond valCap to the shard's budget.
+func (c *valCounter) release(n int) {
+	if c.budget != nil && n > valCap {
+		*c.budget += n - valCap
+	}
+}
+
+// grow doubles the table (most keys see few distinct values, so it starts
+// small).
+func (c *valCounter) grow() {
+	ok, oc := c.keys, c.counts
+	n := max(2*len(ok), 16)
+	c.keys, c.counts = make([]uint64, n), make([]uint64, n)
+	mask := uint64(n - 1)
+	for i, cnt := range oc {
+		if cnt == 0 {
+			continue
+		}
+		j := mix64(ok[i]) & mask
+		for c.counts[j] != 0 {
+			j = (j + 1) & mask
+		}
+		c.keys[j], c.counts[j] = ok[i], cnt
+	}
+}
+
+// spill feeds the table into the sketch and empties it.
+func (c *valCounter) spill(kind AccessKind) {
+	all := make([]vc, 0, c.n)
+	for i, n := range c.counts {
+		if n != 0 {
+			all = append(all, vc{c.keys[i], n})
+			c.counts[i] = 0
+		}
+	}
+	c.n = 0
+	if len(c.keys) > 4*valCap { // give a table grown on the budget back
+		c.keys, c.counts = nil, nil
+	}
+	feed(c.sketch(kind), all)
+}
+
+type vc struct{ v, n uint64 }
+
+// feed adds exact counts to a sketch: the profile.SketchK heaviest first,
+// heaviest first (so SpaceSaving keeps the true heavy hitters exactly),
+// then the rest in the order given (deterministic for a given input; a
+// full sort of every spill would cost more than the sketch updates).
+func feed(sk *profile.ValueSketch, all []vc) {
+	if len(all) > 2*profile.SketchK {
+		// Move the SketchK heaviest to the front.
+		heavier := func(a, b vc) bool { return a.n > b.n || a.n == b.n && a.v < b.v }
+		for i := 0; i < profile.SketchK; i++ {
+			m := i
+			for j := i + 1; j < len(all); j++ {
+				if heavier(all[j], all[m]) {
+					m = j
+				}
+			}
+			all[i], all[m] = all[m], all[i]
+		}
+	} else {
+		slices.SortFunc(all, func(a, b vc) int {
+			if a.n != b.n {
+				return cmp.Compare(b.n, a.n)
+			}
+			return cmp.Compare(a.v, b.v)
+		})
+	}
+	for _, x := range all {
+		sk.AddN(x.v, x.n)
+	}
+}
+
+// mergeCounters combines counters (settled, in a fixed order) into one
+// sketch: exact counts are summed first, then the spilled sketches merged.
+// It only reads the counters.
+func mergeCounters(cs []*valCounter, kind AccessKind) *profile.ValueSketch {
+	exact := map[uint64]uint64{}
+	var sks []*profile.ValueSketch
+	hashed := false
+	for _, c := range cs {
+		hashed = hashed || c.hash != nil
+		for i, n := range c.counts {
+			if n != 0 {
+				exact[c.keys[i]] += n
+			}
+		}
+		if c.sk != nil {
+			sks = append(sks, c.sk)
+		}
+	}
+	if len(exact) == 0 && len(sks) == 0 {
+		return nil
+	}
+	sk := newSketch(kind, hashed)
+	all := make([]vc, 0, len(exact))
+	for v, n := range exact {
+		all = append(all, vc{v, n})
+	}
+	// Map order is random: sort, so the item is a function of the input.
+	slices.SortFunc(all, func(a, b vc) int { return cmp.Compare(a.v, b.v) })
+	feed(sk, all)
+	for _, o := range sks {
+		sk.Merge(o)
+	}
+	return sk
+}
+
+// newSketch is an empty sketch for values of kind, or of their hashes.
+func newSketch(kind AccessKind, hashed bool) *profile.ValueSketch {
+	if hashed {
+		return profile.NewValueSketch(profile.ValHashed, kind.UnitBits)
+	}
+	return profile.NewValueSketch(kind.Type, kind.UnitBits)
+}
