@@ -414,6 +414,9 @@ func (b *builder) gpuLogical(r int32) uint32 {
 	return n
 }
 
+// encodeProfiles writes profile.db: the profile infos (filled in as each
+// profile's values are written), the identifier tuples, then the values of
+// the summary profile and of each rank's.
 func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScopes]stat) []byte {
 	w := header("prof", 2)
 	nProf := 1 + len(b.ranks)
@@ -427,48 +430,7 @@ func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScope
 		w.b = append(w.b, make([]byte, 48*nProf)...)
 	})
 	tuples := make([]uint64, nProf)
-	w.section(1, func(s uint64) {
-		hosts := map[string]uint32{}
-		// (NODE, GPUDEVICE, RANK) where every rank's GPU is known: host →
-		// GPU → rank, largest first as the format orders identifiers.
-		withGPU := b.gpus.Known && len(b.gpus.List) > 0
-		for i, r := range b.ranks {
-			ri := b.p.Ranks[r]
-			w.align(8)
-			tuples[i+1] = w.pos()
-			if withGPU {
-				w.u16(3)
-			} else {
-				w.u16(2)
-			}
-			w.pad(w.pos() + 6)
-			h, ok := hosts[ri.Host]
-			if !ok {
-				h = uint32(len(hosts))
-				hosts[ri.Host] = h
-			}
-			hid := fnv.New32a()
-			hid.Write([]byte(ri.Host))
-			w.u8(idNode)
-			w.u8(0)
-			w.u16(1) // physical: the host's id
-			w.u32(h)
-			w.u64(uint64(hid.Sum32()))
-			if withGPU {
-				dev := b.gpuLogical(r)
-				w.u8(idGPUDevice)
-				w.u8(0)
-				w.u16(0) // logical: the CUDA device ordinal on the host
-				w.u32(dev)
-				w.u64(uint64(dev))
-			}
-			w.u8(idRank)
-			w.u8(0)
-			w.u16(0)
-			w.u32(uint32(r))
-			w.u64(uint64(uint32(r)))
-		}
-	})
+	w.section(1, func(uint64) { b.profTuples(w, tuples) })
 	writeInfo := func(i int, nv, pv uint64, nc uint32, pc uint64, summary bool) {
 		at := pInfos + 48*uint64(i)
 		binary.LittleEndian.PutUint64(w.b[at:], nv)
@@ -480,46 +442,29 @@ func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScope
 			binary.LittleEndian.PutUint32(w.b[at+40:], 1)
 		}
 	}
-	// Summary profile: statistics over ranks; the global context (0) holds
-	// the execution-scope values of the whole program.
-	{
-		var ctxs []uint32
-		var vals [][]mval
-		collect := func(i int, scopes []int) []mval {
-			var out []mval
-			for m := range b.metrics {
-				for _, s := range scopes {
-					if v := sum[i][m][s]; v != 0 {
-						out = append(out, mval{b.statID(m, s, stSum), v})
-					}
-					st := stats[i][m][s]
-					if !st.ok {
-						continue
-					}
-					out = append(out, mval{b.statID(m, s, stMin), st.min}, mval{b.statID(m, s, stMax), st.max},
-						mval{b.statID(m, s, stCount), st.n}, mval{b.statID(m, s, stSumSq), st.sumSq})
+	// Summary profile: statistics over ranks.
+	ctxs, vals := b.contextValues(func(i int, scopes []int) []mval {
+		var out []mval
+		for m := range b.metrics {
+			for _, s := range scopes {
+				if v := sum[i][m][s]; v != 0 {
+					out = append(out, mval{b.statID(m, s, stSum), v})
 				}
-			}
-			sort.Slice(out, func(x, y int) bool { return out[x].id < out[y].id })
-			return out
-		}
-		if g := collect(0, []int{scExecution}); len(g) > 0 {
-			ctxs = append(ctxs, 0)
-			vals = append(vals, g)
-		}
-		for i, c := range b.all {
-			if v := collect(i, []int{scPoint, scFunction, scLexAware, scExecution}); len(v) > 0 {
-				ctxs = append(ctxs, c.id)
-				vals = append(vals, v)
+				st := stats[i][m][s]
+				if !st.ok {
+					continue
+				}
+				out = append(out, mval{b.statID(m, s, stMin), st.min}, mval{b.statID(m, s, stMax), st.max},
+					mval{b.statID(m, s, stCount), st.n}, mval{b.statID(m, s, stSumSq), st.sumSq})
 			}
 		}
-		nv, pv, nc, pc := block(w, ctxs, vals)
-		writeInfo(0, nv, pv, nc, pc, true)
-	}
+		sort.Slice(out, func(x, y int) bool { return out[x].id < out[y].id })
+		return out
+	})
+	nv, pv, nc, pc := block(w, ctxs, vals)
+	writeInfo(0, nv, pv, nc, pc, true)
 	for r, v := range perRank {
-		var ctxs []uint32
-		var vals [][]mval
-		rankVals := func(i int, scopes []int) []mval {
+		ctxs, vals := b.contextValues(func(i int, scopes []int) []mval {
 			var out []mval
 			for m := range b.metrics {
 				for _, s := range scopes {
@@ -529,22 +474,77 @@ func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScope
 				}
 			}
 			return out
-		}
-		if g := rankVals(0, []int{scExecution}); len(g) > 0 {
-			ctxs = append(ctxs, 0)
-			vals = append(vals, g)
-		}
-		for i, c := range b.all {
-			if x := rankVals(i, []int{scPoint, scFunction, scLexAware, scExecution}); len(x) > 0 {
-				ctxs = append(ctxs, c.id)
-				vals = append(vals, x)
-			}
-		}
+		})
 		nv, pv, nc, pc := block(w, ctxs, vals)
 		writeInfo(r+1, nv, pv, nc, pc, false)
 	}
 	w.b = append(w.b, "_prof.db"...)
 	return w.b
+}
+
+// contextValues gathers one profile's values by context, contexts without
+// values left out: the global context (0) holds the execution-scope values
+// of the whole program, then each context its values of every scope. of
+// returns context i's values for the given scopes.
+func (b *builder) contextValues(of func(i int, scopes []int) []mval) ([]uint32, [][]mval) {
+	var ctxs []uint32
+	var vals [][]mval
+	if g := of(0, []int{scExecution}); len(g) > 0 {
+		ctxs = append(ctxs, 0)
+		vals = append(vals, g)
+	}
+	for i, c := range b.all {
+		if v := of(i, []int{scPoint, scFunction, scLexAware, scExecution}); len(v) > 0 {
+			ctxs = append(ctxs, c.id)
+			vals = append(vals, v)
+		}
+	}
+	return ctxs, vals
+}
+
+// profTuples is the Hierarchical Identifier Tuples section: one tuple per
+// rank's profile, its address put in tuples (the summary profile has none).
+func (b *builder) profTuples(w *wbuf, tuples []uint64) {
+	hosts := map[string]uint32{}
+	// (NODE, GPUDEVICE, RANK) where every rank's GPU is known: host →
+	// GPU → rank, largest first as the format orders identifiers.
+	withGPU := b.gpus.Known && len(b.gpus.List) > 0
+	for i, r := range b.ranks {
+		ri := b.p.Ranks[r]
+		w.align(8)
+		tuples[i+1] = w.pos()
+		if withGPU {
+			w.u16(3)
+		} else {
+			w.u16(2)
+		}
+		w.pad(w.pos() + 6)
+		h, ok := hosts[ri.Host]
+		if !ok {
+			h = uint32(len(hosts))
+			hosts[ri.Host] = h
+		}
+		hid := fnv.New32a()
+		hid.Write([]byte(ri.Host))
+		w.u8(idNode)
+		w.u8(0)
+		w.u16(1) // physical: the host's id
+		w.u32(h)
+		w.u64(uint64(hid.Sum32()))
+		if withGPU {
+			dev := b.gpuLogical(r)
+			w.u8(idGPUDevice)
+			w.u8(0)
+			w.u16(0) // logical: the CUDA device ordinal on the host
+			w.u32(dev)
+			w.u64(uint64(dev))
+		}
+		w.u8(idRank)
+		w.u8(0)
+		w.u16(0)
+		w.u32(uint32(r))
+		w.u64(uint64(uint32(r)))
+	}
 }
 
 func (b *builder) encodeCCT(perRank []values) []byte {
