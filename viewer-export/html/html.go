@@ -162,6 +162,41 @@ func rankList(rs []int32) string {
 func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, error) {
 	pv := view.ProvenanceOf(p)
 	d := &data{Job: p.Job, Synthetic: p.Synthetic, Prov: pv, CSS: template.CSS(css), Script: template.JS(script + heatScript)}
+	d.provenance(p, pv)
+	d.adviceCards(p, advice)
+	fl, err := flame(p, o.MaxFlameNodes)
+	if err != nil {
+		return nil, err
+	}
+	d.Flame = fl
+	kernels := view.Kernels(p)
+	view.Classify(p, kernels, advice)
+	d.kernelTable(kernels, o.Top)
+	d.Heat = heatmap(p, kernels, o.Top)
+	for i, pr := range view.TopPairs(p, o.Top) {
+		row := pairRow{N: i + 1, Kernel: pr.Kernel, Access: pr.Key.Access.String(), Old: pr.Old, New: pr.New,
+			Redundant: view.Count(float64(pr.Redundant)), Accesses: view.Count(float64(pr.Accesses)), Fraction: "n/a"}
+		if pr.Accesses > 0 {
+			row.Fraction = pct(pr.Fraction)
+		}
+		row.Hist, row.Distinct, row.Range = histogram(pr.Values)
+		d.Pairs = append(d.Pairs, row)
+	}
+	for i, g := range objectGroups(p, o.Top) {
+		d.Objects = append(d.Objects, objectRowOf(p, i+1, g))
+	}
+	if o.Diff != nil {
+		d.Diff = diffSection(o.Diff, o.Top)
+	}
+	for _, m := range view.Metrics(p) {
+		d.Metrics = append(d.Metrics, kv{m.Name(), view.MetricDescription(m.Name())})
+	}
+	return d, nil
+}
+
+// provenance fills in the provenance section: the summary lines, the GPUs
+// and the rank table.
+func (d *data) provenance(p *profile.Profile, pv view.Provenance) {
 	var incomplete []string
 	for r, why := range pv.Incomplete {
 		incomplete = append(incomplete, fmt.Sprintf("rank %d: %s", r, why))
@@ -209,6 +244,11 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	for _, r := range d.Ranks {
 		d.HasPCS = d.HasPCS || r.PCS != ""
 	}
+}
+
+// adviceCards fills in the advice list (a finding repeated at sibling
+// contexts as one card) and the notes on waiting kernels.
+func (d *data) adviceCards(p *profile.Profile, advice []analysis.Advice) {
 	for i, g := range adviceGroups(p, text.Advice(advice)) {
 		a := g[0]
 		row := card(p, a, i+1)
@@ -232,13 +272,10 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		row.Speedup = "n/a"
 		d.Waiting = append(d.Waiting, row)
 	}
-	fl, err := flame(p, o.MaxFlameNodes)
-	if err != nil {
-		return nil, err
-	}
-	d.Flame = fl
-	kernels := view.Kernels(p)
-	view.Classify(p, kernels, advice)
+}
+
+// kernelTable fills in the kernel time totals and the top kernels' rows.
+func (d *data) kernelTable(kernels []view.Kernel, top int) {
 	d.TimeSplit = view.SplitTime(kernels).Line()
 	var total uint64
 	for _, k := range kernels {
@@ -246,7 +283,7 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	}
 	d.TotalTime, d.NumKernels = view.Duration(float64(total)), len(kernels)
 	for i, k := range kernels {
-		if i == o.Top {
+		if i == top {
 			break
 		}
 		share := 0.0
@@ -261,26 +298,6 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 			Share: pct(share), ShareBar: share, Launches: fmt.Sprint(k.Inclusive.Get(profile.GPULaunches)), Samples: view.Count(float64(k.Samples)),
 			Loads: view.Count(float64(k.Loads)), Stores: view.Count(float64(k.Stores)), Temporal: pct(k.TemporalFraction), Spatial: pct(k.SpatialFraction)})
 	}
-	d.Heat = heatmap(p, kernels, o.Top)
-	for i, pr := range view.TopPairs(p, o.Top) {
-		row := pairRow{N: i + 1, Kernel: pr.Kernel, Access: pr.Key.Access.String(), Old: pr.Old, New: pr.New,
-			Redundant: view.Count(float64(pr.Redundant)), Accesses: view.Count(float64(pr.Accesses)), Fraction: "n/a"}
-		if pr.Accesses > 0 {
-			row.Fraction = pct(pr.Fraction)
-		}
-		row.Hist, row.Distinct, row.Range = histogram(pr.Values)
-		d.Pairs = append(d.Pairs, row)
-	}
-	for i, g := range objectGroups(p, o.Top) {
-		d.Objects = append(d.Objects, objectRowOf(p, i+1, g))
-	}
-	if o.Diff != nil {
-		d.Diff = diffSection(o.Diff, o.Top)
-	}
-	for _, m := range view.Metrics(p) {
-		d.Metrics = append(d.Metrics, kv{m.Name(), view.MetricDescription(m.Name())})
-	}
-	return d, nil
 }
 
 // card renders one advice (or note) as the advice list shows it.
