@@ -127,14 +127,6 @@ func (g *CFG) havlakLoops(t dfsTree) []havlakLoop {
 		}
 		return x
 	}
-	type rawLoop struct {
-		header    int // DFS number
-		direct    []int
-		children  []int // indexes into raw
-		irr       bool
-		self      bool
-		backEdges []Edge
-	}
 	var raw []havlakLoop
 	loopOf := make([]int, size) // DFS number of a header -> raw loop index
 	for i := range loopOf {
