@@ -246,6 +246,24 @@ func Decode(b []byte) (*Profile, error) {
 func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 	b := d.b
 	p = New("")
+	d.head(p)
+	d.nodes(p, fill)
+	d.symbols(p)
+	d.accessTables(p, fill)
+	d.rankInfos(p)
+	single = d.rankTables(p, fill)
+	if d.err == nil && d.off != len(b) {
+		d.field = "end"
+		d.fail(fmt.Sprintf("%d bytes after the profile", len(b)-d.off))
+	}
+	if d.err != nil {
+		return nil, false, d.err
+	}
+	return p, single, nil
+}
+
+// head reads the job, the metric name table and every rank's items.
+func (d *dec) head(p *Profile) {
 	d.field = "job"
 	p.Job = d.s()
 	p.Synthetic = d.u() == 1
@@ -274,6 +292,10 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 		}
 		p.Items[r] = bm
 	}
+}
+
+// nodes reads the node table into one block of nodes.
+func (d *dec) nodes(p *Profile, fill func(func())) {
 	nn := d.count("nodes", 20)
 	nodes := make([]Node, nn)
 	for k := 0; k < nn && d.err == nil; k++ {
@@ -296,6 +318,10 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 			p.Nodes = m
 		})
 	}
+}
+
+// symbols reads the modules, functions and objects.
+func (d *dec) symbols(p *Profile) {
 	nmod := d.count("modules", 11)
 	for k := 0; k < nmod && d.err == nil; k++ {
 		m := &Module{Hash: ModuleHash(d.u64()), Size: d.u(), Name: d.s(), SM: uint16(d.u())}
@@ -311,6 +337,10 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 		o := &DataObject{ID: ObjectID(d.u64()), Context: NodeID(d.u64()), Size: d.u(), Count: d.u(), Space: uint8(d.u())}
 		p.Objects[o.ID] = o
 	}
+}
+
+// accessTables reads the temporal, spatial, PC and object statistics.
+func (d *dec) accessTables(p *Profile, fill func(func())) {
 	nt := d.count("temporal", 29)
 	ts := make([]kv[TemporalKey, uint64], nt)
 	for k := 0; k < nt && d.err == nil; k++ {
@@ -343,6 +373,10 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 		key := ObjectKey{Context: NodeID(d.u64()), Object: ObjectID(d.u64()), Access: d.access()}
 		p.ObjStats[key] = &ObjectStat{Accesses: d.u(), Values: d.sketch()}
 	}
+}
+
+// rankInfos reads the rank information table.
+func (d *dec) rankInfos(p *Profile) {
 	nri := d.count("ranks", 20)
 	for k := 0; k < nri && d.err == nil; k++ {
 		ri := &RankInfo{Rank: int32(d.i())}
@@ -370,11 +404,16 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 		}
 		p.Ranks[ri.Rank] = ri
 	}
+}
+
+// rankTables reads the summaries and the Open and PerRank tables, or the
+// mark that they are to be derived (single, see singleRank).
+func (d *dec) rankTables(p *Profile, fill func(func())) (single bool) {
 	d.field = "rank tables"
 	explicit := d.u()
 	if d.err == nil && explicit == 0 {
 		if _, ok := p.singleRank(); ok {
-			single = true
+			return true
 		} else if len(p.Items) > 1 {
 			d.fail("derived rank tables in a profile of several ranks")
 		}
@@ -416,14 +455,7 @@ func (d *dec) profile(fill func(func())) (p *Profile, single bool, err error) {
 			}
 		}
 	}
-	if d.err == nil && d.off != len(b) {
-		d.field = "end"
-		d.fail(fmt.Sprintf("%d bytes after the profile", len(b)-d.off))
-	}
-	if d.err != nil {
-		return nil, false, d.err
-	}
-	return p, single, nil
+	return false
 }
 
 // fillMap makes a map of entries (a later duplicate key replaces an

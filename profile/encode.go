@@ -164,15 +164,131 @@ type table struct {
 // sequential walk's.
 func (p *Profile) Encode() []byte {
 	names, index := p.metricTable()
-	var tables []table
-	var total int
-	add := func(t table) {
-		tables = append(tables, t)
+	tables := p.tables()
+	total := 0
+	for _, t := range tables {
 		total += t.n
 	}
+	e0 := enc{metrics: index}
+	if total < parMin {
+		e0.b = make([]byte, 0, 64+16*len(names)+estimate(tables))
+	}
+	p.encodeHead(&e0, names)
+	if total < parMin {
+		// A collector's batch or a test profile: one buffer, one goroutine.
+		for _, t := range tables {
+			if t.sort != nil {
+				t.sort()
+			}
+			if !t.nocount {
+				e0.u(uint64(t.n))
+			}
+			t.put(&e0, 0, t.n)
+		}
+		return e0.b
+	}
+	return writeParallel(&e0, tables)
+}
 
+// encodeHead writes what precedes the tables: magic, version, job, the
+// metric name table and every rank's items.
+func (p *Profile) encodeHead(e0 *enc, names []string) {
+	e0.b = append(e0.b, profileMagic...)
+	e0.u(profileVersion)
+	e0.s(p.Job)
+	if p.Synthetic {
+		e0.u(1)
+	} else {
+		e0.u(0)
+	}
+	e0.s(p.Interrupted)
+	e0.u(uint64(len(names)))
+	for _, n := range names {
+		e0.s(n)
+	}
+	// Items.
+	ranks := sortedKeys(p.Items, func(a, b int32) bool { return a < b })
+	e0.u(uint64(len(ranks)))
+	for _, r := range ranks {
+		e0.i(int64(r))
+		bm := p.Items[r]
+		bm.RunOptimize()
+		var buf bytes.Buffer
+		bm.WriteTo(&buf)
+		e0.u(uint64(buf.Len()))
+		e0.b = append(e0.b, buf.Bytes()...)
+	}
+}
+
+// writeParallel sorts every table, then writes them in chunks after the
+// head e0, each chunk into its own buffer, and joins the buffers in order.
+func writeParallel(e0 *enc, tables []table) []byte {
+	var sorts []func()
+	for _, t := range tables {
+		if t.sort != nil {
+			sorts = append(sorts, t.sort)
+		}
+	}
+	runAll(sorts)
+	// Pieces in output order: each table's count, then its chunks.
+	var pieces []*enc
+	var writes []func()
+	piece := func(f func(e *enc), size int) {
+		e := &enc{metrics: e0.metrics, b: make([]byte, 0, size)}
+		pieces = append(pieces, e)
+		writes = append(writes, func() { f(e) })
+	}
+	pieces = append(pieces, e0)
+	for _, t := range tables {
+		if !t.nocount {
+			piece(func(e *enc) { e.u(uint64(t.n)) }, 10)
+		}
+		chunk := t.chunk
+		if chunk == 0 {
+			chunk = parChunk
+		}
+		for lo := 0; lo < t.n; lo += chunk {
+			hi := min(lo+chunk, t.n)
+			piece(func(e *enc) { t.put(e, lo, hi) }, (hi-lo)*t.per)
+		}
+	}
+	runAll(writes)
+	size := 0
+	for _, e := range pieces {
+		size += len(e.b)
+	}
+	out := make([]byte, 0, size)
+	for _, e := range pieces {
+		out = append(out, e.b...)
+	}
+	return out
+}
+
+// tables returns the tables of the encoding after the head, in order: one
+// function per table (or group of small tables) below.
+func (p *Profile) tables() []table {
+	tables := []table{p.nodeTable(), p.symbolTables(), p.temporalTable(), p.spatialTable(),
+		p.pcTable(), p.objStatTable(), p.rankInfoTable()}
+	_, single := p.singleRank()
+	tables = append(tables, table{n: 1, nocount: true, per: 1, put: func(e *enc, _, _ int) {
+		if single {
+			e.u(0) // derived: see singleRank
+		} else {
+			e.u(1)
+		}
+	}})
+	if !single {
+		tables = append(tables, p.summaryTable())
+		for _, m := range [...]map[int32]map[NodeID]Values{p.Open, p.PerRank} {
+			tables = append(tables, rankValuesTable(m))
+		}
+	}
+	return tables
+}
+
+func (p *Profile) nodeTable() table {
 	var nodes []*Node
-	add(table{n: len(p.Nodes), per: 48,
+	return table{n: len(p.Nodes), per: 48,
 		sort: func() {
 			nodes = make([]*Node, 0, len(p.Nodes))
 			for _, n := range p.Nodes {
@@ -192,9 +308,13 @@ func (p *Profile) Encode() []byte {
 				e.u(n.Frame.Offset)
 				e.values(n.Metrics)
 			}
-		}})
-	// Modules, functions and objects: small tables, written in one piece.
-	add(table{n: 1, nocount: true, per: 64 * (len(p.Modules) + len(p.Funcs) + len(p.Objects)), put: func(e *enc, _, _ int) {
+		}}
+}
+
+// symbolTables is modules, functions and objects: small tables, written in
+// one piece.
+func (p *Profile) symbolTables() table {
+	return table{n: 1, nocount: true, per: 64 * (len(p.Modules) + len(p.Funcs) + len(p.Objects)), put: func(e *enc, _, _ int) {
 		mods := sortedKeys(p.Modules, func(a, b ModuleHash) bool { return a < b })
 		e.u(uint64(len(mods)))
 		for _, h := range mods {
@@ -222,9 +342,12 @@ func (p *Profile) Encode() []byte {
 			e.u(o.Count)
 			e.u(uint64(o.Space))
 		}
-	}})
+	}}
+}
+
+func (p *Profile) temporalTable() table {
 	var tks []kv[TemporalKey, uint64]
-	add(table{n: len(p.Temporal), per: 34,
+	return table{n: len(p.Temporal), per: 34,
 		sort: func() {
 			tks = psort(entries(p.Temporal), func(x *kv[TemporalKey, uint64]) uint64 { return uint64(x.k.Context) },
 				func(a, b kv[TemporalKey, uint64]) int {
@@ -248,9 +371,12 @@ func (p *Profile) Encode() []byte {
 				e.u(uint64(x.k.Access))
 				e.u(x.v)
 			}
-		}})
+		}}
+}
+
+func (p *Profile) spatialTable() table {
 	var sks []kv[SpatialKey, uint64]
-	add(table{n: len(p.Spatial), per: 34,
+	return table{n: len(p.Spatial), per: 34,
 		sort: func() {
 			sks = psort(entries(p.Spatial), func(x *kv[SpatialKey, uint64]) uint64 { return uint64(x.k.Context) },
 				func(a, b kv[SpatialKey, uint64]) int {
@@ -274,9 +400,12 @@ func (p *Profile) Encode() []byte {
 				e.u(uint64(x.k.Access))
 				e.u(x.v)
 			}
-		}})
+		}}
+}
+
+func (p *Profile) pcTable() table {
 	var pks []kv[PCKey, *PCStat]
-	add(table{n: len(p.PCs), per: 330,
+	return table{n: len(p.PCs), per: 330,
 		sort: func() {
 			pks = psort(entries(p.PCs), func(x *kv[PCKey, *PCStat]) uint64 { return uint64(x.k.Context) },
 				func(a, b kv[PCKey, *PCStat]) int {
@@ -297,9 +426,12 @@ func (p *Profile) Encode() []byte {
 				e.u(x.v.Accesses)
 				e.sketch(x.v.Values)
 			}
-		}})
+		}}
+}
+
+func (p *Profile) objStatTable() table {
 	var oks []kv[ObjectKey, *ObjectStat]
-	add(table{n: len(p.ObjStats), per: 40,
+	return table{n: len(p.ObjStats), per: 40,
 		sort: func() {
 			oks = psort(entries(p.ObjStats), func(x *kv[ObjectKey, *ObjectStat]) uint64 { return uint64(x.k.Context) },
 				func(a, b kv[ObjectKey, *ObjectStat]) int {
@@ -320,9 +452,12 @@ func (p *Profile) Encode() []byte {
 				e.u(x.v.Accesses)
 				e.sketch(x.v.Values)
 			}
-		}})
+		}}
+}
+
+func (p *Profile) rankInfoTable() table {
 	var rks []int32
-	add(table{n: len(p.Ranks), per: 96,
+	return table{n: len(p.Ranks), per: 96,
 		sort: func() { rks = p.SortedRanks() },
 		put: func(e *enc, lo, hi int) {
 			for _, r := range rks[lo:hi] {
@@ -344,133 +479,40 @@ func (p *Profile) Encode() []byte {
 				}
 				e.u(ri.Props.MemBytes)
 			}
-		}})
-	_, single := p.singleRank()
-	add(table{n: 1, nocount: true, per: 1, put: func(e *enc, _, _ int) {
-		if single {
-			e.u(0) // derived: see singleRank
-		} else {
-			e.u(1)
-		}
-	}})
-	if !single {
-		var sids []kv[NodeID, Summaries]
-		add(table{n: len(p.Summaries), per: 60,
-			sort: func() {
-				sids = psort(entries(p.Summaries), func(x *kv[NodeID, Summaries]) uint64 { return uint64(x.k) },
-					func(a, b kv[NodeID, Summaries]) int { return cmp.Compare(a.k, b.k) })
-			},
-			put: func(e *enc, lo, hi int) {
-				var buf [8]MS
-				for _, x := range sids[lo:hi] {
-					ss := append(buf[:0], x.v...)
-					for i := range ss {
-						ss[i].ID = MetricID(e.metrics[ss[i].ID])
-					}
-					slices.SortFunc(ss, func(a, b MS) int { return cmp.Compare(a.ID, b.ID) })
-					e.u64(uint64(x.k))
-					e.u(uint64(len(ss)))
-					for _, m := range ss {
-						s := m.S
-						e.u(uint64(m.ID))
-						e.u(s.N)
-						e.u(s.Sum)
-						e.u(s.SumSqHi)
-						e.u(s.SumSqLo)
-						e.u(s.Min)
-						e.u(s.Max)
-						e.i(int64(s.ArgMin))
-						e.i(int64(s.ArgMax))
-					}
-				}
-			}})
-		for _, m := range [...]map[int32]map[NodeID]Values{p.Open, p.PerRank} {
-			add(rankValuesTable(m))
-		}
-	}
+		}}
+}
 
-	// Gather and sort every table, then write them in chunks.
-	e0 := enc{metrics: index}
-	if total < parMin {
-		e0.b = make([]byte, 0, 64+16*len(names)+estimate(tables))
-	}
-	e0.b = append(e0.b, profileMagic...)
-	e0.u(profileVersion)
-	e0.s(p.Job)
-	if p.Synthetic {
-		e0.u(1)
-	} else {
-		e0.u(0)
-	}
-	e0.s(p.Interrupted)
-	e0.u(uint64(len(names)))
-	for _, n := range names {
-		e0.s(n)
-	}
-	// Items.
-	ranks := sortedKeys(p.Items, func(a, b int32) bool { return a < b })
-	e0.u(uint64(len(ranks)))
-	for _, r := range ranks {
-		e0.i(int64(r))
-		bm := p.Items[r]
-		bm.RunOptimize()
-		var buf bytes.Buffer
-		bm.WriteTo(&buf)
-		e0.u(uint64(buf.Len()))
-		e0.b = append(e0.b, buf.Bytes()...)
-	}
-	if total < parMin {
-		// A collector's batch or a test profile: one buffer, one goroutine.
-		for _, t := range tables {
-			if t.sort != nil {
-				t.sort()
+func (p *Profile) summaryTable() table {
+	var sids []kv[NodeID, Summaries]
+	return table{n: len(p.Summaries), per: 60,
+		sort: func() {
+			sids = psort(entries(p.Summaries), func(x *kv[NodeID, Summaries]) uint64 { return uint64(x.k) },
+				func(a, b kv[NodeID, Summaries]) int { return cmp.Compare(a.k, b.k) })
+		},
+		put: func(e *enc, lo, hi int) {
+			var buf [8]MS
+			for _, x := range sids[lo:hi] {
+				ss := append(buf[:0], x.v...)
+				for i := range ss {
+					ss[i].ID = MetricID(e.metrics[ss[i].ID])
+				}
+				slices.SortFunc(ss, func(a, b MS) int { return cmp.Compare(a.ID, b.ID) })
+				e.u64(uint64(x.k))
+				e.u(uint64(len(ss)))
+				for _, m := range ss {
+					s := m.S
+					e.u(uint64(m.ID))
+					e.u(s.N)
+					e.u(s.Sum)
+					e.u(s.SumSqHi)
+					e.u(s.SumSqLo)
+					e.u(s.Min)
+					e.u(s.Max)
+					e.i(int64(s.ArgMin))
+					e.i(int64(s.ArgMax))
+				}
 			}
-			if !t.nocount {
-				e0.u(uint64(t.n))
-			}
-			t.put(&e0, 0, t.n)
-		}
-		return e0.b
-	}
-	var sorts []func()
-	for _, t := range tables {
-		if t.sort != nil {
-			sorts = append(sorts, t.sort)
-		}
-	}
-	runAll(sorts)
-	// Pieces in output order: each table's count, then its chunks.
-	var pieces []*enc
-	var writes []func()
-	piece := func(f func(e *enc), size int) {
-		e := &enc{metrics: index, b: make([]byte, 0, size)}
-		pieces = append(pieces, e)
-		writes = append(writes, func() { f(e) })
-	}
-	pieces = append(pieces, &e0)
-	for _, t := range tables {
-		if !t.nocount {
-			piece(func(e *enc) { e.u(uint64(t.n)) }, 10)
-		}
-		chunk := t.chunk
-		if chunk == 0 {
-			chunk = parChunk
-		}
-		for lo := 0; lo < t.n; lo += chunk {
-			hi := min(lo+chunk, t.n)
-			piece(func(e *enc) { t.put(e, lo, hi) }, (hi-lo)*t.per)
-		}
-	}
-	runAll(writes)
-	size := 0
-	for _, e := range pieces {
-		size += len(e.b)
-	}
-	out := make([]byte, 0, size)
-	for _, e := range pieces {
-		out = append(out, e.b...)
-	}
-	return out
+		}}
 }
 
 func estimate(ts []table) int {

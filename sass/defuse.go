@@ -219,7 +219,9 @@ func dedupDefs(rs []Reg, ks []bool) ([]Reg, []bool) {
 
 // reach computes reaching definitions one register at a time: each
 // register's definitions are few, so small sorted sets per block beat
-// function-wide bit vectors on large kernels.
+// function-wide bit vectors on large kernels. Per register: the local
+// effect of each block, a worklist to the fixed point (reachFlow), then the
+// chains of each use.
 func (d *DefUse) reach(g *CFG) {
 	f := d.Func
 	n := len(f.Insts)
@@ -230,10 +232,22 @@ func (d *DefUse) reach(g *CFG) {
 	if n == 0 || len(g.Blocks) == 0 {
 		return
 	}
-	// Group uses and "touches" (definitions and full waits) by register with
-	// one sort of (register, instruction) keys instead of maps.
-	var useKeys, touchKeys []uint64
-	for i := 0; i < n; i++ {
+	useKeys, touchKeys := d.regKeys()
+	rf := newReachFlow(g)
+	for k := 0; k < len(useKeys); {
+		var r Reg
+		var uses []int32
+		r, uses, k = groupKeys(useKeys, k)
+		ts := touchesOf(touchKeys, r)
+		rf.solve(d, r, ts)
+		d.chains(g, r, uses, ts, rf.in)
+	}
+}
+
+// regKeys groups uses and "touches" (definitions and full waits) by
+// register with one sort of (register, instruction) keys instead of maps.
+func (d *DefUse) regKeys() (useKeys, touchKeys []uint64) {
+	for i := range d.Uses {
 		for _, r := range d.Uses[i] {
 			useKeys = append(useKeys, uint64(r)<<32|uint64(i))
 		}
@@ -248,121 +262,152 @@ func (d *DefUse) reach(g *CFG) {
 	}
 	slices.Sort(useKeys)
 	slices.Sort(touchKeys)
-	group := func(keys []uint64, k int) (Reg, []int32, int) {
-		r := Reg(keys[k] >> 32)
-		var out []int32
-		for ; k < len(keys) && Reg(keys[k]>>32) == r; k++ {
-			out = append(out, int32(uint32(keys[k])))
-		}
-		return r, out, k
-	}
-	touchesOf := func(r Reg) []int32 {
-		k := sort.Search(len(touchKeys), func(k int) bool { return touchKeys[k] >= uint64(r)<<32 })
-		if k >= len(touchKeys) || Reg(touchKeys[k]>>32) != r {
-			return nil
-		}
-		_, ts, _ := group(touchKeys, k)
-		return ts
-	}
+	return useKeys, touchKeys
+}
 
+// groupKeys returns the register of keys[k], the instructions of its run of
+// keys, and the index after the run.
+func groupKeys(keys []uint64, k int) (Reg, []int32, int) {
+	r := Reg(keys[k] >> 32)
+	var out []int32
+	for ; k < len(keys) && Reg(keys[k]>>32) == r; k++ {
+		out = append(out, int32(uint32(keys[k])))
+	}
+	return r, out, k
+}
+
+// touchesOf returns the instructions that touch r, ascending.
+func touchesOf(touchKeys []uint64, r Reg) []int32 {
+	k := sort.Search(len(touchKeys), func(k int) bool { return touchKeys[k] >= uint64(r)<<32 })
+	if k >= len(touchKeys) || Reg(touchKeys[k]>>32) != r {
+		return nil
+	}
+	_, ts, _ := groupKeys(touchKeys, k)
+	return ts
+}
+
+// reachFlow is the per-block dataflow of one register's definitions; its
+// slices are reused from one register to the next.
+type reachFlow struct {
+	g           *CFG
+	outLocal    [][]int32 // definitions a block itself lets out
+	transparent []bool    // what reaches the block's start may reach its end
+	in, out     [][]int32
+	inWork      []bool
+	work        []int
+}
+
+func newReachFlow(g *CFG) *reachFlow {
 	nb := len(g.Blocks)
-	outLocal := make([][]int32, nb)
-	transparent := make([]bool, nb)
-	in := make([][]int32, nb)
-	out := make([][]int32, nb)
-	inWork := make([]bool, nb)
-	work := make([]int, 0, nb)
-	for k := 0; k < len(useKeys); {
-		var r Reg
-		var uses []int32
-		r, uses, k = group(useKeys, k)
-		for b := 0; b < nb; b++ {
-			outLocal[b], in[b], out[b] = nil, nil, nil
-			transparent[b] = true
+	return &reachFlow{
+		g:           g,
+		outLocal:    make([][]int32, nb),
+		transparent: make([]bool, nb),
+		in:          make([][]int32, nb),
+		out:         make([][]int32, nb),
+		inWork:      make([]bool, nb),
+		work:        make([]int, 0, nb),
+	}
+}
+
+// solve computes the definitions of r (touched by instructions ts) that
+// reach each block's start (rf.in) and end (rf.out).
+func (rf *reachFlow) solve(d *DefUse, r Reg, ts []int32) {
+	g := rf.g
+	nb := len(g.Blocks)
+	outLocal, transparent, in, out, inWork := rf.outLocal, rf.transparent, rf.in, rf.out, rf.inWork
+	work := rf.work
+	for b := 0; b < nb; b++ {
+		outLocal[b], in[b], out[b] = nil, nil, nil
+		transparent[b] = true
+	}
+	// local effect of each block that touches r, walking backwards
+	for x := len(ts) - 1; x >= 0; x-- {
+		i := int(ts[x])
+		b := g.BlockOf(i)
+		if !transparent[b] {
+			continue
 		}
-		// local effect of each block that touches r, walking backwards
-		ts := touchesOf(r)
-		for x := len(ts) - 1; x >= 0; x-- {
-			i := int(ts[x])
-			b := g.BlockOf(i)
-			if !transparent[b] {
+		if k := d.defIndex(i, r); k >= 0 {
+			outLocal[b] = append(outLocal[b], int32(i))
+		}
+		if d.stops(i, r) {
+			transparent[b] = false
+		}
+	}
+	work = work[:0]
+	for b := 0; b < nb; b++ {
+		if g.Blocks[b].Reachable {
+			work = append(work, b)
+			inWork[b] = true
+		}
+		sort.Slice(outLocal[b], func(i, j int) bool { return outLocal[b][i] < outLocal[b][j] })
+	}
+	for len(work) > 0 {
+		b := work[0]
+		work = work[1:]
+		inWork[b] = false
+		var newIn []int32
+		if b == 0 {
+			newIn = []int32{Entry}
+		}
+		for _, p := range g.Blocks[b].Preds {
+			newIn = union32(newIn, out[p])
+		}
+		in[b] = newIn
+		newOut := outLocal[b]
+		if transparent[b] {
+			newOut = union32(append([]int32(nil), outLocal[b]...), newIn)
+		}
+		if !equal32(newOut, out[b]) {
+			out[b] = newOut
+			for _, s := range g.Blocks[b].Succs {
+				if !inWork[s] {
+					inWork[s] = true
+					work = append(work, s)
+				}
+			}
+		}
+	}
+	rf.work = work
+}
+
+// chains records, for each use of r, its reaching definitions and the
+// matching def-use links. uses and ts are the instructions that use and
+// touch r, ascending; in the definitions of r reaching each block's start.
+func (d *DefUse) chains(g *CFG, r Reg, uses, ts []int32, in [][]int32) {
+	for _, ui := range uses {
+		i := int(ui)
+		b := g.BlockOf(i)
+		var reach []int32
+		stopped := false
+		// touches of r before i in the same block, nearest first
+		x := sort.Search(len(ts), func(x int) bool { return ts[x] >= ui }) - 1
+		for ; x >= 0 && int(ts[x]) >= g.Blocks[b].Start; x-- {
+			j := int(ts[x])
+			if d.defIndex(j, r) >= 0 {
+				reach = append(reach, int32(j))
+			}
+			if d.stops(j, r) {
+				stopped = true
+				break
+			}
+		}
+		if !stopped && g.Blocks[b].Reachable {
+			reach = append(reach, in[b]...)
+		}
+		reach = sortUnique32(reach)
+		for k, u := range d.Uses[i] {
+			if u == r {
+				d.UD[i][k] = reach
+			}
+		}
+		for _, di := range reach {
+			if di < 0 {
 				continue
 			}
-			if k := d.defIndex(i, r); k >= 0 {
-				outLocal[b] = append(outLocal[b], int32(i))
-			}
-			if d.stops(i, r) {
-				transparent[b] = false
-			}
-		}
-		work = work[:0]
-		for b := 0; b < nb; b++ {
-			if g.Blocks[b].Reachable {
-				work = append(work, b)
-				inWork[b] = true
-			}
-			sort.Slice(outLocal[b], func(i, j int) bool { return outLocal[b][i] < outLocal[b][j] })
-		}
-		for len(work) > 0 {
-			b := work[0]
-			work = work[1:]
-			inWork[b] = false
-			var newIn []int32
-			if b == 0 {
-				newIn = []int32{Entry}
-			}
-			for _, p := range g.Blocks[b].Preds {
-				newIn = union32(newIn, out[p])
-			}
-			in[b] = newIn
-			newOut := outLocal[b]
-			if transparent[b] {
-				newOut = union32(append([]int32(nil), outLocal[b]...), newIn)
-			}
-			if !equal32(newOut, out[b]) {
-				out[b] = newOut
-				for _, s := range g.Blocks[b].Succs {
-					if !inWork[s] {
-						inWork[s] = true
-						work = append(work, s)
-					}
-				}
-			}
-		}
-		// chains for each use of r
-		for _, ui := range uses {
-			i := int(ui)
-			b := g.BlockOf(i)
-			var reach []int32
-			stopped := false
-			// touches of r before i in the same block, nearest first
-			x := sort.Search(len(ts), func(x int) bool { return ts[x] >= ui }) - 1
-			for ; x >= 0 && int(ts[x]) >= g.Blocks[b].Start; x-- {
-				j := int(ts[x])
-				if d.defIndex(j, r) >= 0 {
-					reach = append(reach, int32(j))
-				}
-				if d.stops(j, r) {
-					stopped = true
-					break
-				}
-			}
-			if !stopped && g.Blocks[b].Reachable {
-				reach = append(reach, in[b]...)
-			}
-			reach = sortUnique32(reach)
-			for k, u := range d.Uses[i] {
-				if u == r {
-					d.UD[i][k] = reach
-				}
-			}
-			for _, di := range reach {
-				if di < 0 {
-					continue
-				}
-				if k := d.defIndex(int(di), r); k >= 0 {
-					d.DU[di][k] = append(d.DU[di][k], int32(i))
-				}
+			if k := d.defIndex(int(di), r); k >= 0 {
+				d.DU[di][k] = append(d.DU[di][k], int32(i))
 			}
 		}
 	}

@@ -61,81 +61,88 @@ func (m *Module) Encode() []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(m.Functions)))
 	for _, f := range m.Functions {
-		b = binary.AppendUvarint(b, e.idx[f.Name])
-		b = binary.AppendUvarint(b, e.idx[f.Section])
-		b = binary.AppendUvarint(b, f.Start)
-		b = binary.AppendUvarint(b, f.End-f.Start)
-		b = binary.AppendUvarint(b, f.Size)
+		b = e.function(b, f)
+	}
+	return b
+}
+
+// function appends one function: its extent, flags, labels and
+// instructions.
+func (e *encoder) function(b []byte, f *Function) []byte {
+	b = binary.AppendUvarint(b, e.idx[f.Name])
+	b = binary.AppendUvarint(b, e.idx[f.Section])
+	b = binary.AppendUvarint(b, f.Start)
+	b = binary.AppendUvarint(b, f.End-f.Start)
+	b = binary.AppendUvarint(b, f.Size)
+	var fl byte
+	if f.Entry {
+		fl |= 1
+	}
+	if f.Global {
+		fl |= 2
+	}
+	b = append(b, fl)
+	b = binary.AppendUvarint(b, uint64(len(f.Labels)))
+	for _, l := range f.Labels {
+		b = binary.AppendUvarint(b, e.idx[l.Name])
+		b = binary.AppendUvarint(b, l.Offset)
+	}
+	b = binary.AppendUvarint(b, uint64(len(f.Insts)))
+	prev := f.Start
+	prevLine := 0
+	for i := range f.Insts {
+		in := &f.Insts[i]
+		b = binary.AppendUvarint(b, in.Offset-prev)
+		prev = in.Offset
 		var fl byte
-		if f.Entry {
+		if in.Guard != 0 {
 			fl |= 1
 		}
-		if f.Global {
+		if in.GuardNot {
 			fl |= 2
 		}
-		b = append(b, fl)
-		b = binary.AppendUvarint(b, uint64(len(f.Labels)))
-		for _, l := range f.Labels {
-			b = binary.AppendUvarint(b, e.idx[l.Name])
-			b = binary.AppendUvarint(b, l.Offset)
+		if in.HasEnc {
+			fl |= 4
 		}
-		b = binary.AppendUvarint(b, uint64(len(f.Insts)))
-		prev := f.Start
-		prevLine := 0
-		for i := range f.Insts {
-			in := &f.Insts[i]
-			b = binary.AppendUvarint(b, in.Offset-prev)
-			prev = in.Offset
-			var fl byte
-			if in.Guard != 0 {
-				fl |= 1
+		if in.Callee != "" {
+			fl |= 8
+		}
+		if len(in.Targets) > 0 {
+			fl |= 16
+		}
+		if len(in.Notes) > 0 {
+			fl |= 32
+		}
+		b = append(b, fl)
+		if in.Guard != 0 {
+			b = binary.LittleEndian.AppendUint16(b, uint16(in.Guard))
+		}
+		b = binary.AppendUvarint(b, e.idx[in.Opcode])
+		b = binary.AppendUvarint(b, uint64(len(in.Operands)))
+		for _, o := range in.Operands {
+			b = binary.AppendUvarint(b, e.idx[o.Text])
+		}
+		if len(in.Notes) > 0 {
+			b = binary.AppendUvarint(b, uint64(len(in.Notes)))
+			for _, n := range in.Notes {
+				b = binary.AppendUvarint(b, e.idx[n])
 			}
-			if in.GuardNot {
-				fl |= 2
+		}
+		if len(in.Targets) > 0 {
+			b = binary.AppendUvarint(b, uint64(len(in.Targets)))
+			for _, t := range in.Targets {
+				b = binary.AppendUvarint(b, t)
 			}
-			if in.HasEnc {
-				fl |= 4
-			}
-			if in.Callee != "" {
-				fl |= 8
-			}
-			if len(in.Targets) > 0 {
-				fl |= 16
-			}
-			if len(in.Notes) > 0 {
-				fl |= 32
-			}
-			b = append(b, fl)
-			if in.Guard != 0 {
-				b = binary.LittleEndian.AppendUint16(b, uint16(in.Guard))
-			}
-			b = binary.AppendUvarint(b, e.idx[in.Opcode])
-			b = binary.AppendUvarint(b, uint64(len(in.Operands)))
-			for _, o := range in.Operands {
-				b = binary.AppendUvarint(b, e.idx[o.Text])
-			}
-			if len(in.Notes) > 0 {
-				b = binary.AppendUvarint(b, uint64(len(in.Notes)))
-				for _, n := range in.Notes {
-					b = binary.AppendUvarint(b, e.idx[n])
-				}
-			}
-			if len(in.Targets) > 0 {
-				b = binary.AppendUvarint(b, uint64(len(in.Targets)))
-				for _, t := range in.Targets {
-					b = binary.AppendUvarint(b, t)
-				}
-			}
-			if in.Callee != "" {
-				b = binary.AppendUvarint(b, e.idx[in.Callee])
-			}
-			b = binary.AppendVarint(b, int64(in.Loc))
-			b = binary.AppendVarint(b, int64(in.Line-prevLine))
-			prevLine = in.Line
-			if in.HasEnc {
-				b = binary.LittleEndian.AppendUint64(b, in.Enc[0])
-				b = binary.LittleEndian.AppendUint64(b, in.Enc[1])
-			}
+		}
+		if in.Callee != "" {
+			b = binary.AppendUvarint(b, e.idx[in.Callee])
+		}
+		b = binary.AppendVarint(b, int64(in.Loc))
+		b = binary.AppendVarint(b, int64(in.Line-prevLine))
+		prevLine = in.Line
+		if in.HasEnc {
+			b = binary.LittleEndian.AppendUint64(b, in.Enc[0])
+			b = binary.LittleEndian.AppendUint64(b, in.Enc[1])
 		}
 	}
 	return b
@@ -168,6 +175,10 @@ type decoder struct {
 	b   []byte
 	off int
 	err error
+	// strs is the string table; ops the operands parsed so far, by text
+	// (operand texts repeat: each is parsed once).
+	strs []string
+	ops  map[string]Operand
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -278,19 +289,9 @@ func Decode(b []byte) (*Module, error) {
 		m.Files = append(m.Files, d.str())
 	}
 	ns := d.count("string", 1)
-	strs := make([]string, 0, ns)
+	d.strs = make([]string, 0, ns)
 	for i := 0; i < ns && d.err == nil; i++ {
-		strs = append(strs, d.str())
-	}
-	str := func() string {
-		i := d.uvarint()
-		if d.err == nil && i >= uint64(len(strs)) {
-			d.fail("string index %d out of range (%d strings)", i, len(strs))
-		}
-		if d.err != nil {
-			return ""
-		}
-		return strs[i]
+		d.strs = append(d.strs, d.str())
 	}
 	nl := d.count("location", 2)
 	for i := 0; i < nl && d.err == nil; i++ {
@@ -301,122 +302,10 @@ func Decode(b []byte) (*Module, error) {
 		}
 		m.Locations = append(m.Locations, l)
 	}
-	ops := map[string]Operand{} // operand texts repeat: parse each once
+	d.ops = map[string]Operand{}
 	nfn := d.count("function", 6)
 	for fi := 0; fi < nfn && d.err == nil; fi++ {
-		f := &Function{}
-		f.Name = str()
-		f.Section = str()
-		f.Start = d.uvarint()
-		ext := d.uvarint()
-		if f.Start+ext < f.Start {
-			d.fail("function extent overflows")
-		}
-		f.End = f.Start + ext
-		f.Size = d.uvarint()
-		fl := d.byte1()
-		f.Entry, f.Global = fl&1 != 0, fl&2 != 0
-		nlab := d.count("label", 2)
-		for k := 0; k < nlab && d.err == nil; k++ {
-			f.Labels = append(f.Labels, Label{Name: str(), Offset: d.uvarint()})
-		}
-		ni := d.count("instruction", 5)
-		if ni > 0 {
-			f.Insts = make([]Instruction, 0, ni)
-		}
-		prev := f.Start
-		prevLine := int64(0)
-		for i := 0; i < ni && d.err == nil; i++ {
-			in := Instruction{}
-			delta := d.uvarint()
-			if i > 0 && delta == 0 {
-				d.fail("instruction offsets must increase")
-			}
-			if prev+delta < prev {
-				d.fail("instruction offset overflows")
-			}
-			in.Offset = prev + delta
-			prev = in.Offset
-			fl := d.byte1()
-			if fl&^63 != 0 {
-				d.fail("unknown instruction flags %#x", fl)
-			}
-			if fl&1 != 0 {
-				g := d.fixed(2)
-				if g != nil {
-					in.Guard = Reg(binary.LittleEndian.Uint16(g))
-					if k := in.Guard.Kind(); k != KindP && k != KindUP {
-						d.fail("guard %v is not a predicate", in.Guard)
-					}
-				}
-			}
-			in.GuardNot = fl&2 != 0
-			in.Opcode = str()
-			if d.err == nil && in.Opcode != "" {
-				parts := strings.Split(in.Opcode, ".")
-				in.Op = parts[0]
-				if len(parts) > 1 {
-					in.Mods = parts[1:]
-				}
-			}
-			no := d.count("operand", 1)
-			if no > 0 {
-				in.Operands = make([]Operand, 0, no)
-			}
-			for k := 0; k < no && d.err == nil; k++ {
-				t := str()
-				o, ok := ops[t]
-				if !ok {
-					var err error
-					o, err = ParseOperand(t)
-					if err != nil {
-						d.fail("operand %q: %v", t, err)
-					}
-					ops[t] = o
-				}
-				in.Operands = append(in.Operands, o)
-			}
-			if fl&32 != 0 {
-				nn := d.count("note", 1)
-				for k := 0; k < nn && d.err == nil; k++ {
-					in.Notes = append(in.Notes, str())
-				}
-			}
-			if fl&16 != 0 {
-				nt := d.count("target", 1)
-				for k := 0; k < nt && d.err == nil; k++ {
-					in.Targets = append(in.Targets, d.uvarint())
-				}
-			}
-			if fl&8 != 0 {
-				in.Callee = str()
-			}
-			loc := d.varint()
-			if loc < -1 || loc >= int64(len(m.Locations)) {
-				d.fail("location index %d out of range (%d locations)", loc, len(m.Locations))
-			}
-			in.Loc = int32(loc)
-			dl := d.varint()
-			line := prevLine + dl
-			if line < 0 || line > math.MaxInt32 {
-				d.fail("source line %d out of range", line)
-			}
-			in.Line = int(line)
-			prevLine = line
-			if fl&4 != 0 {
-				w := d.fixed(16)
-				if w != nil {
-					in.Enc = [2]uint64{binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:])}
-					in.HasEnc = true
-				}
-			}
-			in.Class, in.Flow, in.Mem = classify(in.Op, in.Mods, in.Operands)
-			f.Insts = append(f.Insts, in)
-		}
-		if d.err == nil && len(f.Insts) > 0 && f.Insts[len(f.Insts)-1].Offset >= f.End {
-			d.fail("function %s: instruction at %#x beyond its end %#x", f.Name, f.Insts[len(f.Insts)-1].Offset, f.End)
-		}
-		m.Functions = append(m.Functions, f)
+		m.Functions = append(m.Functions, d.function(len(m.Locations)))
 	}
 	if d.err == nil && d.off != len(d.b) {
 		d.fail("%d bytes of trailing data", len(d.b)-d.off)
@@ -426,4 +315,142 @@ func Decode(b []byte) (*Module, error) {
 	}
 	m.index()
 	return m, nil
+}
+
+// strRef reads an index into the string table.
+func (d *decoder) strRef() string {
+	i := d.uvarint()
+	if d.err == nil && i >= uint64(len(d.strs)) {
+		d.fail("string index %d out of range (%d strings)", i, len(d.strs))
+	}
+	if d.err != nil {
+		return ""
+	}
+	return d.strs[i]
+}
+
+// function reads one function: its extent, flags, labels and instructions
+// (nloc: the module's number of locations).
+func (d *decoder) function(nloc int) *Function {
+	f := &Function{}
+	f.Name = d.strRef()
+	f.Section = d.strRef()
+	f.Start = d.uvarint()
+	ext := d.uvarint()
+	if f.Start+ext < f.Start {
+		d.fail("function extent overflows")
+	}
+	f.End = f.Start + ext
+	f.Size = d.uvarint()
+	fl := d.byte1()
+	f.Entry, f.Global = fl&1 != 0, fl&2 != 0
+	nlab := d.count("label", 2)
+	for k := 0; k < nlab && d.err == nil; k++ {
+		f.Labels = append(f.Labels, Label{Name: d.strRef(), Offset: d.uvarint()})
+	}
+	ni := d.count("instruction", 5)
+	if ni > 0 {
+		f.Insts = make([]Instruction, 0, ni)
+	}
+	// Offsets and lines are delta-coded from the previous instruction's.
+	prev := f.Start
+	prevLine := int64(0)
+	for i := 0; i < ni && d.err == nil; i++ {
+		in, line := d.instruction(i, prev, prevLine, nloc)
+		prev, prevLine = in.Offset, line
+		f.Insts = append(f.Insts, in)
+	}
+	if d.err == nil && len(f.Insts) > 0 && f.Insts[len(f.Insts)-1].Offset >= f.End {
+		d.fail("function %s: instruction at %#x beyond its end %#x", f.Name, f.Insts[len(f.Insts)-1].Offset, f.End)
+	}
+	return f
+}
+
+// instruction reads instruction i of a function, the previous one at
+// offset prev and source line prevLine; it returns the instruction and its
+// source line.
+func (d *decoder) instruction(i int, prev uint64, prevLine int64, nloc int) (Instruction, int64) {
+	in := Instruction{}
+	delta := d.uvarint()
+	if i > 0 && delta == 0 {
+		d.fail("instruction offsets must increase")
+	}
+	if prev+delta < prev {
+		d.fail("instruction offset overflows")
+	}
+	in.Offset = prev + delta
+	fl := d.byte1()
+	if fl&^63 != 0 {
+		d.fail("unknown instruction flags %#x", fl)
+	}
+	if fl&1 != 0 {
+		g := d.fixed(2)
+		if g != nil {
+			in.Guard = Reg(binary.LittleEndian.Uint16(g))
+			if k := in.Guard.Kind(); k != KindP && k != KindUP {
+				d.fail("guard %v is not a predicate", in.Guard)
+			}
+		}
+	}
+	in.GuardNot = fl&2 != 0
+	in.Opcode = d.strRef()
+	if d.err == nil && in.Opcode != "" {
+		parts := strings.Split(in.Opcode, ".")
+		in.Op = parts[0]
+		if len(parts) > 1 {
+			in.Mods = parts[1:]
+		}
+	}
+	no := d.count("operand", 1)
+	if no > 0 {
+		in.Operands = make([]Operand, 0, no)
+	}
+	for k := 0; k < no && d.err == nil; k++ {
+		t := d.strRef()
+		o, ok := d.ops[t]
+		if !ok {
+			var err error
+			o, err = ParseOperand(t)
+			if err != nil {
+				d.fail("operand %q: %v", t, err)
+			}
+			d.ops[t] = o
+		}
+		in.Operands = append(in.Operands, o)
+	}
+	if fl&32 != 0 {
+		nn := d.count("note", 1)
+		for k := 0; k < nn && d.err == nil; k++ {
+			in.Notes = append(in.Notes, d.strRef())
+		}
+	}
+	if fl&16 != 0 {
+		nt := d.count("target", 1)
+		for k := 0; k < nt && d.err == nil; k++ {
+			in.Targets = append(in.Targets, d.uvarint())
+		}
+	}
+	if fl&8 != 0 {
+		in.Callee = d.strRef()
+	}
+	loc := d.varint()
+	if loc < -1 || loc >= int64(nloc) {
+		d.fail("location index %d out of range (%d locations)", loc, nloc)
+	}
+	in.Loc = int32(loc)
+	dl := d.varint()
+	line := prevLine + dl
+	if line < 0 || line > math.MaxInt32 {
+		d.fail("source line %d out of range", line)
+	}
+	in.Line = int(line)
+	if fl&4 != 0 {
+		w := d.fixed(16)
+		if w != nil {
+			in.Enc = [2]uint64{binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:])}
+			in.HasEnc = true
+		}
+	}
+	in.Class, in.Flow, in.Mem = classify(in.Op, in.Mods, in.Operands)
+	return in, line
 }

@@ -23,13 +23,38 @@ type Loop struct {
 	LatchLoc int32
 }
 
-// findLoops runs Havlak's loop-nesting algorithm over the reachable blocks.
+// findLoops runs Havlak's loop-nesting algorithm over the reachable blocks:
+// number the blocks in DFS preorder, find the loops innermost first
+// (havlakLoops), then give them their public form (publishLoops) and their
+// entries.
 func (g *CFG) findLoops() {
+	t := g.dfsOrder()
+	raw := g.havlakLoops(t)
+	if len(raw) == 0 {
+		return
+	}
+	g.publishLoops(t, raw)
+	g.loopEntries()
+}
+
+// dfsTree is the DFS preorder numbering of the blocks reachable from the
+// entry.
+type dfsTree struct {
+	number []int // DFS number of each block, dfsUnvisited if not reached
+	node   []int // block of each DFS number
+	last   []int // per DFS number: the last number of its subtree
+}
+
+const dfsUnvisited = -1
+
+// isAncestor reports whether DFS number w is an ancestor of v (or v).
+func (t *dfsTree) isAncestor(w, v int) bool { return w <= v && v <= t.last[w] }
+
+func (g *CFG) dfsOrder() dfsTree {
 	nb := len(g.Blocks)
-	const unvisited = -1
 	number := make([]int, nb) // DFS preorder number of each block
 	for i := range number {
-		number[i] = unvisited
+		number[i] = dfsUnvisited
 	}
 	var node []int // block of each DFS number
 	last := []int{}
@@ -45,7 +70,7 @@ func (g *CFG) findLoops() {
 		if top.i < len(ss) {
 			s := ss[top.i]
 			top.i++
-			if number[s] == unvisited {
+			if number[s] == dfsUnvisited {
 				number[s] = len(node)
 				node = append(node, s)
 				last = append(last, 0)
@@ -56,18 +81,33 @@ func (g *CFG) findLoops() {
 		last[number[top.b]] = len(node) - 1
 		stack = stack[:len(stack)-1]
 	}
-	size := len(node)
-	isAncestor := func(w, v int) bool { return w <= v && v <= last[w] }
+	return dfsTree{number: number, node: node, last: last}
+}
 
+// havlakLoop is a loop as Havlak's algorithm finds it, before ordering.
+type havlakLoop struct {
+	header    int // DFS number
+	direct    []int
+	children  []int // indexes into raw
+	irr       bool
+	self      bool
+	backEdges []Edge
+}
+
+// havlakLoops finds the loops, headers in reverse DFS order, so a loop's
+// nested loops come before it.
+func (g *CFG) havlakLoops(t dfsTree) []havlakLoop {
+	number, node := t.number, t.node
+	size := len(node)
 	nonBack := make([][]int, size)
 	back := make([][]int, size)
 	for w := 0; w < size; w++ {
 		for _, p := range g.Blocks[node[w]].Preds {
 			v := number[p]
-			if v == unvisited {
+			if v == dfsUnvisited {
 				continue
 			}
-			if isAncestor(w, v) {
+			if t.isAncestor(w, v) {
 				back[w] = append(back[w], v)
 			} else {
 				nonBack[w] = append(nonBack[w], v)
@@ -87,15 +127,7 @@ func (g *CFG) findLoops() {
 		}
 		return x
 	}
-	type rawLoop struct {
-		header    int // DFS number
-		direct    []int
-		children  []int // indexes into raw
-		irr       bool
-		self      bool
-		backEdges []Edge
-	}
-	var raw []rawLoop
+	var raw []havlakLoop
 	loopOf := make([]int, size) // DFS number of a header -> raw loop index
 	for i := range loopOf {
 		loopOf[i] = -1
@@ -123,7 +155,7 @@ func (g *CFG) findLoops() {
 			work = work[:len(work)-1]
 			for _, y := range nonBack[x] {
 				yd := find(y)
-				if !isAncestor(w, yd) {
+				if !t.isAncestor(w, yd) {
 					irr = true
 					nonBack[w] = append(nonBack[w], yd)
 				} else if yd != w && !inPool[yd] {
@@ -136,7 +168,7 @@ func (g *CFG) findLoops() {
 		if len(pool) == 0 && !self {
 			continue
 		}
-		l := rawLoop{header: w, irr: irr, self: self, backEdges: be}
+		l := havlakLoop{header: w, irr: irr, self: self, backEdges: be}
 		for _, x := range pool {
 			inPool[x] = false
 			uf[x] = w
@@ -149,11 +181,13 @@ func (g *CFG) findLoops() {
 		loopOf[w] = len(raw)
 		raw = append(raw, l)
 	}
-	if len(raw) == 0 {
-		return
-	}
-	// Order loops by header position (outer first when they share one),
-	// then fill in the public form.
+	return raw
+}
+
+// publishLoops orders the loops by header position (outer first when they
+// share one) and fills in g.Loops and each block's innermost loop.
+func (g *CFG) publishLoops(t dfsTree, raw []havlakLoop) {
+	node := t.node
 	parent := make([]int, len(raw))
 	for i := range parent {
 		parent[i] = -1
@@ -239,6 +273,11 @@ func (g *CFG) findLoops() {
 			g.Blocks[b].Loop = ni
 		}
 	}
+}
+
+// loopEntries fills in each loop's entries: its header, then the blocks
+// with a reachable predecessor outside the loop.
+func (g *CFG) loopEntries() {
 	for i := range g.Loops {
 		lp := &g.Loops[i]
 		in := make(map[int]bool, len(lp.Blocks))

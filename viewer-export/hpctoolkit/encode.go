@@ -127,218 +127,245 @@ func (b *builder) description() string {
 	return d.String()
 }
 
+// encodeMeta writes meta.db: one function per section below. Sections are
+// written in file order except the context tree (section 3), which comes
+// last because it points into the string, file, module and function
+// tables.
 func (b *builder) encodeMeta() []byte {
 	w := header("meta", 8)
-	// General
-	w.section(0, func(s uint64) {
-		var ss strRefs
-		title := b.p.Job
-		if title == "" {
-			title = "gpuprof"
-		}
-		ss.ref(w, title)
-		ss.ref(w, b.description())
-		ss.patch(w)
-	})
-	// Identifier names
-	w.section(1, func(s uint64) {
-		w.u64(s + 16)
-		w.u8(uint8(len(idNames)))
-		w.pad(s + 16)
-		var ss strRefs
-		for _, n := range idNames {
-			ss.ref(w, n)
-		}
-		ss.patch(w)
-	})
-	// Metrics
-	w.section(2, func(s uint64) {
-		pScopes := s + 0x20
-		pMetrics := pScopes + 16*nScopes
-		w.u64(pMetrics)
-		w.u32(uint32(len(b.metrics)))
-		w.u8(32)
-		w.u8(16)
-		w.u8(24)
-		w.pad(s + 0x10)
-		w.u64(pScopes)
-		w.u16(nScopes)
-		w.u8(16)
-		w.pad(pScopes)
-		var ss strRefs
-		for _, sc := range scopeDefs {
-			ss.ref(w, sc.Name)
-			w.u8(sc.Type)
-			w.u8(sc.Index)
-			w.pad(w.pos() + 6)
-		}
-		pInsts := pMetrics + 32*uint64(len(b.metrics))
-		pSums := pInsts + 16*nScopes*uint64(len(b.metrics))
-		for m, id := range b.metrics {
-			ss.ref(w, id.Name())
-			w.u64(pInsts + 16*nScopes*uint64(m))
-			w.u64(pSums + 24*nScopes*nStats*uint64(m))
-			w.u16(nScopes)
-			w.u16(nScopes * nStats)
-			w.pad(w.pos() + 4)
-		}
-		for m := range b.metrics {
-			for sc := range nScopes {
-				w.u64(pScopes + 16*uint64(sc))
-				w.u16(b.propID(m, sc))
-				w.pad(w.pos() + 6)
-			}
-		}
-		for m := range b.metrics {
-			for sc := range nScopes {
-				for st, def := range statDefs {
-					w.u64(pScopes + 16*uint64(sc))
-					ss.ref(w, def.formula)
-					w.u8(def.combine)
-					w.u8(0)
-					w.u16(b.statID(m, sc, st))
-					w.pad(w.pos() + 4)
-				}
-			}
-		}
-		ss.patch(w)
-	})
-	// Common string table
-	strAt := map[string]uint64{}
-	w.section(4, func(s uint64) {
-		add := func(v string) {
-			if _, ok := strAt[v]; !ok {
-				strAt[v] = w.str(v)
-			}
-		}
-		add("main thread")
-		for _, m := range b.modules {
-			add(m)
-		}
-		for _, f := range b.files {
-			add(f)
-		}
-		for _, f := range b.funcs {
-			add(f.name)
-		}
-	})
-	var pMods, pFiles, pFuncs uint64
-	w.section(5, func(s uint64) {
-		pMods = s + 16
-		w.u64(pMods)
-		w.u32(uint32(len(b.modules)))
-		w.u16(16)
-		w.pad(pMods)
-		for _, m := range b.modules {
-			w.u32(0)
-			w.u32(0)
-			w.u64(strAt[m])
-		}
-	})
-	w.section(6, func(s uint64) {
-		pFiles = s + 16
-		w.u64(pFiles)
-		w.u32(uint32(len(b.files)))
-		w.u16(16)
-		w.pad(pFiles)
-		for _, f := range b.files {
-			w.u32(0) // not copied into the database
-			w.u32(0)
-			w.u64(strAt[f])
-		}
-	})
-	ptr := func(base uint64, size uint64, i int) uint64 {
-		if i < 0 {
-			return 0
-		}
-		return base + size*uint64(i)
-	}
-	w.section(7, func(s uint64) {
-		pFuncs = s + 16
-		w.u64(pFuncs)
-		w.u32(uint32(len(b.funcs)))
-		w.u16(40)
-		w.pad(pFuncs)
-		for _, f := range b.funcs {
-			w.u64(strAt[f.name])
-			w.u64(ptr(pMods, 16, f.mod))
-			w.u64(f.off)
-			w.u64(ptr(pFiles, 16, f.file))
-			w.u32(0)
-			w.u32(0)
-		}
-	})
-	// Context tree: header, the entry point, then each context's children
-	// array (contiguous, as the format requires).
-	w.section(3, func(s uint64) {
-		pEntries := s + 16
-		w.u64(pEntries)
-		w.u16(1)
-		w.u8(32)
-		w.pad(pEntries)
-		arrays := map[*ctx]uint64{}
-		at := pEntries + 32
-		for _, c := range b.all {
-			if len(c.children) == 0 {
-				continue
-			}
-			arrays[c] = at
-			for _, k := range c.children {
-				at += k.size()
-			}
-		}
-		kidsSize := func(c *ctx) uint64 {
-			var n uint64
-			for _, k := range c.children {
-				n += k.size()
-			}
-			return n
-		}
-		e := b.entry
-		w.u64(kidsSize(e))
-		w.u64(arrays[e])
-		w.u32(e.id)
-		w.u16(1) // main thread
-		w.pad(w.pos() + 2)
-		w.u64(strAt["main thread"])
-		for _, c := range b.all {
-			if len(c.children) == 0 {
-				continue
-			}
-			if w.pos() != arrays[c] {
-				panic("hpctoolkit: context layout out of step") // a bug in this writer, not bad input
-			}
-			for _, k := range c.children {
-				w.u64(kidsSize(k))
-				w.u64(arrays[k])
-				w.u32(k.id)
-				w.u8(k.flags())
-				w.u8(k.rel)
-				w.u8(k.lex)
-				w.u8(uint8(k.flexWords()))
-				prop := uint16(0)
-				if k.rel == RelLexical {
-					prop = 1 // the "function" scope propagates through lexical nesting
-				}
-				w.u16(prop)
-				w.pad(w.pos() + 6)
-				if k.fn >= 0 {
-					w.u64(ptr(pFuncs, 40, k.fn))
-				}
-				if k.file >= 0 {
-					w.u64(ptr(pFiles, 16, k.file))
-					w.u32(k.line)
-					w.u32(0)
-				}
-				if k.mod >= 0 {
-					w.u64(ptr(pMods, 16, k.mod))
-					w.u64(k.off)
-				}
-			}
-		}
-	})
+	w.section(0, func(uint64) { b.metaGeneral(w) })
+	w.section(1, func(s uint64) { metaIDNames(w, s) })
+	w.section(2, func(s uint64) { b.metaMetrics(w, s) })
+	var t metaTables
+	w.section(4, func(uint64) { t.strAt = b.metaStrings(w) })
+	w.section(5, func(s uint64) { t.mods = nameTable(w, s, b.modules, t.strAt) })
+	w.section(6, func(s uint64) { t.files = nameTable(w, s, b.files, t.strAt) })
+	w.section(7, func(s uint64) { t.funcs = b.metaFuncs(w, s, &t) })
+	w.section(3, func(s uint64) { b.metaContexts(w, s, &t) })
 	w.b = append(w.b, "_meta.db"...)
 	return w.b
+}
+
+// metaTables is where meta.db's shared tables were placed: the common
+// strings by value, and the module, file and function arrays.
+type metaTables struct {
+	strAt              map[string]uint64
+	mods, files, funcs uint64
+}
+
+// ptr is the address of entry i of the array at base (entries of size
+// bytes), 0 for none (i < 0).
+func ptr(base uint64, size uint64, i int) uint64 {
+	if i < 0 {
+		return 0
+	}
+	return base + size*uint64(i)
+}
+
+// metaGeneral is the General section: title and description.
+func (b *builder) metaGeneral(w *wbuf) {
+	var ss strRefs
+	title := b.p.Job
+	if title == "" {
+		title = "gpuprof"
+	}
+	ss.ref(w, title)
+	ss.ref(w, b.description())
+	ss.patch(w)
+}
+
+// metaIDNames is the Identifier Names section.
+func metaIDNames(w *wbuf, s uint64) {
+	w.u64(s + 16)
+	w.u8(uint8(len(idNames)))
+	w.pad(s + 16)
+	var ss strRefs
+	for _, n := range idNames {
+		ss.ref(w, n)
+	}
+	ss.patch(w)
+}
+
+// metaMetrics is the Performance Metrics section: the propagation scopes,
+// then per metric its description, its instances per scope and its summary
+// statistics.
+func (b *builder) metaMetrics(w *wbuf, s uint64) {
+	pScopes := s + 0x20
+	pMetrics := pScopes + 16*nScopes
+	w.u64(pMetrics)
+	w.u32(uint32(len(b.metrics)))
+	w.u8(32)
+	w.u8(16)
+	w.u8(24)
+	w.pad(s + 0x10)
+	w.u64(pScopes)
+	w.u16(nScopes)
+	w.u8(16)
+	w.pad(pScopes)
+	var ss strRefs
+	for _, sc := range scopeDefs {
+		ss.ref(w, sc.Name)
+		w.u8(sc.Type)
+		w.u8(sc.Index)
+		w.pad(w.pos() + 6)
+	}
+	pInsts := pMetrics + 32*uint64(len(b.metrics))
+	pSums := pInsts + 16*nScopes*uint64(len(b.metrics))
+	for m, id := range b.metrics {
+		ss.ref(w, id.Name())
+		w.u64(pInsts + 16*nScopes*uint64(m))
+		w.u64(pSums + 24*nScopes*nStats*uint64(m))
+		w.u16(nScopes)
+		w.u16(nScopes * nStats)
+		w.pad(w.pos() + 4)
+	}
+	for m := range b.metrics {
+		for sc := range nScopes {
+			w.u64(pScopes + 16*uint64(sc))
+			w.u16(b.propID(m, sc))
+			w.pad(w.pos() + 6)
+		}
+	}
+	for m := range b.metrics {
+		for sc := range nScopes {
+			for st, def := range statDefs {
+				w.u64(pScopes + 16*uint64(sc))
+				ss.ref(w, def.formula)
+				w.u8(def.combine)
+				w.u8(0)
+				w.u16(b.statID(m, sc, st))
+				w.pad(w.pos() + 4)
+			}
+		}
+	}
+	ss.patch(w)
+}
+
+// metaStrings is the Common String Table section; it returns where each
+// string was placed.
+func (b *builder) metaStrings(w *wbuf) map[string]uint64 {
+	strAt := map[string]uint64{}
+	add := func(v string) {
+		if _, ok := strAt[v]; !ok {
+			strAt[v] = w.str(v)
+		}
+	}
+	add("main thread")
+	for _, m := range b.modules {
+		add(m)
+	}
+	for _, f := range b.files {
+		add(f)
+	}
+	for _, f := range b.funcs {
+		add(f.name)
+	}
+	return strAt
+}
+
+// nameTable is the Load Modules or the Source Files section (the same
+// layout: flags, padding, path); it returns the address of its array. The
+// flags are 0: no file is copied into the database.
+func nameTable(w *wbuf, s uint64, names []string, strAt map[string]uint64) uint64 {
+	p := s + 16
+	w.u64(p)
+	w.u32(uint32(len(names)))
+	w.u16(16)
+	w.pad(p)
+	for _, n := range names {
+		w.u32(0)
+		w.u32(0)
+		w.u64(strAt[n])
+	}
+	return p
+}
+
+// metaFuncs is the Functions section; it returns the address of its array.
+func (b *builder) metaFuncs(w *wbuf, s uint64, t *metaTables) uint64 {
+	pFuncs := s + 16
+	w.u64(pFuncs)
+	w.u32(uint32(len(b.funcs)))
+	w.u16(40)
+	w.pad(pFuncs)
+	for _, f := range b.funcs {
+		w.u64(t.strAt[f.name])
+		w.u64(ptr(t.mods, 16, f.mod))
+		w.u64(f.off)
+		w.u64(ptr(t.files, 16, f.file))
+		w.u32(0)
+		w.u32(0)
+	}
+	return pFuncs
+}
+
+// metaContexts is the Context Tree section: header, the entry point, then
+// each context's children array (contiguous, as the format requires).
+func (b *builder) metaContexts(w *wbuf, s uint64, t *metaTables) {
+	pEntries := s + 16
+	w.u64(pEntries)
+	w.u16(1)
+	w.u8(32)
+	w.pad(pEntries)
+	arrays := map[*ctx]uint64{}
+	at := pEntries + 32
+	for _, c := range b.all {
+		if len(c.children) == 0 {
+			continue
+		}
+		arrays[c] = at
+		for _, k := range c.children {
+			at += k.size()
+		}
+	}
+	kidsSize := func(c *ctx) uint64 {
+		var n uint64
+		for _, k := range c.children {
+			n += k.size()
+		}
+		return n
+	}
+	e := b.entry
+	w.u64(kidsSize(e))
+	w.u64(arrays[e])
+	w.u32(e.id)
+	w.u16(1) // main thread
+	w.pad(w.pos() + 2)
+	w.u64(t.strAt["main thread"])
+	for _, c := range b.all {
+		if len(c.children) == 0 {
+			continue
+		}
+		if w.pos() != arrays[c] {
+			panic("hpctoolkit: context layout out of step") // a bug in this writer, not bad input
+		}
+		for _, k := range c.children {
+			w.u64(kidsSize(k))
+			w.u64(arrays[k])
+			w.u32(k.id)
+			w.u8(k.flags())
+			w.u8(k.rel)
+			w.u8(k.lex)
+			w.u8(uint8(k.flexWords()))
+			prop := uint16(0)
+			if k.rel == RelLexical {
+				prop = 1 // the "function" scope propagates through lexical nesting
+			}
+			w.u16(prop)
+			w.pad(w.pos() + 6)
+			if k.fn >= 0 {
+				w.u64(ptr(t.funcs, 40, k.fn))
+			}
+			if k.file >= 0 {
+				w.u64(ptr(t.files, 16, k.file))
+				w.u32(k.line)
+				w.u32(0)
+			}
+			if k.mod >= 0 {
+				w.u64(ptr(t.mods, 16, k.mod))
+				w.u64(k.off)
+			}
+		}
+	}
 }
 
 type mval struct {
@@ -387,6 +414,9 @@ func (b *builder) gpuLogical(r int32) uint32 {
 	return n
 }
 
+// encodeProfiles writes profile.db: the profile infos (filled in as each
+// profile's values are written), the identifier tuples, then the values of
+// the summary profile and of each rank's.
 func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScopes]stat) []byte {
 	w := header("prof", 2)
 	nProf := 1 + len(b.ranks)
@@ -400,48 +430,7 @@ func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScope
 		w.b = append(w.b, make([]byte, 48*nProf)...)
 	})
 	tuples := make([]uint64, nProf)
-	w.section(1, func(s uint64) {
-		hosts := map[string]uint32{}
-		// (NODE, GPUDEVICE, RANK) where every rank's GPU is known: host →
-		// GPU → rank, largest first as the format orders identifiers.
-		withGPU := b.gpus.Known && len(b.gpus.List) > 0
-		for i, r := range b.ranks {
-			ri := b.p.Ranks[r]
-			w.align(8)
-			tuples[i+1] = w.pos()
-			if withGPU {
-				w.u16(3)
-			} else {
-				w.u16(2)
-			}
-			w.pad(w.pos() + 6)
-			h, ok := hosts[ri.Host]
-			if !ok {
-				h = uint32(len(hosts))
-				hosts[ri.Host] = h
-			}
-			hid := fnv.New32a()
-			hid.Write([]byte(ri.Host))
-			w.u8(idNode)
-			w.u8(0)
-			w.u16(1) // physical: the host's id
-			w.u32(h)
-			w.u64(uint64(hid.Sum32()))
-			if withGPU {
-				dev := b.gpuLogical(r)
-				w.u8(idGPUDevice)
-				w.u8(0)
-				w.u16(0) // logical: the CUDA device ordinal on the host
-				w.u32(dev)
-				w.u64(uint64(dev))
-			}
-			w.u8(idRank)
-			w.u8(0)
-			w.u16(0)
-			w.u32(uint32(r))
-			w.u64(uint64(uint32(r)))
-		}
-	})
+	w.section(1, func(uint64) { b.profTuples(w, tuples) })
 	writeInfo := func(i int, nv, pv uint64, nc uint32, pc uint64, summary bool) {
 		at := pInfos + 48*uint64(i)
 		binary.LittleEndian.PutUint64(w.b[at:], nv)
@@ -453,46 +442,29 @@ func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScope
 			binary.LittleEndian.PutUint32(w.b[at+40:], 1)
 		}
 	}
-	// Summary profile: statistics over ranks; the global context (0) holds
-	// the execution-scope values of the whole program.
-	{
-		var ctxs []uint32
-		var vals [][]mval
-		collect := func(i int, scopes []int) []mval {
-			var out []mval
-			for m := range b.metrics {
-				for _, s := range scopes {
-					if v := sum[i][m][s]; v != 0 {
-						out = append(out, mval{b.statID(m, s, stSum), v})
-					}
-					st := stats[i][m][s]
-					if !st.ok {
-						continue
-					}
-					out = append(out, mval{b.statID(m, s, stMin), st.min}, mval{b.statID(m, s, stMax), st.max},
-						mval{b.statID(m, s, stCount), st.n}, mval{b.statID(m, s, stSumSq), st.sumSq})
+	// Summary profile: statistics over ranks.
+	ctxs, vals := b.contextValues(func(i int, scopes []int) []mval {
+		var out []mval
+		for m := range b.metrics {
+			for _, s := range scopes {
+				if v := sum[i][m][s]; v != 0 {
+					out = append(out, mval{b.statID(m, s, stSum), v})
 				}
-			}
-			sort.Slice(out, func(x, y int) bool { return out[x].id < out[y].id })
-			return out
-		}
-		if g := collect(0, []int{scExecution}); len(g) > 0 {
-			ctxs = append(ctxs, 0)
-			vals = append(vals, g)
-		}
-		for i, c := range b.all {
-			if v := collect(i, []int{scPoint, scFunction, scLexAware, scExecution}); len(v) > 0 {
-				ctxs = append(ctxs, c.id)
-				vals = append(vals, v)
+				st := stats[i][m][s]
+				if !st.ok {
+					continue
+				}
+				out = append(out, mval{b.statID(m, s, stMin), st.min}, mval{b.statID(m, s, stMax), st.max},
+					mval{b.statID(m, s, stCount), st.n}, mval{b.statID(m, s, stSumSq), st.sumSq})
 			}
 		}
-		nv, pv, nc, pc := block(w, ctxs, vals)
-		writeInfo(0, nv, pv, nc, pc, true)
-	}
+		sort.Slice(out, func(x, y int) bool { return out[x].id < out[y].id })
+		return out
+	})
+	nv, pv, nc, pc := block(w, ctxs, vals)
+	writeInfo(0, nv, pv, nc, pc, true)
 	for r, v := range perRank {
-		var ctxs []uint32
-		var vals [][]mval
-		rankVals := func(i int, scopes []int) []mval {
+		ctxs, vals := b.contextValues(func(i int, scopes []int) []mval {
 			var out []mval
 			for m := range b.metrics {
 				for _, s := range scopes {
@@ -502,22 +474,77 @@ func (b *builder) encodeProfiles(sum values, perRank []values, stats [][][nScope
 				}
 			}
 			return out
-		}
-		if g := rankVals(0, []int{scExecution}); len(g) > 0 {
-			ctxs = append(ctxs, 0)
-			vals = append(vals, g)
-		}
-		for i, c := range b.all {
-			if x := rankVals(i, []int{scPoint, scFunction, scLexAware, scExecution}); len(x) > 0 {
-				ctxs = append(ctxs, c.id)
-				vals = append(vals, x)
-			}
-		}
+		})
 		nv, pv, nc, pc := block(w, ctxs, vals)
 		writeInfo(r+1, nv, pv, nc, pc, false)
 	}
 	w.b = append(w.b, "_prof.db"...)
 	return w.b
+}
+
+// contextValues gathers one profile's values by context, contexts without
+// values left out: the global context (0) holds the execution-scope values
+// of the whole program, then each context its values of every scope. of
+// returns context i's values for the given scopes.
+func (b *builder) contextValues(of func(i int, scopes []int) []mval) ([]uint32, [][]mval) {
+	var ctxs []uint32
+	var vals [][]mval
+	if g := of(0, []int{scExecution}); len(g) > 0 {
+		ctxs = append(ctxs, 0)
+		vals = append(vals, g)
+	}
+	for i, c := range b.all {
+		if v := of(i, []int{scPoint, scFunction, scLexAware, scExecution}); len(v) > 0 {
+			ctxs = append(ctxs, c.id)
+			vals = append(vals, v)
+		}
+	}
+	return ctxs, vals
+}
+
+// profTuples is the Hierarchical Identifier Tuples section: one tuple per
+// rank's profile, its address put in tuples (the summary profile has none).
+func (b *builder) profTuples(w *wbuf, tuples []uint64) {
+	hosts := map[string]uint32{}
+	// (NODE, GPUDEVICE, RANK) where every rank's GPU is known: host →
+	// GPU → rank, largest first as the format orders identifiers.
+	withGPU := b.gpus.Known && len(b.gpus.List) > 0
+	for i, r := range b.ranks {
+		ri := b.p.Ranks[r]
+		w.align(8)
+		tuples[i+1] = w.pos()
+		if withGPU {
+			w.u16(3)
+		} else {
+			w.u16(2)
+		}
+		w.pad(w.pos() + 6)
+		h, ok := hosts[ri.Host]
+		if !ok {
+			h = uint32(len(hosts))
+			hosts[ri.Host] = h
+		}
+		hid := fnv.New32a()
+		hid.Write([]byte(ri.Host))
+		w.u8(idNode)
+		w.u8(0)
+		w.u16(1) // physical: the host's id
+		w.u32(h)
+		w.u64(uint64(hid.Sum32()))
+		if withGPU {
+			dev := b.gpuLogical(r)
+			w.u8(idGPUDevice)
+			w.u8(0)
+			w.u16(0) // logical: the CUDA device ordinal on the host
+			w.u32(dev)
+			w.u64(uint64(dev))
+		}
+		w.u8(idRank)
+		w.u8(0)
+		w.u16(0)
+		w.u32(uint32(r))
+		w.u64(uint64(uint32(r)))
+	}
 }
 
 func (b *builder) encodeCCT(perRank []values) []byte {

@@ -289,9 +289,29 @@ func (db *Database) parseMeta(b []byte) error {
 	for i := range r.count(nKinds, 8, pNames, "identifier names") {
 		db.IDNames = append(db.IDNames, r.str(r.u64(pNames+8*i)))
 	}
+	db.parseMetrics(r, mets[1])
+	mr := &metaRefs{r: r, db: db, seen: map[uint64]bool{}}
+	db.Modules, mr.modAt = r.nameTable(mods[1], "modules")
+	db.Files, mr.fileAt = r.nameTable(files[1], "files")
+	mr.funcAt = mr.functions(funcs[1])
 
-	// Scopes first: metrics refer to them by pointer.
-	m := mets[1]
+	pEntries, nEntries, szEntry := r.u64(ctx[1]), uint64(r.u16(ctx[1]+8)), uint64(r.u8(ctx[1]+10))
+	if r.err != nil {
+		return r.err
+	}
+	for i := range r.count(nEntries, szEntry, pEntries, "entry points") {
+		o := pEntries + i*szEntry
+		e := &Context{ID: r.u32(o + 16), IsEntry: true, Entry: r.u16(o + 20), PrettyName: r.str(r.u64(o + 24)), Function: -1, File: -1, Module: -1}
+		db.addContext(r, e)
+		db.Entries = append(db.Entries, e)
+		mr.children(e, r.u64(o+8), r.u64(o), 1)
+	}
+	return r.err
+}
+
+// parseMetrics reads the Performance Metrics section at m: scopes first,
+// as metrics refer to them by pointer.
+func (db *Database) parseMetrics(r *rd, m uint64) {
 	pMetrics, nMetrics := r.u64(m), uint64(r.u32(m+8))
 	szMetric, szInst, szSum := uint64(r.u8(m+12)), uint64(r.u8(m+13)), uint64(r.u8(m+14))
 	pScopes, nScopes, szScope := r.u64(m+16), uint64(r.u16(m+24)), uint64(r.u8(m+26))
@@ -323,32 +343,48 @@ func (db *Database) parseMeta(b []byte) error {
 		}
 		db.Metrics = append(db.Metrics, md)
 	}
+}
 
-	modAt := map[uint64]int{}
-	pMods, nMods, szMod := r.u64(mods[1]), uint64(r.u32(mods[1]+8)), uint64(r.u16(mods[1]+12))
-	for i := range r.count(nMods, szMod, pMods, "modules") {
-		o := pMods + i*szMod
-		modAt[o] = len(db.Modules)
-		db.Modules = append(db.Modules, r.str(r.u64(o+8)))
+// nameTable reads the Load Modules or the Source Files section at p (the
+// same layout): the paths, and each entry's index by its address.
+func (r *rd) nameTable(p uint64, what string) ([]string, map[uint64]int) {
+	var names []string
+	at := map[uint64]int{}
+	pNames, n, sz := r.u64(p), uint64(r.u32(p+8)), uint64(r.u16(p+12))
+	for i := range r.count(n, sz, pNames, what) {
+		o := pNames + i*sz
+		at[o] = len(names)
+		names = append(names, r.str(r.u64(o+8)))
 	}
-	fileAt := map[uint64]int{}
-	pFiles, nFiles, szFile := r.u64(files[1]), uint64(r.u32(files[1]+8)), uint64(r.u16(files[1]+12))
-	for i := range r.count(nFiles, szFile, pFiles, "files") {
-		o := pFiles + i*szFile
-		fileAt[o] = len(db.Files)
-		db.Files = append(db.Files, r.str(r.u64(o+8)))
+	return names, at
+}
+
+// metaRefs resolves meta.db's pointers to modules, files and functions
+// into indexes while the functions and the context tree are read.
+type metaRefs struct {
+	r                     *rd
+	db                    *Database
+	modAt, fileAt, funcAt map[uint64]int
+	seen                  map[uint64]bool // child arrays already read: a cycle would recurse forever
+}
+
+// ref is the index of the entry at p in at, -1 for none (p == 0).
+func (mr *metaRefs) ref(at map[uint64]int, p uint64, what string) int {
+	if p == 0 {
+		return -1
 	}
-	ref := func(at map[uint64]int, p uint64, what string) int {
-		if p == 0 {
-			return -1
-		}
-		i, ok := at[p]
-		if !ok {
-			r.fail("reference to a %s at %#x, which is not one", what, p)
-			return -1
-		}
-		return i
+	i, ok := at[p]
+	if !ok {
+		mr.r.fail("reference to a %s at %#x, which is not one", what, p)
+		return -1
 	}
+	return i
+}
+
+// functions reads the Functions section at p; it returns each entry's
+// index by its address.
+func (mr *metaRefs) functions(p uint64) map[uint64]int {
+	r, db := mr.r, mr.db
 	str := func(p uint64) string {
 		if p == 0 {
 			return ""
@@ -356,85 +392,86 @@ func (db *Database) parseMeta(b []byte) error {
 		return r.str(p)
 	}
 	funcAt := map[uint64]int{}
-	pFuncs, nFuncs, szFunc := r.u64(funcs[1]), uint64(r.u32(funcs[1]+8)), uint64(r.u16(funcs[1]+12))
+	pFuncs, nFuncs, szFunc := r.u64(p), uint64(r.u32(p+8)), uint64(r.u16(p+12))
 	for i := range r.count(nFuncs, szFunc, pFuncs, "functions") {
 		o := pFuncs + i*szFunc
 		funcAt[o] = len(db.Functions)
 		db.Functions = append(db.Functions, Function{
-			Name: str(r.u64(o)), Module: ref(modAt, r.u64(o+8), "module"), Offset: r.u64(o + 16),
-			File: ref(fileAt, r.u64(o+24), "file"), Line: r.u32(o + 32),
+			Name: str(r.u64(o)), Module: mr.ref(mr.modAt, r.u64(o+8), "module"), Offset: r.u64(o + 16),
+			File: mr.ref(mr.fileAt, r.u64(o+24), "file"), Line: r.u32(o + 32),
 		})
 	}
+	return funcAt
+}
 
-	pEntries, nEntries, szEntry := r.u64(ctx[1]), uint64(r.u16(ctx[1]+8)), uint64(r.u8(ctx[1]+10))
-	if r.err != nil {
-		return r.err
+// children reads the children array of parent at p (sz bytes), and theirs
+// in turn.
+func (mr *metaRefs) children(parent *Context, p, sz uint64, depth int) {
+	r := mr.r
+	if sz == 0 || r.err != nil {
+		return
 	}
-	seen := map[uint64]bool{} // child arrays already read: a cycle would recurse forever
-	var children func(parent *Context, p, sz uint64, depth int)
-	children = func(parent *Context, p, sz uint64, depth int) {
-		if sz == 0 || r.err != nil {
+	if depth > 10000 || mr.seen[p] {
+		r.fail("context %d: children at %#x loop or nest too deep", parent.ID, p)
+		return
+	}
+	mr.seen[p] = true
+	if !r.ok(p, sz) {
+		return
+	}
+	for o := p; o < p+sz && r.err == nil; {
+		c, nFlex := mr.context(parent, o)
+		if c == nil {
 			return
 		}
-		if depth > 10000 || seen[p] {
-			r.fail("context %d: children at %#x loop or nest too deep", parent.ID, p)
-			return
-		}
-		seen[p] = true
-		if !r.ok(p, sz) {
-			return
-		}
-		for o := p; o < p+sz && r.err == nil; {
-			c := &Context{
-				ID: r.u32(o + 16), Parent: parent.ID, Relation: r.u8(o + 21), Lexical: r.u8(o + 22),
-				Propagation: r.u16(o + 24), Function: -1, File: -1, Module: -1,
-			}
-			flags, nFlex := r.u8(o+20), uint64(r.u8(o+23))
-			if !r.ok(o, 32+8*nFlex) {
-				return
-			}
-			// flex sub-fields pack in order; two u32 share a word.
-			w, half := o+32, false
-			next := func(size uint64) uint64 {
-				var at uint64
-				if size == 4 && half {
-					at, half = w-4, false
-				} else {
-					if w+size > o+32+8*nFlex {
-						r.fail("context %d: flex fields overrun %d words", c.ID, nFlex)
-						return o
-					}
-					at = w
-					w += 8
-					half = size == 4
-				}
-				return at
-			}
-			if flags&1 != 0 {
-				c.Function = ref(funcAt, r.u64(next(8)), "function")
-			}
-			if flags&2 != 0 {
-				c.File = ref(fileAt, r.u64(next(8)), "file")
-				c.Line = r.u32(next(4))
-			}
-			if flags&4 != 0 {
-				c.Module = ref(modAt, r.u64(next(8)), "module")
-				c.Offset = r.u64(next(8))
-			}
-			db.addContext(r, c)
-			parent.Children = append(parent.Children, c)
-			children(c, r.u64(o+8), r.u64(o), depth+1)
-			o += 32 + 8*nFlex
-		}
+		mr.db.addContext(r, c)
+		parent.Children = append(parent.Children, c)
+		mr.children(c, r.u64(o+8), r.u64(o), depth+1)
+		o += 32 + 8*nFlex
 	}
-	for i := range r.count(nEntries, szEntry, pEntries, "entry points") {
-		o := pEntries + i*szEntry
-		e := &Context{ID: r.u32(o + 16), IsEntry: true, Entry: r.u16(o + 20), PrettyName: r.str(r.u64(o + 24)), Function: -1, File: -1, Module: -1}
-		db.addContext(r, e)
-		db.Entries = append(db.Entries, e)
-		children(e, r.u64(o+8), r.u64(o), 1)
+}
+
+// context reads the child of parent at o and the number of its flex
+// words; nil if they run past the data.
+func (mr *metaRefs) context(parent *Context, o uint64) (*Context, uint64) {
+	r := mr.r
+	c := &Context{
+		ID: r.u32(o + 16), Parent: parent.ID, Relation: r.u8(o + 21), Lexical: r.u8(o + 22),
+		Propagation: r.u16(o + 24), Function: -1, File: -1, Module: -1,
 	}
-	return r.err
+	flags, nFlex := r.u8(o+20), uint64(r.u8(o+23))
+	if !r.ok(o, 32+8*nFlex) {
+		return nil, 0
+	}
+	// flex sub-fields pack in order; two u32 share a word.
+	w, half := o+32, false
+	next := func(size uint64) uint64 {
+		var at uint64
+		if size == 4 && half {
+			at, half = w-4, false
+		} else {
+			if w+size > o+32+8*nFlex {
+				r.fail("context %d: flex fields overrun %d words", c.ID, nFlex)
+				return o
+			}
+			at = w
+			w += 8
+			half = size == 4
+		}
+		return at
+	}
+	if flags&1 != 0 {
+		c.Function = mr.ref(mr.funcAt, r.u64(next(8)), "function")
+	}
+	if flags&2 != 0 {
+		c.File = mr.ref(mr.fileAt, r.u64(next(8)), "file")
+		c.Line = r.u32(next(4))
+	}
+	if flags&4 != 0 {
+		c.Module = mr.ref(mr.modAt, r.u64(next(8)), "module")
+		c.Offset = r.u64(next(8))
+	}
+	return c, nFlex
 }
 
 func (db *Database) addContext(r *rd, c *Context) {

@@ -162,6 +162,41 @@ func rankList(rs []int32) string {
 func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, error) {
 	pv := view.ProvenanceOf(p)
 	d := &data{Job: p.Job, Synthetic: p.Synthetic, Prov: pv, CSS: template.CSS(css), Script: template.JS(script + heatScript)}
+	d.provenance(p, pv)
+	d.adviceCards(p, advice)
+	fl, err := flame(p, o.MaxFlameNodes)
+	if err != nil {
+		return nil, err
+	}
+	d.Flame = fl
+	kernels := view.Kernels(p)
+	view.Classify(p, kernels, advice)
+	d.kernelTable(kernels, o.Top)
+	d.Heat = heatmap(p, kernels, o.Top)
+	for i, pr := range view.TopPairs(p, o.Top) {
+		row := pairRow{N: i + 1, Kernel: pr.Kernel, Access: pr.Key.Access.String(), Old: pr.Old, New: pr.New,
+			Redundant: view.Count(float64(pr.Redundant)), Accesses: view.Count(float64(pr.Accesses)), Fraction: "n/a"}
+		if pr.Accesses > 0 {
+			row.Fraction = pct(pr.Fraction)
+		}
+		row.Hist, row.Distinct, row.Range = histogram(pr.Values)
+		d.Pairs = append(d.Pairs, row)
+	}
+	for i, g := range objectGroups(p, o.Top) {
+		d.Objects = append(d.Objects, objectRowOf(p, i+1, g))
+	}
+	if o.Diff != nil {
+		d.Diff = diffSection(o.Diff, o.Top)
+	}
+	for _, m := range view.Metrics(p) {
+		d.Metrics = append(d.Metrics, kv{m.Name(), view.MetricDescription(m.Name())})
+	}
+	return d, nil
+}
+
+// provenance fills in the provenance section: the summary lines, the GPUs
+// and the rank table.
+func (d *data) provenance(p *profile.Profile, pv view.Provenance) {
 	var incomplete []string
 	for r, why := range pv.Incomplete {
 		incomplete = append(incomplete, fmt.Sprintf("rank %d: %s", r, why))
@@ -209,6 +244,11 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	for _, r := range d.Ranks {
 		d.HasPCS = d.HasPCS || r.PCS != ""
 	}
+}
+
+// adviceCards fills in the advice list (a finding repeated at sibling
+// contexts as one card) and the notes on waiting kernels.
+func (d *data) adviceCards(p *profile.Profile, advice []analysis.Advice) {
 	for i, g := range adviceGroups(p, text.Advice(advice)) {
 		a := g[0]
 		row := card(p, a, i+1)
@@ -232,13 +272,10 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 		row.Speedup = "n/a"
 		d.Waiting = append(d.Waiting, row)
 	}
-	fl, err := flame(p, o.MaxFlameNodes)
-	if err != nil {
-		return nil, err
-	}
-	d.Flame = fl
-	kernels := view.Kernels(p)
-	view.Classify(p, kernels, advice)
+}
+
+// kernelTable fills in the kernel time totals and the top kernels' rows.
+func (d *data) kernelTable(kernels []view.Kernel, top int) {
 	d.TimeSplit = view.SplitTime(kernels).Line()
 	var total uint64
 	for _, k := range kernels {
@@ -246,7 +283,7 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 	}
 	d.TotalTime, d.NumKernels = view.Duration(float64(total)), len(kernels)
 	for i, k := range kernels {
-		if i == o.Top {
+		if i == top {
 			break
 		}
 		share := 0.0
@@ -261,26 +298,6 @@ func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, erro
 			Share: pct(share), ShareBar: share, Launches: fmt.Sprint(k.Inclusive.Get(profile.GPULaunches)), Samples: view.Count(float64(k.Samples)),
 			Loads: view.Count(float64(k.Loads)), Stores: view.Count(float64(k.Stores)), Temporal: pct(k.TemporalFraction), Spatial: pct(k.SpatialFraction)})
 	}
-	d.Heat = heatmap(p, kernels, o.Top)
-	for i, pr := range view.TopPairs(p, o.Top) {
-		row := pairRow{N: i + 1, Kernel: pr.Kernel, Access: pr.Key.Access.String(), Old: pr.Old, New: pr.New,
-			Redundant: view.Count(float64(pr.Redundant)), Accesses: view.Count(float64(pr.Accesses)), Fraction: "n/a"}
-		if pr.Accesses > 0 {
-			row.Fraction = pct(pr.Fraction)
-		}
-		row.Hist, row.Distinct, row.Range = histogram(pr.Values)
-		d.Pairs = append(d.Pairs, row)
-	}
-	for i, g := range objectGroups(p, o.Top) {
-		d.Objects = append(d.Objects, objectRowOf(p, i+1, g))
-	}
-	if o.Diff != nil {
-		d.Diff = diffSection(o.Diff, o.Top)
-	}
-	for _, m := range view.Metrics(p) {
-		d.Metrics = append(d.Metrics, kv{m.Name(), view.MetricDescription(m.Name())})
-	}
-	return d, nil
 }
 
 // card renders one advice (or note) as the advice list shows it.
@@ -401,88 +418,127 @@ func diffSection(r *diff.Result, top int) *diffView {
 // contexts in proportion to their PC samples, so time can be followed
 // into the kernel.
 func flame(p *profile.Profile, max int) (template.JS, error) {
-	inc := p.Inclusive()
-	type metric struct {
-		Name  string `json:"name"`
-		Label string `json:"label"`
-		Unit  string `json:"unit"`
+	g := newFlameGraph(p)
+	if g.hasTime {
+		g.estimate(profile.RootID, 0, 0)
 	}
-	var metrics []metric
-	var ids []profile.MetricID
-	var hasTime bool
+	g.prune(max)
+	g.walk(profile.RootID, -1)
+	type out struct {
+		Metrics []flameMetric `json:"metrics"`
+		Nodes   [][]any       `json:"nodes"`
+		Pruned  int           `json:"pruned"`
+	}
+	o := out{Metrics: g.metrics, Nodes: g.nodes, Pruned: len(p.Nodes) - len(g.kept)}
+	b, err := json.Marshal(o) // escapes <, > and & so the data cannot end the script element
+	if err != nil {
+		return "", err
+	}
+	return template.JS(b), nil
+}
+
+type flameMetric struct {
+	Name  string `json:"name"`
+	Label string `json:"label"`
+	Unit  string `json:"unit"`
+}
+
+// flameGraph is the flame graph being built: its metrics (the estimated
+// time first, if any, then the counts in ids), the kept contexts and the
+// rows emitted so far.
+type flameGraph struct {
+	p       *profile.Profile
+	inc     map[profile.NodeID]profile.Values
+	ch      map[profile.NodeID][]profile.NodeID
+	metrics []flameMetric
+	ids     []profile.MetricID
+	hasTime bool
+	est     map[profile.NodeID]float64 // estimated time of each context
+	kept    map[profile.NodeID]bool
+	nodes   [][]any
+}
+
+// newFlameGraph chooses the metrics: the estimated time if the profile
+// has kernel times, and each count the job has.
+func newFlameGraph(p *profile.Profile) *flameGraph {
+	g := &flameGraph{p: p, inc: p.Inclusive(), ch: p.Children(), est: map[profile.NodeID]float64{}, nodes: [][]any{}}
 	for _, m := range view.Metrics(p) {
 		if m == profile.GPUTime {
-			hasTime = true
+			g.hasTime = true
 		}
 	}
-	if hasTime {
-		metrics = append(metrics, metric{"time", "GPU time (kernel time spread over PC samples)", "ns"})
+	if g.hasTime {
+		g.metrics = append(g.metrics, flameMetric{"time", "GPU time (kernel time spread over PC samples)", "ns"})
 	}
 	for _, m := range []profile.MetricID{profile.InstSamples, profile.MemLoads, profile.MemStores, profile.RedTempLoad, profile.RedTempStore, profile.RedSpatLoad, profile.RedSpatStore, profile.GPULaunches} {
-		if inc[profile.RootID].Get(m) > 0 {
-			metrics = append(metrics, metric{m.Name(), m.Name() + " — " + view.MetricDescription(m.Name()), "count"})
-			ids = append(ids, m)
+		if g.inc[profile.RootID].Get(m) > 0 {
+			g.metrics = append(g.metrics, flameMetric{m.Name(), m.Name() + " — " + view.MetricDescription(m.Name()), "count"})
+			g.ids = append(g.ids, m)
 		}
 	}
-	ch := p.Children()
-	// Estimated time: a kernel's time on itself; inside it, by samples.
-	est := map[profile.NodeID]float64{}
-	var estWalk func(id profile.NodeID, kernelTime, kernelSamples float64) float64
-	estWalk = func(id profile.NodeID, kt, ks float64) float64 {
-		n := p.Nodes[id]
-		var v float64
-		switch {
-		case n.Frame.Kind == profile.KindKernel:
-			kt = float64(inc[id].Get(profile.GPUTime))
-			ks = float64(inc[id].Get(profile.InstSamples))
-			v = kt
-			for _, c := range ch[id] {
-				estWalk(c, kt, ks)
-			}
-			est[id] = v
-			return v
-		case kt > 0 && ks > 0:
-			v = kt * float64(inc[id].Get(profile.InstSamples)) / ks
-			for _, c := range ch[id] {
-				estWalk(c, kt, ks)
-			}
-		case kt > 0:
-			for _, c := range ch[id] {
-				estWalk(c, kt, ks)
-			}
-		default:
-			v = float64(n.Metrics.Get(profile.GPUTime))
-			for _, c := range ch[id] {
-				v += estWalk(c, 0, 0)
-			}
+	return g
+}
+
+// estimate fills in the estimated time of id and below: a kernel's time on
+// itself; inside it, by samples (kt and ks: the enclosing kernel's time
+// and samples, 0 outside kernels). It returns id's estimate.
+func (g *flameGraph) estimate(id profile.NodeID, kt, ks float64) float64 {
+	p, inc, ch := g.p, g.inc, g.ch
+	n := p.Nodes[id]
+	var v float64
+	switch {
+	case n.Frame.Kind == profile.KindKernel:
+		kt = float64(inc[id].Get(profile.GPUTime))
+		ks = float64(inc[id].Get(profile.InstSamples))
+		v = kt
+		for _, c := range ch[id] {
+			g.estimate(c, kt, ks)
 		}
-		est[id] = v
+		g.est[id] = v
 		return v
-	}
-	if hasTime {
-		estWalk(profile.RootID, 0, 0)
-	}
-	value := func(id profile.NodeID, i int) float64 {
-		if hasTime {
-			if i == 0 {
-				return est[id]
-			}
-			i--
+	case kt > 0 && ks > 0:
+		v = kt * float64(inc[id].Get(profile.InstSamples)) / ks
+		for _, c := range ch[id] {
+			g.estimate(c, kt, ks)
 		}
-		return float64(inc[id].Get(ids[i]))
+	case kt > 0:
+		for _, c := range ch[id] {
+			g.estimate(c, kt, ks)
+		}
+	default:
+		v = float64(n.Metrics.Get(profile.GPUTime))
+		for _, c := range ch[id] {
+			v += g.estimate(c, 0, 0)
+		}
 	}
-	// Keep the largest contexts: a node stays if it is at least a
-	// threshold share of the root for some metric; raise the threshold
-	// until at most max nodes stay.
+	g.est[id] = v
+	return v
+}
+
+// value is metric i of context id.
+func (g *flameGraph) value(id profile.NodeID, i int) float64 {
+	if g.hasTime {
+		if i == 0 {
+			return g.est[id]
+		}
+		i--
+	}
+	return float64(g.inc[id].Get(g.ids[i]))
+}
+
+// prune keeps the largest contexts: a node stays if it is at least a
+// threshold share of the root for some metric; the threshold rises until
+// at most max nodes stay.
+func (g *flameGraph) prune(max int) {
 	keep := func(thr float64) map[profile.NodeID]bool {
 		k := map[profile.NodeID]bool{}
 		var walk func(id profile.NodeID)
 		walk = func(id profile.NodeID) {
 			k[id] = true
-			for _, c := range ch[id] {
+			for _, c := range g.ch[id] {
 				big := false
-				for i := range metrics {
-					if r := value(profile.RootID, i); r > 0 && value(c, i) >= thr*r && value(c, i) > 0 {
+				for i := range g.metrics {
+					if r := g.value(profile.RootID, i); r > 0 && g.value(c, i) >= thr*r && g.value(c, i) > 0 {
 						big = true
 						break
 					}
@@ -496,117 +552,114 @@ func flame(p *profile.Profile, max int) (template.JS, error) {
 		return k
 	}
 	thr := 0.0
-	kept := keep(thr)
-	for len(kept) > max && thr < 1 {
+	g.kept = keep(thr)
+	for len(g.kept) > max && thr < 1 {
 		if thr == 0 {
 			thr = 1e-5
 		} else {
 			thr *= 4
 		}
-		kept = keep(thr)
+		g.kept = keep(thr)
 	}
-	type out struct {
-		Metrics []metric `json:"metrics"`
-		Nodes   [][]any  `json:"nodes"`
-		Pruned  int      `json:"pruned"`
+}
+
+// internal reports whether a node is a runtime or framework host frame
+// (view.Internal): connected runs of them show as one folded frame.
+func (g *flameGraph) internal(id profile.NodeID) bool {
+	n := g.p.Nodes[id]
+	if n == nil || id == profile.RootID || n.Frame.Kind != profile.KindHostFrame {
+		return false
 	}
-	o := out{Metrics: metrics, Nodes: [][]any{}, Pruned: len(p.Nodes) - len(kept)}
-	// internal reports whether a node is a runtime or framework host frame
-	// (view.Internal): connected runs of them show as one folded frame.
-	internal := func(id profile.NodeID) bool {
-		n := p.Nodes[id]
-		if n == nil || id == profile.RootID || n.Frame.Kind != profile.KindHostFrame {
-			return false
-		}
-		in, _ := view.Internal(n.Frame)
-		return in
-	}
-	emit := func(parent int, kind, label, detail string, id profile.NodeID) int {
-		row := []any{parent, kind, label, detail}
-		for i := range metrics {
-			v := value(id, i)
-			if v == math.Trunc(v) {
-				row = append(row, int64(v))
-			} else {
-				row = append(row, math.Round(v*10)/10)
-			}
-		}
-		o.Nodes = append(o.Nodes, row)
-		return len(o.Nodes) - 1
-	}
-	sorted := func(ids []profile.NodeID) []profile.NodeID {
-		kids := append([]profile.NodeID(nil), ids...)
-		sort.Slice(kids, func(i, j int) bool {
-			a, b := view.FrameLabel(p.Nodes[kids[i]].Frame), view.FrameLabel(p.Nodes[kids[j]].Frame)
-			if a != b {
-				return a < b
-			}
-			return kids[i] < kids[j]
-		})
-		return kids
-	}
-	var walk func(id profile.NodeID, parent int)
-	// fold shows the run of internal frames from id down as one frame
-	// (its inclusive values are id's) whose children are the frames below
-	// the run.
-	fold := func(id profile.NodeID, parent int) {
-		var below []profile.NodeID
-		var frames []profile.Frame
-		depth := map[profile.NodeID]int{id: 1}
-		deepest := 1
-		var collect func(x profile.NodeID)
-		collect = func(x profile.NodeID) {
-			frames = append(frames, p.Nodes[x].Frame)
-			for _, c := range sorted(ch[x]) {
-				switch {
-				case !kept[c]:
-				case internal(c):
-					depth[c] = depth[x] + 1
-					if depth[c] > deepest {
-						deepest = depth[c]
-					}
-					collect(c)
-				default:
-					below = append(below, c)
-				}
-			}
-		}
-		collect(id)
-		if len(frames) < 2 {
-			walk(id, parent) // a lone internal frame shows as itself
-			return
-		}
-		detail := fmt.Sprintf("%d runtime and framework frames folded (the JSON, pprof and HPCToolkit exports hold them); outermost: %s", len(frames), view.FrameLabel(p.Nodes[id].Frame))
-		me := emit(parent, profile.KindHostFrame.String(), view.FoldLabel(deepest, view.Libraries(frames)), detail, id)
-		for _, c := range below {
-			walk(c, me)
+	in, _ := view.Internal(n.Frame)
+	return in
+}
+
+// emit adds a row (parent row, kind, label, detail, then id's value of
+// each metric) and returns its index.
+func (g *flameGraph) emit(parent int, kind, label, detail string, id profile.NodeID) int {
+	row := []any{parent, kind, label, detail}
+	for i := range g.metrics {
+		v := g.value(id, i)
+		if v == math.Trunc(v) {
+			row = append(row, int64(v))
+		} else {
+			row = append(row, math.Round(v*10)/10)
 		}
 	}
-	walk = func(id profile.NodeID, parent int) {
-		n := p.Nodes[id]
-		label := view.FrameLabel(n.Frame)
-		if id == profile.RootID {
-			label = "all (" + p.Job + ")"
+	g.nodes = append(g.nodes, row)
+	return len(g.nodes) - 1
+}
+
+// sorted returns ids ordered by label, then id.
+func (g *flameGraph) sorted(ids []profile.NodeID) []profile.NodeID {
+	kids := append([]profile.NodeID(nil), ids...)
+	sort.Slice(kids, func(i, j int) bool {
+		a, b := view.FrameLabel(g.p.Nodes[kids[i]].Frame), view.FrameLabel(g.p.Nodes[kids[j]].Frame)
+		if a != b {
+			return a < b
 		}
-		detail := n.Frame.String()
-		if n.Frame.Function != "" {
-			detail = symname.Demangle(n.Frame.Function) + " — " + detail
+		return kids[i] < kids[j]
+	})
+	return kids
+}
+
+// walk emits the kept contexts from id down, under row parent.
+func (g *flameGraph) walk(id profile.NodeID, parent int) {
+	p := g.p
+	n := p.Nodes[id]
+	label := view.FrameLabel(n.Frame)
+	if id == profile.RootID {
+		label = "all (" + p.Job + ")"
+	}
+	detail := n.Frame.String()
+	if n.Frame.Function != "" {
+		detail = symname.Demangle(n.Frame.Function) + " — " + detail
+	}
+	me := g.emit(parent, n.Frame.Kind.String(), label, detail, id)
+	for _, c := range g.sorted(g.ch[id]) {
+		switch {
+		case !g.kept[c]:
+		case g.internal(c) && !g.internal(id):
+			g.fold(c, me)
+		default:
+			g.walk(c, me)
 		}
-		me := emit(parent, n.Frame.Kind.String(), label, detail, id)
-		for _, c := range sorted(ch[id]) {
+	}
+}
+
+// fold shows the run of internal frames from id down as one frame (its
+// inclusive values are id's) whose children are the frames below the run.
+func (g *flameGraph) fold(id profile.NodeID, parent int) {
+	p := g.p
+	var below []profile.NodeID
+	var frames []profile.Frame
+	depth := map[profile.NodeID]int{id: 1}
+	deepest := 1
+	var collect func(x profile.NodeID)
+	collect = func(x profile.NodeID) {
+		frames = append(frames, p.Nodes[x].Frame)
+		for _, c := range g.sorted(g.ch[x]) {
 			switch {
-			case !kept[c]:
-			case internal(c) && !internal(id):
-				fold(c, me)
+			case !g.kept[c]:
+			case g.internal(c):
+				depth[c] = depth[x] + 1
+				if depth[c] > deepest {
+					deepest = depth[c]
+				}
+				collect(c)
 			default:
-				walk(c, me)
+				below = append(below, c)
 			}
 		}
 	}
-	walk(profile.RootID, -1)
-	b, err := json.Marshal(o) // escapes <, > and & so the data cannot end the script element
-	if err != nil {
-		return "", err
+	collect(id)
+	if len(frames) < 2 {
+		g.walk(id, parent) // a lone internal frame shows as itself
+		return
 	}
-	return template.JS(b), nil
+	detail := fmt.Sprintf("%d runtime and framework frames folded (the JSON, pprof and HPCToolkit exports hold them); outermost: %s", len(frames), view.FrameLabel(p.Nodes[id].Frame))
+	me := g.emit(parent, profile.KindHostFrame.String(), view.FoldLabel(deepest, view.Libraries(frames)), detail, id)
+	for _, c := range below {
+		g.walk(c, me)
+	}
 }

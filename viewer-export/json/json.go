@@ -367,6 +367,17 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 	d := &Document{Format: Format, Version: Version, Job: p.Job, Synthetic: p.Synthetic, Interrupted: p.Interrupted, Items: p.MergedItems(), SealedRanks: p.SealedRanks(),
 		Ranks: []Rank{}, Metrics: []Metric{}, Modules: []Module{}, Functions: []Function{}, Nodes: []Node{}, Kernels: []Kernel{},
 		Temporal: []Temporal{}, Spatial: []Spatial{}, PCs: []PCStat{}, Objects: []Object{}, ObjectStats: []ObjectStat{}, Advice: []Advice{}}
+	d.addRanks(p)
+	d.addSymbols(p)
+	d.addNodes(p)
+	d.addKernels(p, advice)
+	d.addRedundancy(p)
+	d.addAdvice(p, advice)
+	return d
+}
+
+// addRanks fills in the ranks and the GPUs.
+func (d *Document) addRanks(p *profile.Profile) {
 	for _, r := range p.SortedRanks() {
 		ri := p.Ranks[r]
 		d.Ranks = append(d.Ranks, Rank{Rank: r, Host: ri.Host, GPU: ri.GPU, GPUUUID: ri.GPUUUID, Driver: ri.Driver, CUDA: ri.CUDA,
@@ -381,6 +392,10 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		d.GPUs = append(d.GPUs, GPU{Host: g.Host, Device: g.Device, UUID: g.UUID, Name: g.Name, Ranks: g.Ranks,
 			Sampled: orEmpty(g.Sampled), TimesOnly: orEmpty(g.TimesOnly)})
 	}
+}
+
+// addSymbols fills in the metrics, modules and functions.
+func (d *Document) addSymbols(p *profile.Profile) {
 	for _, m := range view.Metrics(p) {
 		unit := "count"
 		switch m.Name() {
@@ -409,6 +424,10 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		f := p.Funcs[id]
 		d.Functions = append(d.Functions, Function{ID: hex(uint64(id)), Module: f.Module.String(), Name: f.Name, Demangled: symname.Demangle(f.Name)})
 	}
+}
+
+// addNodes fills in the calling context tree.
+func (d *Document) addNodes(p *profile.Profile) {
 	inc := p.Inclusive()
 	for _, id := range p.SortedNodeIDs() {
 		n := p.Nodes[id]
@@ -433,6 +452,11 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		}
 		d.Nodes = append(d.Nodes, node)
 	}
+}
+
+// addKernels fills in the GPU time split and the kernels with their
+// imbalance.
+func (d *Document) addKernels(p *profile.Profile, advice []analysis.Advice) {
 	kernels := view.Kernels(p)
 	view.Classify(p, kernels, advice)
 	split := view.SplitTime(kernels)
@@ -459,6 +483,11 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 			Samples: k.Samples, Loads: k.Loads, Stores: k.Stores, TemporalFraction: k.TemporalFraction,
 			SpatialFraction: k.SpatialFraction, Imbalance: im})
 	}
+}
+
+// addRedundancy fills in the temporal and spatial redundancy, the PC and
+// object statistics and the data objects.
+func (d *Document) addRedundancy(p *profile.Profile) {
 	for _, pr := range view.TopPairs(p, 0) {
 		d.Temporal = append(d.Temporal, Temporal{Context: hex(uint64(pr.Key.Context)), Access: pr.Key.Access.String(),
 			Old: pc(p, pr.Key.Old), New: pc(p, pr.Key.New), Redundant: pr.Redundant, Accesses: pr.Accesses, Fraction: pr.Fraction})
@@ -501,6 +530,10 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		d.ObjectStats = append(d.ObjectStats, ObjectStat{Context: hex(uint64(o.Context)), Object: hex(uint64(o.Object)),
 			Access: o.Access.String(), Accesses: o.Accesses, Redundant: o.Redundant, Fraction: o.Fraction, Values: sketch(o.Values)})
 	}
+}
+
+// addAdvice fills in the advice.
+func (d *Document) addAdvice(p *profile.Profile, advice []analysis.Advice) {
 	for _, a := range advice {
 		ja := Advice{Kind: a.Kind, Category: a.Category, Hint: a.Hint, Importance: finite(a.Importance), Speedup: finite(a.Speedup),
 			Hotspots: []Where{}, Ranks: a.Ranks, Evidence: a.Evidence, Phase: a.Phase, SpeedupNA: a.SpeedupNA, SampledRanks: a.SampledRanks}
@@ -520,7 +553,6 @@ func Build(p *profile.Profile, advice []analysis.Advice) *Document {
 		}
 		d.Advice = append(d.Advice, ja)
 	}
-	return d
 }
 
 func orEmpty(rs []int32) []int32 {
