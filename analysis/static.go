@@ -22,12 +22,6 @@ const (
 	StaticConversion = "datatype conversion"
 )
 
-// staticRef ties a static finding's hotspot to its instruction.
-type staticRef struct {
-	f *sass.Function
-	i int
-}
-
 // StaticCheck runs GPUscout's static SASS analyses over every function of
 // m; no profile is needed. Each finding lists the flagged instructions
 // with their source lines.
