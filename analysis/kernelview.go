@@ -28,7 +28,7 @@ type kernelView struct {
 	byNode map[profile.NodeID]instRef
 	// noCode counts samples at instructions whose SASS is unknown.
 	noCode float64
-	// par caches the parallelism facts (parallelism.go).
+	// par caches the parallelism facts (kernelView.parallelism).
 	par     *par
 	parDone bool
 	// objBytes caches objectBytes (lifetime.go).
@@ -300,32 +300,6 @@ func (fv *fnView) depSelf(i int) float64 {
 	return moved
 }
 
-// loopActive sums the active samples of loop li and its nested loops.
-func (fv *fnView) loopActive(li int) float64 {
-	g := fv.c.F.CFG()
-	t := 0.0
-	for i := range fv.s {
-		for l := fv.c.Loop[i]; l >= 0; l = g.Loops[l].Parent {
-			if l == li {
-				t += fv.active(i)
-				break
-			}
-		}
-	}
-	return t
-}
-
-// inLoop reports whether instruction i lies in loop li (nested included).
-func (fv *fnView) inLoop(i, li int) bool {
-	g := fv.c.F.CFG()
-	for l := fv.c.Loop[i]; l >= 0; l = g.Loops[l].Parent {
-		if l == li {
-			return true
-		}
-	}
-	return false
-}
-
 // nodeOf is the profile node of instruction i of fv in this kernel context
 // (0 if the profile has none).
 func (kv *kernelView) nodeOf(fv *fnView, i int) profile.NodeID {
@@ -441,4 +415,39 @@ func (kv *kernelView) throttleRelief(rs []instRef) float64 {
 		return 0
 	}
 	return lg * gone / all
+}
+
+// parallelism returns the kernel's parallelism facts (nil when the profile
+// lacks the launch configuration or the GPU is unknown).
+func (kv *kernelView) parallelism() *par {
+	if kv.par != nil || kv.parDone {
+		return kv.par
+	}
+	kv.parDone = true
+	cfg, ok := kv.x.LaunchConfig(kv.k)
+	if !ok || !cfg.HasAttrs {
+		return nil
+	}
+	var g *GPUSpec
+	if m, err := parseModule(kv.x.P.Nodes[kv.k].Frame.Module); err == nil {
+		if mod := kv.x.P.Modules[m]; mod != nil {
+			g = DeviceSpec(kv.x.P, mod.SM)
+		}
+	}
+	if g == nil {
+		return nil
+	}
+	occ, err := cfg.Occupancy(*g)
+	if err != nil || occ.BlocksPerSM == 0 {
+		return nil
+	}
+	p := &par{cfg: cfg, g: *g, occ: occ}
+	p.W = p.warpsPerScheduler(float64(occ.BlocksPerSM))
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			p.sel += fv.s[i].ByReason["selected"]
+		}
+	}
+	kv.par = p
+	return p
 }

@@ -508,37 +508,3 @@ func deadBeforeLoop(fv *fnView, li int, keys map[string]bool) []instRef {
 	}
 	return out
 }
-
-// invariantAddress reports whether memory instruction i's address is the
-// same in every iteration of loop li (its address registers are defined
-// outside the loop) and returns a key naming the address.
-func invariantAddress(fv *fnView, i, li int) (string, bool) {
-	f := fv.c.F
-	du := f.DefUse()
-	in := &f.Insts[i]
-	var key strings.Builder
-	for _, o := range in.Operands {
-		if o.Kind != sass.OperandMem {
-			continue
-		}
-		regs := []sass.Reg{o.Base, o.UBase}
-		if o.Pair && o.Base.Tracked() {
-			regs = append(regs, o.Base+1)
-		}
-		fmt.Fprintf(&key, "%d+%d", o.UBase, o.Offset)
-		for _, r := range regs {
-			if !r.Tracked() {
-				continue
-			}
-			defs := du.Reaching(i, r)
-			fmt.Fprintf(&key, "|%d:%v", r, defs)
-			for _, d := range defs {
-				if d >= 0 && fv.inLoop(int(d), li) {
-					return "", false
-				}
-			}
-		}
-		return key.String(), true
-	}
-	return "", false
-}
