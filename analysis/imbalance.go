@@ -10,6 +10,18 @@ import (
 	"gpuprof/symname"
 )
 
+// ImbalanceThresholds decide when a kernel context's spread over ranks is
+// reported (docs/insights.md).
+type ImbalanceThresholds struct {
+	MinRatio float64 // max/mean GPU time over the job's ranks
+	MinShare float64 // the kernel context's share of the job's GPU time
+	Heavy    float64 // ranks above Heavy × mean are named
+}
+
+// DefaultImbalance: a 10% excess on the slowest rank of a kernel taking at
+// least 1% of the job's GPU time.
+var DefaultImbalance = ImbalanceThresholds{MinRatio: 1.1, MinShare: 0.01, Heavy: 1.1}
+
 // Imbalance reports kernel contexts whose GPU time differs across ranks:
 // the slowest rank's time over the mean of all ranks (absent ranks count
 // zero). If the work were balanced the slowest rank's time in the kernel
@@ -325,4 +337,12 @@ func hostTimedSharing(p *profile.Profile, gpus GPUs) int {
 		most = max(most, len(g.Ranks))
 	}
 	return most
+}
+
+// Imbalance is max/mean over all ranks (1 when balanced, 0 when absent).
+func (s Spread) Imbalance() float64 {
+	if m := s.Mean(); m > 0 {
+		return float64(s.Raw.Max) / m
+	}
+	return 0
 }

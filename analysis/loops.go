@@ -1,16 +1,8 @@
 package analysis
 
-import (
-	"fmt"
-	"strings"
-
-	"gpuprof/sass"
-)
-
-// What a function's loops are made of, as the SASS shows it: which
-// instructions lie in a loop, which control it, which addresses stay the
-// same across its iterations. Fusion, barriers, chains and the redundancy
-// estimates all ask it.
+// What a function's loops are made of and what they sampled: which
+// instructions lie in a loop, which control it, its active samples.
+// Fusion, barriers, chains and the redundancy estimates all ask it.
 
 // loopInsts lists the instructions of loop li (nested loops included).
 func (fv *fnView) loopInsts(li int) []int {
@@ -74,40 +66,6 @@ func (fv *fnView) backSlice(from []int, in func(j int) bool) map[int]bool {
 	return out
 }
 
-// invariantAddress reports whether memory instruction i's address is the
-// same in every iteration of loop li (its address registers are defined
-// outside the loop) and returns a key naming the address.
-func invariantAddress(fv *fnView, i, li int) (string, bool) {
-	f := fv.c.F
-	du := f.DefUse()
-	in := &f.Insts[i]
-	var key strings.Builder
-	for _, o := range in.Operands {
-		if o.Kind != sass.OperandMem {
-			continue
-		}
-		regs := []sass.Reg{o.Base, o.UBase}
-		if o.Pair && o.Base.Tracked() {
-			regs = append(regs, o.Base+1)
-		}
-		fmt.Fprintf(&key, "%d+%d", o.UBase, o.Offset)
-		for _, r := range regs {
-			if !r.Tracked() {
-				continue
-			}
-			defs := du.Reaching(i, r)
-			fmt.Fprintf(&key, "|%d:%v", r, defs)
-			for _, d := range defs {
-				if d >= 0 && fv.inLoop(int(d), li) {
-					return "", false
-				}
-			}
-		}
-		return key.String(), true
-	}
-	return "", false
-}
-
 // loopActive sums the active samples of loop li and its nested loops.
 func (fv *fnView) loopActive(li int) float64 {
 	g := fv.c.F.CFG()
@@ -124,12 +82,4 @@ func (fv *fnView) loopActive(li int) float64 {
 }
 
 // inLoop reports whether instruction i lies in loop li (nested included).
-func (fv *fnView) inLoop(i, li int) bool {
-	g := fv.c.F.CFG()
-	for l := fv.c.Loop[i]; l >= 0; l = g.Loops[l].Parent {
-		if l == li {
-			return true
-		}
-	}
-	return false
-}
+func (fv *fnView) inLoop(i, li int) bool { return fv.c.inLoop(i, li) }

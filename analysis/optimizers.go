@@ -3,7 +3,6 @@ package analysis
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"gpuprof/analysis/blame"
 	"gpuprof/profile"
@@ -70,26 +69,6 @@ func (kv *kernelView) functionSplit() *match {
 // mathCode reports whether instruction i comes from the CUDA math library:
 // inlined from its headers or in one of its internal subroutines.
 func mathCode(fv *fnView, i int) bool { return libraryCode(fv.c, i) }
-
-// libraryCode is mathCode on a function's code alone: the library's
-// subroutines, code inlined from its headers, and the conversions of
-// libdevice's trigonometric range reduction, which has no line
-// information of its own (libm.go).
-func libraryCode(c *code, i int) bool {
-	name := c.F.Name
-	if strings.Contains(name, "__internal_") || strings.Contains(name, "__nv_") || strings.Contains(name, "__cuda_sm") {
-		return true
-	}
-	if c.libmConversion(i) {
-		return true
-	}
-	for _, f := range c.inlinedFiles(i) {
-		if strings.Contains(f, "math_functions") || strings.Contains(f, "/crt/") || strings.Contains(f, "device_functions") || strings.Contains(f, "sm_20_intrinsics") {
-			return true
-		}
-	}
-	return false
-}
 
 func (kv *kernelView) fastMath() *match {
 	h := newHotSet()

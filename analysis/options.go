@@ -1,7 +1,7 @@
 package analysis
 
-// The options and their thresholds stand apart from Advise (advise.go) so
-// that the analyses below it can take them without depending on it.
+// The options stand apart from Advise (advise.go) so that the kernel view
+// below it can take them without depending on it.
 
 // Options tune Advise.
 type Options struct {
@@ -45,38 +45,3 @@ func (o *Options) defaults() {
 		o.MinSpeedup = 1.005
 	}
 }
-
-// RedundancyThresholds decide when a redundancy becomes an insight; the
-// defaults and their reasons are in docs/insights.md.
-type RedundancyThresholds struct {
-	MinAccesses   uint64  // lane accesses below which value statistics are noise
-	MinShare      float64 // share of the kernel's accesses of that kind
-	DominantShare float64 // lower bound of the top value's share for "dominant"
-	FewDistinct   float64 // distinct values that still fit an 8-bit code
-	CloseRelRange float64 // (max-min)/max(|min|,|max|) for "close values"
-	MinSpatial    float64 // eq. 2 ratio for the few-distinct and close classes
-	MinTemporal   float64 // eq. 1 ratio of the later PC of a temporal pair
-}
-
-// DefaultRedundancy are the thresholds documented in docs/insights.md.
-var DefaultRedundancy = RedundancyThresholds{
-	MinAccesses:   64,
-	MinShare:      0.01,
-	DominantShare: 0.5,
-	FewDistinct:   256,
-	CloseRelRange: 0.1,
-	MinSpatial:    0.5,
-	MinTemporal:   0.3,
-}
-
-// ImbalanceThresholds decide when a kernel context's spread over ranks is
-// reported (docs/insights.md).
-type ImbalanceThresholds struct {
-	MinRatio float64 // max/mean GPU time over the job's ranks
-	MinShare float64 // the kernel context's share of the job's GPU time
-	Heavy    float64 // ranks above Heavy × mean are named
-}
-
-// DefaultImbalance: a 10% excess on the slowest rank of a kernel taking at
-// least 1% of the job's GPU time.
-var DefaultImbalance = ImbalanceThresholds{MinRatio: 1.1, MinShare: 0.01, Heavy: 1.1}

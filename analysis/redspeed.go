@@ -383,7 +383,7 @@ func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) (floa
 			if !r.fv.inLoop(i, li) || in.Class != sass.ClassMemory || in.Mem.Space == sass.SpaceConstant || in.Mem.Space == sass.SpaceShared {
 				continue
 			}
-			key, inv := invariantAddress(r.fv, i, li)
+			key, inv := r.fv.c.invariantAddress(i, li)
 			if !inv {
 				continue
 			}
@@ -399,7 +399,7 @@ func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) (floa
 		}
 		gone := map[string]bool{}
 		for _, s := range stores {
-			key, _ := invariantAddress(s.fv, s.i, li)
+			key, _ := s.fv.c.invariantAddress(s.i, li)
 			if (loads[key] || !barrier && !kv.gpaOnly) && !counted[s] {
 				counted[s] = true
 				gone[key] = true
@@ -502,7 +502,7 @@ func deadBeforeLoop(fv *fnView, li int, keys map[string]bool) []instRef {
 			in.Mem.Space == sass.SpaceShared || in.Mem.Space == sass.SpaceLocal || !g.Dominates(g.BlockOf(i), header) {
 			continue
 		}
-		if key, ok := invariantAddress(fv, i, li); ok && keys[key] {
+		if key, ok := fv.c.invariantAddress(i, li); ok && keys[key] {
 			out = append(out, instRef{fv, i})
 		}
 	}

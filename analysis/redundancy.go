@@ -23,6 +23,29 @@ const (
 	KindRedundantPCs = "redundant value at a PC" // one PC reading one value (no object)
 )
 
+// RedundancyThresholds decide when a redundancy becomes an insight; the
+// defaults and their reasons are in docs/insights.md.
+type RedundancyThresholds struct {
+	MinAccesses   uint64  // lane accesses below which value statistics are noise
+	MinShare      float64 // share of the kernel's accesses of that kind
+	DominantShare float64 // lower bound of the top value's share for "dominant"
+	FewDistinct   float64 // distinct values that still fit an 8-bit code
+	CloseRelRange float64 // (max-min)/max(|min|,|max|) for "close values"
+	MinSpatial    float64 // eq. 2 ratio for the few-distinct and close classes
+	MinTemporal   float64 // eq. 1 ratio of the later PC of a temporal pair
+}
+
+// DefaultRedundancy are the thresholds documented in docs/insights.md.
+var DefaultRedundancy = RedundancyThresholds{
+	MinAccesses:   64,
+	MinShare:      0.01,
+	DominantShare: 0.5,
+	FewDistinct:   256,
+	CloseRelRange: 0.1,
+	MinSpatial:    0.5,
+	MinTemporal:   0.3,
+}
+
 // InstInfo is what the redundancy and divergence analyses want to know
 // about a PC from the SASS, when it is available.
 type InstInfo struct {
