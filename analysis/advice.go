@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"gpuprof/profile"
+	"gpuprof/sass"
 )
 
 // Where locates a finding in the program.
@@ -210,3 +211,16 @@ func NothingBigToGain(as []Advice) (*Advice, bool) {
 	}
 	return best, best == nil || best.JobGain() < NoGainShare
 }
+
+// staticRef ties a static finding's hotspot to its instruction.
+type staticRef struct {
+	f *sass.Function
+	i int
+}
+
+// CatWaiting is the category of the note Advise adds for a waiting kernel
+// (KindWaiting); it is no advice, and viewers show it apart.
+const (
+	CatWaiting  = "waiting"
+	KindWaiting = "waiting kernel"
+)

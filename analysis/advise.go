@@ -7,49 +7,6 @@ import (
 	"gpuprof/sass"
 )
 
-// Options tune Advise.
-type Options struct {
-	// Redundancy thresholds (zero value: DefaultRedundancy).
-	Redundancy *RedundancyThresholds
-	// SamplingOnly ignores executed-instruction counts (GPA's sampling
-	// mode) even where the profile has them.
-	SamplingOnly bool
-	// MinImportance drops stall advice matching less of its kernel's
-	// samples (default 0.01).
-	MinImportance float64
-	// MinSpeedup drops estimated advice below this speedup (default 1.005).
-	MinSpeedup float64
-	// Static adds GPUscout's static checks of the modules the profile
-	// references, joined with their samples.
-	Static bool
-	// Imbalance thresholds (zero value: DefaultImbalance).
-	Imbalance *ImbalanceThresholds
-	// Top keeps the first Top advice (0 keeps all).
-	Top int
-	// GPAOnly estimates with GPA's rules alone: dependency stalls
-	// apportioned by the blamer only, eq. 5/6 for every latency-hiding
-	// optimizer, no relief of throttle stalls elsewhere (docs/advice.md
-	// says what the default adds).
-	GPAOnly bool
-}
-
-func (o *Options) defaults() {
-	if o.Redundancy == nil {
-		d := DefaultRedundancy
-		o.Redundancy = &d
-	}
-	if o.Imbalance == nil {
-		d := DefaultImbalance
-		o.Imbalance = &d
-	}
-	if o.MinImportance == 0 {
-		o.MinImportance = 0.01
-	}
-	if o.MinSpeedup == 0 {
-		o.MinSpeedup = 1.005
-	}
-}
-
 // Advise analyses a merged profile and returns its advice, ordered across
 // the job by the share of GPU time each would save (SortAdvice); ByKernel
 // regroups it per kernel. mods may be nil, and a module it cannot give (an
@@ -191,63 +148,4 @@ func (kv *kernelView) advice(m match) Advice {
 		a.Speedup, a.SpeedupNA = 0, why
 	}
 	return a
-}
-
-// instLookup gives SASS facts about profile PCs for the redundancy
-// analysis (nil without modules).
-func instLookup(x *Index, mods ModuleSource) InstLookup {
-	if mods == nil {
-		return nil
-	}
-	return func(pc profile.PC) (InstInfo, bool) {
-		fn := x.P.Funcs[pc.Func]
-		if fn == nil {
-			return InstInfo{}, false
-		}
-		m, err := mods.Module(fn.Module)
-		if err != nil || m == nil {
-			return InstInfo{}, false
-		}
-		f, i := instIndex(m, fn.Name, uint64(pc.Offset))
-		if f == nil {
-			return InstInfo{}, false
-		}
-		in := &f.Insts[i]
-		info := InstInfo{Opcode: in.Opcode, Text: in.Text(), Local: in.Class == sass.ClassMemory && in.Mem.Space == sass.SpaceLocal}
-		if k := f.AccessKinds()[i]; k.Vec > 0 {
-			info.Bytes = k.Bits() / 8
-		} else if in.Class == sass.ClassMemory {
-			info.Bytes = in.Mem.Bits / 8
-		}
-		info.InPrologue = info.Local && prologueLocal(f, i)
-		return info, true
-	}
-}
-
-// prologueLocal reports whether local access i is among a function's
-// register saves or restores: a store before any other memory access at
-// entry, or a load after the last one before a return.
-func prologueLocal(f *sass.Function, i int) bool {
-	in := &f.Insts[i]
-	if in.Mem.Op == sass.MemStore {
-		for j := 0; j < i; j++ {
-			if f.Insts[j].Class == sass.ClassMemory && f.Insts[j].Mem.Space != sass.SpaceLocal && f.Insts[j].Mem.Space != sass.SpaceConstant {
-				return false
-			}
-			if f.Insts[j].Class == sass.ClassControl {
-				return false
-			}
-		}
-		return true
-	}
-	for j := i + 1; j < len(f.Insts); j++ {
-		o := &f.Insts[j]
-		if o.Flow == sass.FlowReturn {
-			return true
-		}
-		if o.Class == sass.ClassMemory && o.Mem.Space != sass.SpaceLocal && o.Mem.Space != sass.SpaceConstant || o.Flow == sass.FlowBranch || o.Flow == sass.FlowCall {
-			return false
-		}
-	}
-	return false
 }

@@ -132,16 +132,6 @@ func (kv *kernelView) hasBarriers() bool {
 	return false
 }
 
-// scope is one barrier interval's part of a latency-hiding match: its
-// latency samples M (Mexec of them waiting on arithmetic), the work A that
-// can cover them and the part Afused of A that loop fusion removes.
-type scope struct{ M, Mexec, A, Afused float64 }
-
-type scopeKey struct {
-	c  *code
-	iv int
-}
-
 // hidingScopes splits a latency-hiding match by barrier interval: the
 // latency samples of the blamed edges that ok accepts, each in the
 // interval of its stalled instruction, and the active samples, other than

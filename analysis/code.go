@@ -263,3 +263,68 @@ func instIndex(m *sass.Module, name string, off uint64) (*sass.Function, int) {
 	}
 	return nil, -1
 }
+
+// libraryCode is mathCode on a function's code alone: the library's
+// subroutines, code inlined from its headers, and the conversions of
+// libdevice's trigonometric range reduction, which has no line
+// information of its own (libm.go).
+func libraryCode(c *code, i int) bool {
+	name := c.F.Name
+	if strings.Contains(name, "__internal_") || strings.Contains(name, "__nv_") || strings.Contains(name, "__cuda_sm") {
+		return true
+	}
+	if c.libmConversion(i) {
+		return true
+	}
+	for _, f := range c.inlinedFiles(i) {
+		if strings.Contains(f, "math_functions") || strings.Contains(f, "/crt/") || strings.Contains(f, "device_functions") || strings.Contains(f, "sm_20_intrinsics") {
+			return true
+		}
+	}
+	return false
+}
+
+// inLoop reports whether instruction i lies in loop li (nested included).
+func (c *code) inLoop(i, li int) bool {
+	g := c.F.CFG()
+	for l := c.Loop[i]; l >= 0; l = g.Loops[l].Parent {
+		if l == li {
+			return true
+		}
+	}
+	return false
+}
+
+// invariantAddress reports whether memory instruction i's address is the
+// same in every iteration of loop li (its address registers are defined
+// outside the loop) and returns a key naming the address.
+func (c *code) invariantAddress(i, li int) (string, bool) {
+	f := c.F
+	du := f.DefUse()
+	in := &f.Insts[i]
+	var key strings.Builder
+	for _, o := range in.Operands {
+		if o.Kind != sass.OperandMem {
+			continue
+		}
+		regs := []sass.Reg{o.Base, o.UBase}
+		if o.Pair && o.Base.Tracked() {
+			regs = append(regs, o.Base+1)
+		}
+		fmt.Fprintf(&key, "%d+%d", o.UBase, o.Offset)
+		for _, r := range regs {
+			if !r.Tracked() {
+				continue
+			}
+			defs := du.Reaching(i, r)
+			fmt.Fprintf(&key, "|%d:%v", r, defs)
+			for _, d := range defs {
+				if d >= 0 && c.inLoop(int(d), li) {
+					return "", false
+				}
+			}
+		}
+		return key.String(), true
+	}
+	return "", false
+}

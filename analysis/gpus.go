@@ -297,3 +297,18 @@ func noteSampledRanks(x *Index, gs GPUs, a *Advice) {
 	a.Evidence += fmt.Sprintf("; rests on the PC samples of rank%s %s; rank%s %s ran the kernel with kernel times only (one process per GPU is sampled)",
 		plural(len(sampled)), strings.Join(on, ", "), plural(len(only)), joinRanks(only))
 }
+
+func plural(n int) string {
+	if n > 1 {
+		return "s"
+	}
+	return ""
+}
+
+func joinRanks(rs []int32) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = fmt.Sprint(r)
+	}
+	return strings.Join(s, ", ")
+}

@@ -105,7 +105,7 @@ func (fv *fnView) addressSlice(i, li int, control map[int]bool) []int {
 // it loaded (a register per value, and the loop unrolled by as many so
 // that each copy names its register); 0 when unknown.
 func (kv *kernelView) unrollPeriod(fv *fnView, i, li int) float64 {
-	if _, inv := invariantAddress(fv, i, li); inv {
+	if _, inv := fv.c.invariantAddress(i, li); inv {
 		return 1
 	}
 	st := kv.x.P.PCs[profile.PCKey{Context: kv.k, PC: profile.PC{Func: fv.fid, Offset: uint32(fv.c.F.Insts[i].Offset)}, Access: profile.Load}]

@@ -2,12 +2,9 @@ package analysis
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
 	"gpuprof/analysis/blame"
 	"gpuprof/profile"
-	"gpuprof/sass"
 	"gpuprof/symname"
 )
 
@@ -28,7 +25,7 @@ type kernelView struct {
 	byNode map[profile.NodeID]instRef
 	// noCode counts samples at instructions whose SASS is unknown.
 	noCode float64
-	// par caches the parallelism facts (parallelism.go).
+	// par caches the parallelism facts (kernelView.parallelism).
 	par     *par
 	parDone bool
 	// objBytes caches objectBytes (lifetime.go).
@@ -50,153 +47,6 @@ type fnView struct {
 type instRef struct {
 	fv *fnView
 	i  int
-}
-
-// reasonsOf splits an instruction node's stall metrics: the samples by
-// reason (CUPTI's _not_issued variants left out) and the latency samples
-// those variants give (ok false when the profile has none).
-func reasonsOf(vs profile.Values) (by map[string]float64, notIssued float64, hasNI bool) {
-	by, ni := reasonsNI(vs)
-	for _, v := range ni {
-		notIssued += v
-	}
-	return by, notIssued, ni != nil
-}
-
-// reasonsNI splits an instruction node's stall metrics into the samples
-// by reason and the not-issued samples by base reason (nil when the
-// profile has no _not_issued variants). CUPTI's sample_count and
-// samples_data_dropped are totals, not reasons.
-func reasonsNI(vs profile.Values) (by, ni map[string]float64) {
-	by = map[string]float64{}
-	for _, mv := range vs {
-		name := mv.ID.Name()
-		if !strings.HasPrefix(name, profile.StallPrefix) || mv.V == 0 {
-			continue
-		}
-		r := strings.TrimPrefix(name, profile.StallPrefix)
-		if r == "sample_count" || r == "samples_data_dropped" {
-			continue
-		}
-		if base, ok := strings.CutSuffix(r, "_not_issued"); ok {
-			if ni == nil {
-				ni = map[string]float64{}
-			}
-			ni[base] += float64(mv.V)
-			continue
-		}
-		by[r] += float64(mv.V)
-	}
-	return by, ni
-}
-
-// newKernelView assembles kernel context k; it returns nil when the kernel
-// has no PC samples.
-func newKernelView(x *Index, k profile.NodeID, mods ModuleSource, opts Options) (*kernelView, error) {
-	kv := &kernelView{x: x, k: k, byNode: map[profile.NodeID]instRef{}, gpaOnly: opts.GPAOnly}
-	p := x.P
-	type fkey struct{ f *sass.Function }
-	fns := map[*sass.Function]*fnView{}
-	var order []*sass.Function
-	var notIssued float64
-	anyNI := false
-	for _, id := range x.InstNodes(k) {
-		n := p.Nodes[id]
-		by, niBy := reasonsNI(n.Metrics)
-		ni, hasNI := 0.0, niBy != nil
-		for _, v := range niBy {
-			ni += v
-		}
-		var tot, active float64
-		for r, v := range by {
-			tot += v
-			if r == "selected" || r == "not_selected" {
-				active += v
-			}
-		}
-		exec := float64(n.Metrics.Get(profile.InstExecuted))
-		if exec > 0 {
-			kv.hybrid = true
-		}
-		if tot == 0 && exec == 0 {
-			continue
-		}
-		kv.T += tot
-		if hasNI {
-			anyNI = true
-			notIssued += ni
-		} else {
-			kv.A += active
-		}
-		pc := x.PCOf[id]
-		fn := p.Funcs[pc.Func]
-		var sf *sass.Function
-		idx := -1
-		if fn != nil && mods != nil {
-			// A module without SASS (an error from the source) leaves its
-			// instructions without code; the rest of the analysis goes on.
-			if m, err := mods.Module(fn.Module); err == nil && m != nil {
-				sf, idx = instIndex(m, fn.Name, uint64(pc.Offset))
-				if sf != nil && fns[sf] == nil {
-					c := codeOf(m, sf)
-					fv := &fnView{c: c, fid: profile.FuncIDOf(fn.Module, sf.Name), node: make([]profile.NodeID, len(sf.Insts)), s: make([]blame.Samples, len(sf.Insts))}
-					for i := range fv.s {
-						fv.s[i] = blame.Samples{ByReason: map[string]float64{}, Executed: -1}
-					}
-					fns[sf] = fv
-					order = append(order, sf)
-				}
-			}
-		}
-		if sf == nil || idx < 0 {
-			kv.noCode += tot
-			continue
-		}
-		fv := fns[sf]
-		fv.node[idx] = id
-		for r, v := range by {
-			fv.s[idx].ByReason[r] += v
-		}
-		if hasNI {
-			if fv.ni == nil {
-				fv.ni = make([]map[string]float64, len(fv.s))
-			}
-			if fv.ni[idx] == nil {
-				fv.ni[idx] = map[string]float64{}
-			}
-			for r, v := range niBy {
-				fv.ni[idx][r] += v
-			}
-		}
-		if exec > 0 {
-			fv.s[idx].Executed = exec
-		}
-		kv.byNode[id] = instRef{fv, idx}
-	}
-	if anyNI {
-		kv.hasNI = true
-		kv.L = notIssued
-		kv.A = kv.T - notIssued
-	} else {
-		kv.L = kv.T - kv.A
-	}
-	if kv.T == 0 {
-		return nil, nil
-	}
-	sort.Slice(order, func(i, j int) bool { return order[i].Name < order[j].Name })
-	for _, sf := range order {
-		fv := fns[sf]
-		if kv.hybrid {
-			for i := range fv.s {
-				if fv.s[i].Executed < 0 {
-					fv.s[i].Executed = 0 // measured and never executed
-				}
-			}
-		}
-		fv.r = blame.Blame(fv.c.Model, fv.s, blame.Options{Hybrid: kv.hybrid && !opts.SamplingOnly})
-		kv.fns = append(kv.fns, fv)
-	}
-	return kv, nil
 }
 
 // where locates instruction i of fv (through its profile node when
@@ -298,32 +148,6 @@ func (fv *fnView) depSelf(i int) float64 {
 		}
 	}
 	return moved
-}
-
-// loopActive sums the active samples of loop li and its nested loops.
-func (fv *fnView) loopActive(li int) float64 {
-	g := fv.c.F.CFG()
-	t := 0.0
-	for i := range fv.s {
-		for l := fv.c.Loop[i]; l >= 0; l = g.Loops[l].Parent {
-			if l == li {
-				t += fv.active(i)
-				break
-			}
-		}
-	}
-	return t
-}
-
-// inLoop reports whether instruction i lies in loop li (nested included).
-func (fv *fnView) inLoop(i, li int) bool {
-	g := fv.c.F.CFG()
-	for l := fv.c.Loop[i]; l >= 0; l = g.Loops[l].Parent {
-		if l == li {
-			return true
-		}
-	}
-	return false
 }
 
 // nodeOf is the profile node of instruction i of fv in this kernel context
@@ -441,4 +265,39 @@ func (kv *kernelView) throttleRelief(rs []instRef) float64 {
 		return 0
 	}
 	return lg * gone / all
+}
+
+// parallelism returns the kernel's parallelism facts (nil when the profile
+// lacks the launch configuration or the GPU is unknown).
+func (kv *kernelView) parallelism() *par {
+	if kv.par != nil || kv.parDone {
+		return kv.par
+	}
+	kv.parDone = true
+	cfg, ok := kv.x.LaunchConfig(kv.k)
+	if !ok || !cfg.HasAttrs {
+		return nil
+	}
+	var g *GPUSpec
+	if m, err := parseModule(kv.x.P.Nodes[kv.k].Frame.Module); err == nil {
+		if mod := kv.x.P.Modules[m]; mod != nil {
+			g = DeviceSpec(kv.x.P, mod.SM)
+		}
+	}
+	if g == nil {
+		return nil
+	}
+	occ, err := cfg.Occupancy(*g)
+	if err != nil || occ.BlocksPerSM == 0 {
+		return nil
+	}
+	p := &par{cfg: cfg, g: *g, occ: occ}
+	p.W = p.warpsPerScheduler(float64(occ.BlocksPerSM))
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			p.sel += fv.s[i].ByReason["selected"]
+		}
+	}
+	kv.par = p
+	return p
 }

@@ -43,9 +43,9 @@ func (kv *kernelView) oneShot() bool {
 	return true
 }
 
-// access is one global memory instruction of a one-shot kernel with what
+// oneShotAccess is one global memory instruction of a one-shot kernel with what
 // the profile measured of it.
-type access struct {
+type oneShotAccess struct {
 	ref    instRef
 	load   bool    // returns data (a load or an atomic)
 	p      float64 // share of the warps that execute it
@@ -57,9 +57,9 @@ type access struct {
 
 // oneShotAccesses lists the global memory instructions the redundancy pass
 // traced (nil when it traced none), after the removals rm.
-func (kv *kernelView) oneShotAccesses(rm map[instRef]removal) []access {
+func (kv *kernelView) oneShotAccesses(rm map[instRef]removal) []oneShotAccess {
 	objs := kv.objectBytes()
-	var out []access
+	var out []oneShotAccess
 	maxWA := 0.0
 	for _, fv := range kv.fns {
 		for i, in := range fv.c.Model.Insts {
@@ -76,7 +76,7 @@ func (kv *kernelView) oneShotAccesses(rm map[instRef]removal) []access {
 				continue
 			}
 			op := fv.c.F.Insts[i].Mem.Op
-			a := access{ref: instRef{fv, i}, load: op == sass.MemLoad || op == sass.MemAtomic, p: wa, dram: 1, bytes: 32 * sec / wa}
+			a := oneShotAccess{ref: instRef{fv, i}, load: op == sass.MemLoad || op == sass.MemAtomic, p: wa, dram: 1, bytes: 32 * sec / wa}
 			if a.load {
 				// Every byte of a data object comes from DRAM once at most
 				// while it stays cached: a load that touches more bytes than
@@ -127,7 +127,7 @@ func (kv *kernelView) objectBytes() map[profile.PC]float64 {
 // load adds its weight to every instruction that reads its result, and a
 // chain ends at a memory instruction (a store waits for its data and
 // address, then for its acknowledgement).
-func (kv *kernelView) memoryChain(as []access) float64 {
+func (kv *kernelView) memoryChain(as []oneShotAccess) float64 {
 	w := map[instRef]float64{}
 	after := map[instRef][]instRef{}
 	for _, a := range as {

@@ -7,53 +7,6 @@ import (
 	"gpuprof/profile"
 )
 
-// GPUSpec is what the occupancy calculation needs of a GPU (CUDA
-// programming guide, compute capabilities table).
-type GPUSpec struct {
-	Name              string
-	SMs               int
-	Schedulers        int // warp schedulers (sub-partitions) per SM
-	RegsPerSM         int
-	RegUnit           int // register allocation unit per warp
-	MaxRegsPerThread  int
-	ThreadsPerSM      int
-	BlocksPerSM       int
-	SharedPerSM       int // bytes usable by blocks
-	SharedPerBlock    int // the most one block may have (opt-in)
-	SharedUnit        int // shared memory allocation unit
-	SharedReservedBlk int // bytes the system reserves per block
-	// ClockGHz is the top SM clock (boost): the fastest any instruction
-	// count can issue, for floors in time.
-	ClockGHz float64
-	// Memory is the measured memory system (machine.go); zero when not
-	// measured.
-	Memory MemorySpec
-}
-
-// H100 (sm_90, SXM5): 132 SMs, 64K registers, 2048 threads, 32 blocks and
-// 228 KB of shared memory per SM, registers allocated 256 per warp, 1980
-// MHz boost clock.
-var H100 = GPUSpec{Name: "H100", SMs: 132, Schedulers: 4, RegsPerSM: 65536, RegUnit: 256, MaxRegsPerThread: 255,
-	ThreadsPerSM: 2048, BlocksPerSM: 32, SharedPerSM: 228 << 10, SharedPerBlock: 227 << 10, SharedUnit: 128, SharedReservedBlk: 1024,
-	ClockGHz: 1.98, Memory: h100Memory}
-
-// A100 (sm_80, SXM4): 108 SMs, 164 KB of shared memory per SM, 1410 MHz
-// boost clock.
-var A100 = GPUSpec{Name: "A100", SMs: 108, Schedulers: 4, RegsPerSM: 65536, RegUnit: 256, MaxRegsPerThread: 255,
-	ThreadsPerSM: 2048, BlocksPerSM: 32, SharedPerSM: 164 << 10, SharedPerBlock: 163 << 10, SharedUnit: 128, SharedReservedBlk: 1024,
-	ClockGHz: 1.41}
-
-// SpecFor returns the spec of a compute capability × 10 (nil if unknown).
-func SpecFor(sm uint16) *GPUSpec {
-	switch sm {
-	case 90:
-		return &H100
-	case 80:
-		return &A100
-	}
-	return nil
-}
-
 // Limiters of occupancy.
 const (
 	LimitRegisters = "registers per thread"

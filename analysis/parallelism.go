@@ -7,96 +7,6 @@ import (
 	"gpuprof/analysis/blame"
 )
 
-// par is what the parallelism model knows of a kernel context: its mean
-// launch configuration, the GPU, its occupancy and the resident warps per
-// scheduler.
-type par struct {
-	cfg LaunchConfig
-	g   GPUSpec
-	occ Occupancy
-	// W is the resident warps per busy scheduler (grid-limited).
-	W   float64
-	sel float64 // the kernel's selected (issued) samples
-}
-
-// parallelism returns the kernel's parallelism facts (nil when the profile
-// lacks the launch configuration or the GPU is unknown).
-func (kv *kernelView) parallelism() *par {
-	if kv.par != nil || kv.parDone {
-		return kv.par
-	}
-	kv.parDone = true
-	cfg, ok := kv.x.LaunchConfig(kv.k)
-	if !ok || !cfg.HasAttrs {
-		return nil
-	}
-	var g *GPUSpec
-	if m, err := parseModule(kv.x.P.Nodes[kv.k].Frame.Module); err == nil {
-		if mod := kv.x.P.Modules[m]; mod != nil {
-			g = DeviceSpec(kv.x.P, mod.SM)
-		}
-	}
-	if g == nil {
-		return nil
-	}
-	occ, err := cfg.Occupancy(*g)
-	if err != nil || occ.BlocksPerSM == 0 {
-		return nil
-	}
-	p := &par{cfg: cfg, g: *g, occ: occ}
-	p.W = p.warpsPerScheduler(float64(occ.BlocksPerSM))
-	for _, fv := range kv.fns {
-		for i := range fv.s {
-			p.sel += fv.s[i].ByReason["selected"]
-		}
-	}
-	kv.par = p
-	return p
-}
-
-// warpsPerScheduler is the resident warps per busy scheduler with
-// blocksPerSM resident blocks (fewer when the grid is smaller).
-func (p *par) warpsPerScheduler(blocksPerSM float64) float64 {
-	wb := math.Ceil(p.cfg.Threads / 32)
-	resident := math.Max(1, math.Min(blocksPerSM, p.cfg.GridBlocks/float64(p.g.SMs)))
-	w := resident * wb
-	return w / math.Min(float64(p.g.Schedulers), w)
-}
-
-// wave is one phase of a grid's run: full waves, or the tail.
-type wave struct {
-	share  float64 // the grid's blocks that run in it, as a share
-	blocks float64 // resident blocks per busy SM
-}
-
-// waves splits a grid of gridBlocks blocks, blocksPerSM of them resident
-// per SM on sms SMs, into its full waves and the tail: the last
-// gridBlocks mod (blocksPerSM × sms) blocks run with fewer resident
-// blocks per SM (spread evenly, at least one per busy SM).
-func waves(gridBlocks, blocksPerSM, sms float64) []wave {
-	if gridBlocks <= 0 || blocksPerSM <= 0 || sms <= 0 {
-		return nil
-	}
-	perWave := blocksPerSM * sms
-	full := math.Floor(gridBlocks / perWave)
-	tail := gridBlocks - full*perWave
-	var out []wave
-	if full > 0 {
-		out = append(out, wave{share: full * perWave / gridBlocks, blocks: blocksPerSM})
-	}
-	if tail > 0 {
-		out = append(out, wave{share: tail / gridBlocks, blocks: math.Max(1, tail/sms)})
-	}
-	return out
-}
-
-// warpsIn is the resident warps per busy scheduler with `blocks` resident
-// blocks per SM.
-func (p *par) warpsIn(blocks float64) float64 {
-	w := blocks * math.Ceil(p.cfg.Threads/32)
-	return w / math.Min(float64(p.g.Schedulers), w)
-}
-
 // issueFloor is the fewest samples the kernel can take once an
 // optimisation leaves selGone fewer issued samples and M fewer samples in
 // all, with bpsNew resident blocks per SM: every issue cycle shows as one
@@ -125,23 +35,6 @@ func (kv *kernelView) issueFloor(M, selGone, bpsNew float64) float64 {
 		return 0
 	}
 	return p.issueSamples(left, math.Min(1, left/rest), bpsNew)
-}
-
-// issueSamples is the samples `sel` selected samples of the profiled
-// configuration need to issue with bpsNew resident blocks per SM, the
-// warps issuing with probability rI: sel × W × mean(1/I(W')), W and W'
-// averaged over the grid's blocks through its waves (issueFloor).
-func (p *par) issueSamples(sel, rI, bpsNew float64) float64 {
-	sms := float64(p.g.SMs)
-	w := 0.0
-	for _, v := range waves(p.cfg.GridBlocks, float64(p.occ.BlocksPerSM), sms) {
-		w += v.share * p.warpsIn(v.blocks)
-	}
-	perIssue := 0.0
-	for _, v := range waves(p.cfg.GridBlocks, bpsNew, sms) {
-		perIssue += v.share / IssueRate(rI, p.warpsIn(v.blocks))
-	}
-	return sel * w * perIssue
 }
 
 // countFloor is the issue floor from measured instruction counts (the

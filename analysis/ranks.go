@@ -42,14 +42,6 @@ func (s Spread) Mean() float64 {
 	return float64(s.Raw.Sum) / float64(s.Ranks)
 }
 
-// Imbalance is max/mean over all ranks (1 when balanced, 0 when absent).
-func (s Spread) Imbalance() float64 {
-	if m := s.Mean(); m > 0 {
-		return float64(s.Raw.Max) / m
-	}
-	return 0
-}
-
 // presentRanks returns the ranks with a nonzero value of m at id and the
 // job's rank count; the list is exact only where per-rank values are kept
 // (launch contexts), else nil.

@@ -383,7 +383,7 @@ func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) (floa
 			if !r.fv.inLoop(i, li) || in.Class != sass.ClassMemory || in.Mem.Space == sass.SpaceConstant || in.Mem.Space == sass.SpaceShared {
 				continue
 			}
-			key, inv := invariantAddress(r.fv, i, li)
+			key, inv := r.fv.c.invariantAddress(i, li)
 			if !inv {
 				continue
 			}
@@ -399,7 +399,7 @@ func (kv *kernelView) scalarReplacementCost(refs []instRef, trs []float64) (floa
 		}
 		gone := map[string]bool{}
 		for _, s := range stores {
-			key, _ := invariantAddress(s.fv, s.i, li)
+			key, _ := s.fv.c.invariantAddress(s.i, li)
 			if (loads[key] || !barrier && !kv.gpaOnly) && !counted[s] {
 				counted[s] = true
 				gone[key] = true
@@ -502,43 +502,9 @@ func deadBeforeLoop(fv *fnView, li int, keys map[string]bool) []instRef {
 			in.Mem.Space == sass.SpaceShared || in.Mem.Space == sass.SpaceLocal || !g.Dominates(g.BlockOf(i), header) {
 			continue
 		}
-		if key, ok := invariantAddress(fv, i, li); ok && keys[key] {
+		if key, ok := fv.c.invariantAddress(i, li); ok && keys[key] {
 			out = append(out, instRef{fv, i})
 		}
 	}
 	return out
-}
-
-// invariantAddress reports whether memory instruction i's address is the
-// same in every iteration of loop li (its address registers are defined
-// outside the loop) and returns a key naming the address.
-func invariantAddress(fv *fnView, i, li int) (string, bool) {
-	f := fv.c.F
-	du := f.DefUse()
-	in := &f.Insts[i]
-	var key strings.Builder
-	for _, o := range in.Operands {
-		if o.Kind != sass.OperandMem {
-			continue
-		}
-		regs := []sass.Reg{o.Base, o.UBase}
-		if o.Pair && o.Base.Tracked() {
-			regs = append(regs, o.Base+1)
-		}
-		fmt.Fprintf(&key, "%d+%d", o.UBase, o.Offset)
-		for _, r := range regs {
-			if !r.Tracked() {
-				continue
-			}
-			defs := du.Reaching(i, r)
-			fmt.Fprintf(&key, "|%d:%v", r, defs)
-			for _, d := range defs {
-				if d >= 0 && fv.inLoop(int(d), li) {
-					return "", false
-				}
-			}
-		}
-		return key.String(), true
-	}
-	return "", false
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"gpuprof/profile"
+	"gpuprof/sass"
 	"gpuprof/symname"
 )
 
@@ -547,4 +548,63 @@ func pcKeyLess(a, b profile.PCKey) bool {
 		return pcLess(a.PC, b.PC)
 	}
 	return a.Access < b.Access
+}
+
+// instLookup gives SASS facts about profile PCs for the redundancy
+// analysis (nil without modules).
+func instLookup(x *Index, mods ModuleSource) InstLookup {
+	if mods == nil {
+		return nil
+	}
+	return func(pc profile.PC) (InstInfo, bool) {
+		fn := x.P.Funcs[pc.Func]
+		if fn == nil {
+			return InstInfo{}, false
+		}
+		m, err := mods.Module(fn.Module)
+		if err != nil || m == nil {
+			return InstInfo{}, false
+		}
+		f, i := instIndex(m, fn.Name, uint64(pc.Offset))
+		if f == nil {
+			return InstInfo{}, false
+		}
+		in := &f.Insts[i]
+		info := InstInfo{Opcode: in.Opcode, Text: in.Text(), Local: in.Class == sass.ClassMemory && in.Mem.Space == sass.SpaceLocal}
+		if k := f.AccessKinds()[i]; k.Vec > 0 {
+			info.Bytes = k.Bits() / 8
+		} else if in.Class == sass.ClassMemory {
+			info.Bytes = in.Mem.Bits / 8
+		}
+		info.InPrologue = info.Local && prologueLocal(f, i)
+		return info, true
+	}
+}
+
+// prologueLocal reports whether local access i is among a function's
+// register saves or restores: a store before any other memory access at
+// entry, or a load after the last one before a return.
+func prologueLocal(f *sass.Function, i int) bool {
+	in := &f.Insts[i]
+	if in.Mem.Op == sass.MemStore {
+		for j := 0; j < i; j++ {
+			if f.Insts[j].Class == sass.ClassMemory && f.Insts[j].Mem.Space != sass.SpaceLocal && f.Insts[j].Mem.Space != sass.SpaceConstant {
+				return false
+			}
+			if f.Insts[j].Class == sass.ClassControl {
+				return false
+			}
+		}
+		return true
+	}
+	for j := i + 1; j < len(f.Insts); j++ {
+		o := &f.Insts[j]
+		if o.Flow == sass.FlowReturn {
+			return true
+		}
+		if o.Class == sass.ClassMemory && o.Mem.Space != sass.SpaceLocal && o.Mem.Space != sass.SpaceConstant || o.Flow == sass.FlowBranch || o.Flow == sass.FlowCall {
+			return false
+		}
+	}
+	return false
 }

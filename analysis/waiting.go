@@ -19,13 +19,6 @@ import (
 // shows it apart, and no optimizer estimates a speedup of it.
 // docs/advice.md ("Waiting kernels and framework phases") states the rule.
 
-// CatWaiting is the category of the note Advise adds for a waiting kernel
-// (KindWaiting); it is no advice, and viewers show it apart.
-const (
-	CatWaiting  = "waiting"
-	KindWaiting = "waiting kernel"
-)
-
 // WaitShare is the share of a kernel's samples in polling loops from which
 // the kernel counts as waiting.
 const WaitShare = 0.5

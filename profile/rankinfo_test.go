@@ -29,8 +29,11 @@ func TestRankInfoMergeOrder(t *testing.T) {
 		}
 		if k == 0 {
 			first = ri
-			if ri.Host != "n1+n2" || ri.GPU != "H100+H200" || ri.ExitCode != 7 || ri.Batches != 4 || ri.Records != 5 || ri.Dropped != 1 || ri.ReuseP != 4 {
-				t.Fatalf("merged %+v", ri)
+			// Every field, so that one the merge drops or garbles fails.
+			want := RankInfo{Rank: 3, Host: "n1+n2", GPU: "H100+H200", Driver: "580", CUDA: "13.0", Mode: "pcsampling+redundancy", Source: "captured",
+				ExitCode: 7, Batches: 4, Records: 5, Dropped: 1, ReuseP: 4}
+			if ri != want {
+				t.Fatalf("merged %+v, want %+v", ri, want)
 			}
 			continue
 		}
@@ -63,6 +66,10 @@ func TestDecodeVersion1(t *testing.T) {
 	p, err := Decode(b)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A profile without ranks would check nothing below.
+	if len(p.Ranks) == 0 {
+		t.Fatalf("%s: no ranks", path)
 	}
 	for r, ri := range p.Ranks {
 		if ri.SamplesDropped != 0 || ri.Records == 0 {

@@ -1,0 +1,271 @@
+package analysis
+
+import (
+	"math"
+	"sort"
+
+	"gpuprof/analysis/blame"
+)
+
+// What every optimizer builds on: the match it reports and the ways it
+// gathers samples into one. The optimizers themselves are in
+// optimizers.go and parallelism.go; keeping these apart lets the
+// parallelism optimizers sit below the list that runs them.
+
+// GPA optimizer names (TPDS 2021, Table 2).
+const (
+	OptRegisterIncrease   = "register increase"
+	OptStrengthReduction  = "strength reduction"
+	OptFunctionSplit      = "function split"
+	OptFastMath           = "fast math"
+	OptWarpBalance        = "warp balance"
+	OptGlobalTransactions = "global memory transaction reduction"
+	OptSharedTransactions = "shared memory transaction reduction"
+	OptIndirectAccess     = "indirect memory access reduction"
+	OptGlobalAdjust       = "global memory access adjustment"
+	OptSharedAdjust       = "shared memory access adjustment"
+	OptLoopUnrolling      = "loop unrolling"
+	OptCodeReordering     = "code reordering"
+	OptFunctionInlining   = "function inlining"
+	OptAsyncCopy          = "asynchronous memory copy"
+	OptBranchDivergence   = "branch divergence"
+	OptBlockIncrease      = "block increase"
+	OptThreadIncrease     = "thread increase"
+	OptOccupancyIncrease  = "occupancy increase"
+)
+
+// estimator says which of GPA's equations gives a match's speedup.
+type estimator uint8
+
+const (
+	estElimination estimator = iota // eq. 3
+	estHiding                       // eq. 5/6 over the match's scope
+	estGiven                        // computed by the optimizer (match.S)
+)
+
+// hot is a hotspot of a match: instruction i of fv (the source of blamed
+// stalls, or the flagged instruction), with the stalled instruction it
+// was blamed from (pair, -1 if none).
+type hot struct {
+	fv     *fnView
+	i      int
+	pair   int
+	amount float64
+}
+
+// match is what one optimizer found in one kernel context.
+type match struct {
+	kind string
+	est  estimator
+	M    float64 // matched samples (eq. 3) or matched latency samples (eq. 5/6)
+	A    float64 // active samples of the scope (eq. 5/6)
+	// Mexec is the part of M that waits on arithmetic (fixed-latency or
+	// MIO) results, and starved says the schedulers had at most one
+	// eligible warp: then instruction-level parallelism alone can hide
+	// those waits (eq. 4) while memory latency stays bounded by A (eq. 5).
+	Mexec   float64
+	starved bool
+	// Mfused is what the loop fusion that a reordering implies removes
+	// outright (fusion.go), on top of the hidden latency; Afused is its
+	// active part, which no longer covers latency.
+	Mfused, Afused float64
+	// scopes, where the kernel has block-wide barriers, splits M, Mexec,
+	// A and Afused by barrier interval: a wait hides only behind work
+	// between the same two barriers (barriers.go).
+	scopes []scope
+	S      float64 // the speedup, for estGiven
+	// na says why the estimate cannot be given (Advice.SpeedupNA).
+	na     string
+	note   string // what the estimate adds to the evidence
+	hots   []hot
+	hint   string
+	detail string
+}
+
+// speedup applies the match's estimator.
+func (m *match) speedup(T float64) float64 {
+	if m.est == estGiven {
+		return m.S
+	}
+	if m.est == estHiding && m.scopes != nil {
+		hidden := 0.0
+		for _, sc := range m.scopes {
+			a := max(0, sc.A-sc.Afused)
+			if m.starved {
+				hidden += sc.Mexec + math.Min(a, sc.M-sc.Mexec)
+			} else {
+				hidden += math.Min(a, sc.M)
+			}
+		}
+		return StallElimination(T, hidden+m.Mfused)
+	}
+	if m.est == estHiding {
+		a := m.A - m.Afused
+		if m.starved {
+			return StallElimination(T, m.Mexec+math.Min(a, m.M-m.Mexec)+m.Mfused)
+		}
+		return StallElimination(T, math.Min(a, m.M)+m.Mfused) // eq. 5 when nothing is fused
+	}
+	return StallElimination(T, m.M)
+}
+
+// starved reports whether the kernel's schedulers rarely had a second
+// eligible warp (not_selected under 10% of the active samples): latency
+// hiding then needs independent instructions within the warp.
+func (kv *kernelView) starved() bool {
+	if kv.gpaOnly {
+		return false
+	}
+	var sel, not float64
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			sel += fv.s[i].ByReason["selected"]
+			not += fv.s[i].ByReason["not_selected"]
+		}
+	}
+	return sel+not > 0 && not < 0.1*(sel+not)
+}
+
+// execEdge reports whether a blamed edge waits on an arithmetic result.
+func execEdge(fv *fnView, e blame.Edge) bool {
+	k := fv.c.Model.Insts[e.Src].Kind
+	return (e.Reason == "wait" || e.Reason == "short_scoreboard") && (k == blame.KArithFixed || k == blame.KArithVar)
+}
+
+// hotSet accumulates amounts per instruction and keeps the largest pair.
+type hotSet struct {
+	amt  map[instRef]float64
+	pair map[instRef]int
+	best map[instRef]float64
+}
+
+func newHotSet() *hotSet {
+	return &hotSet{amt: map[instRef]float64{}, pair: map[instRef]int{}, best: map[instRef]float64{}}
+}
+
+func (h *hotSet) add(fv *fnView, i, pair int, v float64) {
+	if v <= 0 {
+		return
+	}
+	k := instRef{fv, i}
+	h.amt[k] += v
+	if _, ok := h.pair[k]; !ok {
+		h.pair[k] = -1
+	}
+	if pair >= 0 && v > h.best[k] {
+		h.best[k], h.pair[k] = v, pair
+	}
+}
+
+func (h *hotSet) total() float64 {
+	t := 0.0
+	for _, v := range h.amt {
+		t += v
+	}
+	return t
+}
+
+// list returns the hotspots by descending amount.
+func (h *hotSet) list() []hot {
+	out := make([]hot, 0, len(h.amt))
+	for k, v := range h.amt {
+		out = append(out, hot{k.fv, k.i, h.pair[k], v})
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].amount != out[b].amount {
+			return out[a].amount > out[b].amount
+		}
+		if out[a].fv.c.F.Name != out[b].fv.c.F.Name {
+			return out[a].fv.c.F.Name < out[b].fv.c.F.Name
+		}
+		return out[a].i < out[b].i
+	})
+	return out
+}
+
+// latencyReason reports whether a stall reason is a dependency wait that
+// code rearrangement can hide (memory and execution dependencies).
+func latencyReason(r string) bool {
+	rs, _ := blame.LookupReason(r)
+	return rs.Dep != blame.DepNone
+}
+
+// edgeMatch sums blamed edges whose source satisfies ok, as hotspots at
+// the source with the stalled instruction as pair.
+func (kv *kernelView) edgeMatch(ok func(fv *fnView, e blame.Edge) bool, h *hotSet) float64 {
+	t := 0.0
+	for _, fv := range kv.fns {
+		for _, e := range fv.r.Edges {
+			if ok(fv, e) {
+				t += e.Samples
+				h.add(fv, e.Src, e.Dst, e.Samples)
+			}
+		}
+	}
+	return t
+}
+
+// latencyEdgeMatch is edgeMatch counting only each edge's latency samples
+// (GPA's M^L of eq. 4-6): a stall sampled while the scheduler issued
+// another warp's instruction cost no time, so hiding it saves none. The
+// stalled instruction's not-issued share of the edge's reason gives the
+// part; without not-issued data (or with GPAOnly) every sample counts.
+func (kv *kernelView) latencyEdgeMatch(ok func(fv *fnView, e blame.Edge) bool, h *hotSet) float64 {
+	t := 0.0
+	for _, fv := range kv.fns {
+		for _, e := range fv.r.Edges {
+			if ok(fv, e) {
+				v := e.Samples * kv.latShare(fv, e)
+				t += v
+				h.add(fv, e.Src, e.Dst, v)
+			}
+		}
+	}
+	return t
+}
+
+func (kv *kernelView) latShare(fv *fnView, e blame.Edge) float64 {
+	if kv.gpaOnly {
+		return 1
+	}
+	return fv.latencyShare(e.Dst, e.Reason)
+}
+
+// selfMatch sums instructions' own samples of the given reasons (all when
+// none) where ok holds.
+func (kv *kernelView) selfMatch(ok func(fv *fnView, i int) bool, h *hotSet, reasons ...string) float64 {
+	t := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			if !ok(fv, i) {
+				continue
+			}
+			v := fv.self(i, reasons...)
+			t += v
+			h.add(fv, i, -1, v)
+		}
+	}
+	return t
+}
+
+func kindIs(ks ...blame.Kind) func(fv *fnView, i int) bool {
+	return func(fv *fnView, i int) bool {
+		k := fv.c.Model.Insts[i].Kind
+		for _, x := range ks {
+			if k == x {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// scope is one barrier interval's part of a latency-hiding match: its
+// latency samples M (Mexec of them waiting on arithmetic), the work A that
+// can cover them and the part Afused of A that loop fusion removes.
+type scope struct{ M, Mexec, A, Afused float64 }
+
+type scopeKey struct {
+	c  *code
+	iv int
+}
