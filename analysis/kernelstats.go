@@ -34,7 +34,7 @@ type KernelStats struct {
 	Instances                                              uint64 // timed instances
 }
 
-// Instance-time metrics the collector adds (collector/analyze/launchstats.go).
+// Instance-time metrics the collector adds (collector/online/launchstats.go).
 var (
 	mTimeSqHi = profile.Metric("gpu.time_sq_hi")
 	mTimeSqLo = profile.Metric("gpu.time_sq_lo")

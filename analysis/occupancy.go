@@ -81,7 +81,7 @@ type LaunchConfig struct {
 	HasAttrs   bool
 }
 
-// Metric names the collector writes (collector/analyze/launchstats.go).
+// Metric names the collector writes (collector/online/launchstats.go).
 var (
 	mLaunchThreads  = profile.Metric("launch.block_threads")
 	mLaunchGrid     = profile.Metric("launch.grid_blocks")

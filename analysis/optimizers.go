@@ -316,7 +316,7 @@ func (kv *kernelView) functionInlining() *match {
 }
 
 // Bank-conflict metrics the collector adds at shared-memory instructions
-// (collector/analyze/memstats.go).
+// (collector/online/memstats.go).
 var (
 	mSharedWarps      = profile.Metric("mem.shared.warp_accesses")
 	mSharedWavefronts = profile.Metric("mem.shared.wavefronts")

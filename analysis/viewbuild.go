@@ -12,17 +12,6 @@ import (
 // Building a kernel view stands apart from what it offers (kernelview.go):
 // the build takes the options, the analyses that ask the view do not.
 
-// reasonsOf splits an instruction node's stall metrics: the samples by
-// reason (CUPTI's _not_issued variants left out) and the latency samples
-// those variants give (ok false when the profile has none).
-func reasonsOf(vs profile.Values) (by map[string]float64, notIssued float64, hasNI bool) {
-	by, ni := reasonsNI(vs)
-	for _, v := range ni {
-		notIssued += v
-	}
-	return by, notIssued, ni != nil
-}
-
 // reasonsNI splits an instruction node's stall metrics into the samples
 // by reason and the not-issued samples by base reason (nil when the
 // profile has no _not_issued variants). CUPTI's sample_count and

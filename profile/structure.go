@@ -4,6 +4,6 @@ package profile
 // GPU function whose instructions the collector placed without their SASS
 // structure (directly under the function, without loops or lines):
 // StructureMissingPrefix + reason, 1 per rank, kernel context and
-// function. The reasons are the collector's (collector/analyze,
+// function. The reasons are the collector's (collector/online,
 // "WhyNoCubin" and the others).
 const StructureMissingPrefix = "structure.missing."

@@ -38,7 +38,7 @@ type NoSource struct {
 	Why string
 }
 
-// reasonText explains the collector's reasons (collector/analyze).
+// reasonText explains the collector's reasons (collector/online).
 var reasonText = map[string]string{
 	"unknown_module": "launched before its module was loaded, and never found in one",
 	"no_cubin":       "the module's bytes were not in the stream and no listing of it was found",
