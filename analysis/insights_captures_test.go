@@ -40,7 +40,7 @@ var (
 func TestInsightsOnCaptures(t *testing.T) {
 	d, ok := findValidationDirs()
 	if !ok {
-		t.Skip("no captures (testdata/captures or GPUPROF_VALIDATION_DIR)")
+		t.Fatal("no captures (testdata/captures, committed, or GPUPROF_VALIDATION_DIR)")
 	}
 	var b strings.Builder
 	b.WriteString("| program | insight | file:line | kernel | loop | data object | found | redundancy |\n|---|---|---|---|---|---|---|---|\n")

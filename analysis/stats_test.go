@@ -14,7 +14,7 @@ import (
 func TestInstanceStatsOnCapture(t *testing.T) {
 	d, ok := findValidationDirs()
 	if !ok {
-		t.Skip("no captures")
+		t.Fatal("no captures (testdata/captures is committed)")
 	}
 	p, _ := programProfile(t, d, "loop_reload")
 	x := analysis.NewIndex(p)
