@@ -38,6 +38,8 @@ import (
 	"gpuprof/profile"
 	"gpuprof/profile/proftest"
 	"gpuprof/reducer"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 var shapes = map[string]proftest.Shape{
@@ -103,159 +105,231 @@ type rankSim struct {
 	batches atomic.Uint64
 }
 
+const job = "soak"
+
+// soak is one run: the broker, the tree running over it, the ranks.
+type soak struct {
+	o       options
+	shape   proftest.Shape
+	stream  jetstream.Stream
+	tree    *reducer.Tree
+	merged  atomic.Uint64
+	result  chan treeRes
+	sims    []*rankSim
+	start   time.Time
+	closers []func()
+}
+
+type treeRes struct {
+	p   *profile.Profile
+	st  *reducer.TreeStats
+	err error
+}
+
 func run(o options) (bool, error) {
+	s := &soak{o: o}
+	defer s.close()
+	if err := s.setUp(); err != nil {
+		return false, err
+	}
+	s.start = time.Now()
+	ranksDone, errs := s.publish()
+	samples, err := s.sampleSteadyPhase(ranksDone, errs)
+	if err != nil {
+		return false, err
+	}
+	res := <-s.result
+	if res.err != nil {
+		return false, fmt.Errorf("reduction tree: %w", res.err)
+	}
+	after := s.take(nil)
+	if o.heapProfile != "" {
+		if err := writeHeapProfile(o.heapProfile + "-end.pb.gz"); err != nil {
+			return false, err
+		}
+	}
+	v := &verdict{ok: true}
+	if err := s.checkMerged(v, res); err != nil {
+		return false, err
+	}
+	fmt.Printf("after the tree finished: live heap %.1f MB, RSS %.1f MB, goroutines %d\n", mb(after.heapLive), mb(after.rss), after.goroutines)
+	s.checkGrowth(v, samples)
+	return v.ok, nil
+}
+
+func (s *soak) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
+// setUp starts the embedded broker, the job's stream, the reduction tree
+// and one connection and Publisher per simulated rank.
+func (s *soak) setUp() error {
+	o := s.o
 	shape, ok := shapes[o.shape]
 	if !ok {
-		return false, fmt.Errorf("unknown shape %q", o.shape)
+		return fmt.Errorf("unknown shape %q", o.shape)
 	}
+	s.shape = shape
 	if err := os.MkdirAll(o.out, 0o700); err != nil {
-		return false, err
+		return err
 	}
 	bdir := filepath.Join(o.out, "broker")
 	os.RemoveAll(bdir)
 	emb, err := broker.StartEmbedded(bdir)
 	if err != nil {
-		return false, err
+		return err
 	}
-	defer emb.Shutdown()
+	s.closers = append(s.closers, emb.Shutdown)
 	conn, err := broker.Connect(emb.Options("soak reducer"))
 	if err != nil {
-		return false, err
+		return err
 	}
-	defer conn.Close()
-	const job = "soak"
+	s.closers = append(s.closers, conn.Close)
 	ctx := context.Background()
-	stream, err := conn.EnsureStream(ctx, job, 1)
-	if err != nil {
-		return false, err
+	if s.stream, err = conn.EnsureStream(ctx, job, 1); err != nil {
+		return err
 	}
-	tree, err := reducer.PlanN(o.ranks, o.fanIn)
-	if err != nil {
-		return false, err
+	if s.tree, err = reducer.PlanN(o.ranks, o.fanIn); err != nil {
+		return err
 	}
 	logf, err := os.Create(filepath.Join(o.out, "reducer.log"))
 	if err != nil {
-		return false, err
+		return err
 	}
-	defer logf.Close()
-	var merged atomic.Uint64
+	s.closers = append(s.closers, func() { logf.Close() })
 	// The rank timeout is a safety net only: every rank finishes.
-	cfg := reducer.Config{Job: job, Conn: conn, Tree: tree, RankTimeout: 10 * time.Minute, ChildGrace: time.Minute,
+	cfg := reducer.Config{Job: job, Conn: conn, Tree: s.tree, RankTimeout: 10 * time.Minute, ChildGrace: time.Minute,
 		Logger:     slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnProgress: func(p reducer.Progress) { merged.Store(p.BatchesMerged) }}
-	type treeRes struct {
-		p   *profile.Profile
-		st  *reducer.TreeStats
-		err error
-	}
-	tc := make(chan treeRes, 1)
+		OnProgress: func(p reducer.Progress) { s.merged.Store(p.BatchesMerged) }}
+	s.result = make(chan treeRes, 1)
 	tctx, tcancel := context.WithTimeout(ctx, o.duration+15*time.Minute)
-	defer tcancel()
+	s.closers = append(s.closers, tcancel)
 	go func() {
 		p, st, err := reducer.RunTree(tctx, cfg)
-		tc <- treeRes{p, st, err}
+		s.result <- treeRes{p, st, err}
 	}()
-
-	sims := make([]*rankSim, o.ranks)
-	for r := range sims {
+	s.sims = make([]*rankSim, o.ranks)
+	for r := range s.sims {
 		c, err := broker.Connect(emb.Options(fmt.Sprintf("soak rank %d", r)))
 		if err != nil {
-			return false, err
+			return err
 		}
-		defer c.Close()
+		s.closers = append(s.closers, c.Close)
 		p, err := publish.New(c, publish.Config{Job: job, Window: o.window})
 		if err != nil {
-			return false, err
+			return err
 		}
-		sims[r] = &rankSim{rank: int32(r), pub: p, conn: c}
+		s.sims[r] = &rankSim{rank: int32(r), pub: p, conn: c}
 	}
+	return nil
+}
 
-	// Ranks: a steady rate each, staggered so the broker sees a flow
-	// rather than bursts.
-	start := time.Now()
-	stop := start.Add(o.duration)
+// publish starts the ranks: a steady rate each, staggered so the broker
+// sees a flow rather than bursts, then each rank's done item.
+func (s *soak) publish() (ranksDone chan struct{}, errs chan error) {
+	ctx := context.Background()
+	stop := s.start.Add(s.o.duration)
 	var wg sync.WaitGroup
-	errs := make(chan error, o.ranks)
-	period := time.Duration(float64(time.Second) / o.rate)
-	for i, s := range sims {
+	errs = make(chan error, s.o.ranks)
+	period := time.Duration(float64(time.Second) / s.o.rate)
+	for i, sim := range s.sims {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(period * time.Duration(i) / time.Duration(o.ranks))
+			time.Sleep(period * time.Duration(i) / time.Duration(s.o.ranks))
 			tick := time.NewTicker(period)
 			defer tick.Stop()
 			var seq uint32
 			for time.Now().Before(stop) {
-				it := proftest.Item(job, 1, shape, s.rank, seq, false, 0)
-				if err := s.pub.Publish(ctx, it, false); err != nil {
+				it := proftest.Item(job, 1, s.shape, sim.rank, seq, false, 0)
+				if err := sim.pub.Publish(ctx, it, false); err != nil {
 					errs <- err
 					return
 				}
 				seq++
-				s.batches.Add(1)
+				sim.batches.Add(1)
 				<-tick.C
 			}
-			done := proftest.Item(job, 1, shape, s.rank, seq, true, int64(seq))
-			if err := s.pub.Publish(ctx, done, true); err != nil {
+			done := proftest.Item(job, 1, s.shape, sim.rank, seq, true, int64(seq))
+			if err := sim.pub.Publish(ctx, done, true); err != nil {
 				errs <- err
 				return
 			}
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
-			if err := s.pub.Close(cctx); err != nil {
+			if err := sim.pub.Close(cctx); err != nil {
 				errs <- err
 			}
 		}()
 	}
+	ranksDone = make(chan struct{})
+	go func() { wg.Wait(); close(ranksDone) }()
+	return ranksDone, errs
+}
 
+// take samples the process and the stream now (a row of samples.tsv when
+// w is not nil).
+func (s *soak) take(w *bufio.Writer) sample {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	inuse := ms.HeapInuse
+	// The live heap: what survives a collection, not what the GC has
+	// yet to reclaim.
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	sm := sample{t: time.Since(s.start), heapLive: ms.HeapAlloc, heapInuse: inuse, rss: rss(), goroutines: runtime.NumGoroutine(), merged: s.merged.Load()}
+	for _, sim := range s.sims {
+		sm.published += sim.batches.Load()
+		st := sim.pub.Stats()
+		sm.publishBlocked += st.Blocked
+		sm.retries += st.Retries
+	}
+	ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if info, err := s.stream.Info(ictx); err == nil {
+		sm.streamMsgs, sm.streamBytes = info.State.Msgs, info.State.Bytes
+	}
+	cancel()
+	if w != nil {
+		fmt.Fprintf(w, "%.1f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%d\n", sm.t.Seconds(), mb(sm.heapLive), mb(sm.heapInuse), mb(sm.rss),
+			sm.goroutines, sm.published, sm.merged, sm.streamMsgs, mb(sm.streamBytes), sm.publishBlocked.Seconds(), sm.retries)
+		w.Flush()
+	}
+	return sm
+}
+
+// sampleSteadyPhase samples until the ranks are done, writing
+// samples.tsv and the heap profiles; it returns the steady phase's
+// samples, the only ones the verdict reads.
+func (s *soak) sampleSteadyPhase(ranksDone chan struct{}, errs chan error) ([]sample, error) {
+	o := s.o
 	var profiled [2]bool
 	tsv, err := os.Create(filepath.Join(o.out, "samples.tsv"))
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer tsv.Close()
 	w := bufio.NewWriter(tsv)
 	fmt.Fprintln(w, "t_s\theap_live_mb\theap_inuse_mb\trss_mb\tgoroutines\tbatches_published\tbatches_merged\tstream_msgs\tstream_mb\tpublish_blocked_s\tretries")
 	var samples []sample
-	take := func() sample {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		inuse := ms.HeapInuse
-		// The live heap: what survives a collection, not what the GC has
-		// yet to reclaim.
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		sm := sample{t: time.Since(start), heapLive: ms.HeapAlloc, heapInuse: inuse, rss: rss(), goroutines: runtime.NumGoroutine(), merged: merged.Load()}
-		for _, s := range sims {
-			sm.published += s.batches.Load()
-			st := s.pub.Stats()
-			sm.publishBlocked += st.Blocked
-			sm.retries += st.Retries
-		}
-		ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if info, err := stream.Info(ictx); err == nil {
-			sm.streamMsgs, sm.streamBytes = info.State.Msgs, info.State.Bytes
-		}
-		cancel()
-		fmt.Fprintf(w, "%.1f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%d\n", sm.t.Seconds(), mb(sm.heapLive), mb(sm.heapInuse), mb(sm.rss),
-			sm.goroutines, sm.published, sm.merged, sm.streamMsgs, mb(sm.streamBytes), sm.publishBlocked.Seconds(), sm.retries)
-		w.Flush()
-		return sm
-	}
-	ranksDone := make(chan struct{})
-	go func() { wg.Wait(); close(ranksDone) }()
 	tick := time.NewTicker(o.sample)
+	defer tick.Stop()
 	lastLog := time.Now()
-	fmt.Printf("soak: %d ranks at %.1f batches/s each for %v, tree %s, samples every %v in %s\n", o.ranks, o.rate, o.duration, tree.String(), o.sample, tsv.Name())
-loop:
+	fmt.Printf("soak: %d ranks at %.1f batches/s each for %v, tree %s, samples every %v in %s\n", o.ranks, o.rate, o.duration, s.tree.String(), o.sample, tsv.Name())
 	for {
 		select {
 		case <-ranksDone:
-			break loop
+			select {
+			case err := <-errs:
+				return nil, err
+			default:
+			}
+			return samples, nil
 		case err := <-errs:
-			return false, err
+			return nil, err
 		case <-tick.C:
-			sm := take()
+			sm := s.take(w)
 			// Heap profiles early and late in the steady phase: what
 			// grew between them is what to look at
 			// (go tool pprof -base early late).
@@ -263,7 +337,7 @@ loop:
 				if o.heapProfile != "" && !profiled[i] && sm.t >= at {
 					profiled[i] = true
 					if err := writeHeapProfile(fmt.Sprintf("%s-%d.pb.gz", o.heapProfile, int(sm.t.Seconds()))); err != nil {
-						return false, err
+						return nil, err
 					}
 				}
 			}
@@ -278,61 +352,60 @@ loop:
 			}
 		}
 	}
-	tick.Stop()
-	select {
-	case err := <-errs:
-		return false, err
-	default:
-	}
-	res := <-tc
-	if res.err != nil {
-		return false, fmt.Errorf("reduction tree: %w", res.err)
-	}
-	after := take()
-	if o.heapProfile != "" {
-		if err := writeHeapProfile(o.heapProfile + "-end.pb.gz"); err != nil {
-			return false, err
-		}
-	}
-	var published uint64
-	for _, s := range sims {
-		published += s.batches.Load() + 1 // the done item
-	}
+}
 
-	ok = true
-	fail := func(format string, a ...any) {
-		ok = false
-		fmt.Printf("FAIL: "+format+"\n", a...)
+// verdict collects the failures of a run.
+type verdict struct{ ok bool }
+
+func (v *verdict) fail(format string, a ...any) {
+	v.ok = false
+	fmt.Printf("FAIL: "+format+"\n", a...)
+}
+
+// checkMerged: every item published is merged exactly once, every rank
+// sealed, and (with -check) the final profile equals the merge of the same
+// items in one process.
+func (s *soak) checkMerged(v *verdict, res treeRes) error {
+	var published uint64
+	for _, sim := range s.sims {
+		published += sim.batches.Load() + 1 // the done item
 	}
 	fmt.Printf("\n%d batches published (%d per rank on average, done items included), %d merged, final profile %d items, %d ranks sealed, incomplete %v\n",
-		published, published/uint64(o.ranks), res.st.ItemsMerged, res.p.MergedItems(), res.p.SealedRanks(), res.p.IncompleteRanks())
+		published, published/uint64(s.o.ranks), res.st.ItemsMerged, res.p.MergedItems(), res.p.SealedRanks(), res.p.IncompleteRanks())
 	if res.st.ItemsMerged != published || uint64(res.p.MergedItems()) != published {
-		fail("%d items published, %d merged by the leaves, %d in the final profile: each must be merged exactly once", published, res.st.ItemsMerged, res.p.MergedItems())
+		v.fail("%d items published, %d merged by the leaves, %d in the final profile: each must be merged exactly once", published, res.st.ItemsMerged, res.p.MergedItems())
 	}
-	if res.p.SealedRanks() != uint64(o.ranks) || len(res.p.IncompleteRanks()) != 0 {
-		fail("%d of %d ranks sealed, incomplete %v", res.p.SealedRanks(), o.ranks, res.p.IncompleteRanks())
+	if res.p.SealedRanks() != uint64(s.o.ranks) || len(res.p.IncompleteRanks()) != 0 {
+		v.fail("%d of %d ranks sealed, incomplete %v", res.p.SealedRanks(), s.o.ranks, res.p.IncompleteRanks())
 	}
-	if o.check {
-		want := profile.New(job)
-		for _, s := range sims {
-			n := uint32(s.batches.Load())
-			for q := uint32(0); q <= n; q++ {
-				if err := want.Merge(proftest.Item(job, 1, shape, s.rank, q, q == n, int64(n))); err != nil {
-					return false, err
-				}
+	if !s.o.check {
+		return nil
+	}
+	want := profile.New(job)
+	for _, sim := range s.sims {
+		n := uint32(sim.batches.Load())
+		for q := uint32(0); q <= n; q++ {
+			if err := want.Merge(proftest.Item(job, 1, s.shape, sim.rank, q, q == n, int64(n))); err != nil {
+				return err
 			}
 		}
-		if !bytes.Equal(res.p.Encode(), want.Encode()) {
-			fail("the final profile differs from the merge of the same items in one process")
-		} else {
-			fmt.Println("final profile byte-identical to the merge of the same items in one process")
-		}
 	}
-	fmt.Printf("after the tree finished: live heap %.1f MB, RSS %.1f MB, goroutines %d\n", mb(after.heapLive), mb(after.rss), after.goroutines)
+	if !bytes.Equal(res.p.Encode(), want.Encode()) {
+		v.fail("the final profile differs from the merge of the same items in one process")
+	} else {
+		fmt.Println("final profile byte-identical to the merge of the same items in one process")
+	}
+	return nil
+}
 
+// checkGrowth compares the slopes of the live heap, RSS and goroutines
+// over the second half of the steady phase with the first: a leak grows
+// in both halves, a warm-up only in the first.
+func (s *soak) checkGrowth(v *verdict, samples []sample) {
+	o := s.o
 	if len(samples) < 8 {
-		fail("only %d samples in the steady phase: run longer or sample more often", len(samples))
-		return ok, nil
+		v.fail("only %d samples in the steady phase: run longer or sample more often", len(samples))
+		return
 	}
 	h := len(samples) / 2
 	first, second := samples[:h], samples[h:]
@@ -360,17 +433,16 @@ loop:
 	fmt.Printf("%-22s %14.3f %14.3f %14.2f %16.2f\n", "goroutines", g1, g2, gm, g2*span2)
 	heapLim := math.Max(o.heapTol*hm, o.heapTolMB)
 	if h2*span2 > heapLim {
-		fail("live heap grew %.2f MB over the second half (limit %.2f MB)", h2*span2, heapLim)
+		v.fail("live heap grew %.2f MB over the second half (limit %.2f MB)", h2*span2, heapLim)
 	}
 	if g2*span2 > o.gorTol {
-		fail("goroutines grew %.1f over the second half (limit %.1f)", g2*span2, o.gorTol)
+		v.fail("goroutines grew %.1f over the second half (limit %.1f)", g2*span2, o.gorTol)
 	}
-	if ok {
+	if v.ok {
 		fmt.Printf("VERDICT: flat (live heap growth over the second half %.2f MB, limit %.2f MB; goroutines %+.1f, limit %.0f)\n", h2*span2, heapLim, g2*span2, o.gorTol)
 	} else {
 		fmt.Println("VERDICT: FAIL")
 	}
-	return ok, nil
 }
 
 // rss is this process's resident set size, from /proc (0 where absent).
