@@ -48,6 +48,8 @@ import (
 	"gpuprof/profile"
 	"gpuprof/profile/proftest"
 	"gpuprof/reducer"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 var shapes = map[string]proftest.Shape{
@@ -442,123 +444,168 @@ func row(r *result) string {
 		r.LeafRSSMB, r.LeavesPerProc, f(r.InnerRSSMB), f(r.MaxNodeWorkS), f(r.FinishAfterDoneS), f(r.PartialMB), r.Incomplete)
 }
 
+// scaleRun is one run of the table: n ranks, fan-in k.
+type scaleRun struct {
+	e      *broker.Embedded
+	c      *broker.Conn
+	n, k   int
+	cfg    config
+	job    string
+	tree   *reducer.Tree
+	reds   []rproc
+	stream jetstream.Stream
+	res    *result
+}
+
+// rproc is a reducer process and the tree level of its nodes.
+type rproc struct {
+	p     *proc
+	level int
+}
+
 func one(e *broker.Embedded, c *broker.Conn, n, k int, cfg config) (*result, error) {
 	ctx := context.Background()
-	job := fmt.Sprintf("scale-%d-k%d", n, k)
-	_ = c.DeleteJob(ctx, job)
+	r := &scaleRun{e: e, c: c, n: n, k: k, cfg: cfg, job: fmt.Sprintf("scale-%d-k%d", n, k)}
+	_ = c.DeleteJob(ctx, r.job)
 	// Leaves purge what they merged, so the stream holds what is not yet
 	// merged plus the partials; the bound only has to fit the disk.
-	if _, err := c.EnsureStreamWith(ctx, job, broker.StreamOptions{MaxBytes: min(max(int64(n)*(4<<20), 2<<30), 24<<30)}); err != nil {
+	if _, err := c.EnsureStreamWith(ctx, r.job, broker.StreamOptions{MaxBytes: min(max(int64(n)*(4<<20), 2<<30), 24<<30)}); err != nil {
 		return nil, err
 	}
-	defer c.DeleteJob(ctx, job)
-	tree, err := reducer.PlanN(n, k)
-	if err != nil {
+	defer c.DeleteJob(ctx, r.job)
+	var err error
+	if r.tree, err = reducer.PlanN(n, k); err != nil {
 		return nil, err
 	}
-	res := &result{Ranks: n, FanIn: k, Levels: len(tree.Levels), Nodes: len(tree.Nodes()), Cores: runtime.NumCPU()}
+	r.res = &result{Ranks: n, FanIn: k, Levels: len(r.tree.Levels), Nodes: len(r.tree.Nodes()), Cores: runtime.NumCPU()}
 	start := time.Now()
-	// Reducers: leaves spread over leafProcs processes, every inner node in
-	// a process of its own (its memory is what grows with the tree).
-	type rproc struct {
-		p     *proc
-		level int
+	if err := r.startReducers(ctx); err != nil {
+		r.kill()
+		return nil, err
 	}
-	var reds []rproc
-	kill := func() {
-		for _, r := range reds {
-			_ = r.p.cmd.Process.Kill()
+	t0 := time.Now()
+	data, err := r.ranksPhase("data")
+	if err != nil {
+		r.kill()
+		return nil, err
+	}
+	for _, rr := range data {
+		r.res.WireMB += float64(rr.Bytes) / (1 << 20)
+		r.res.RawMB += float64(rr.RawB) / (1 << 20)
+		r.res.GenS += rr.GenS
+	}
+	r.waitLeavesMerged(ctx)
+	r.res.DataWallS = time.Since(t0).Seconds()
+	done, err := r.ranksPhase("done")
+	if err != nil {
+		r.kill()
+		return nil, err
+	}
+	for _, rr := range done {
+		r.res.WireMB += float64(rr.Bytes) / (1 << 20)
+	}
+	reps, inner, err := r.waitReducers()
+	if err != nil {
+		r.kill()
+		return nil, err
+	}
+	r.res.WallS = time.Since(start).Seconds()
+	r.summarize(reps, inner)
+	return r.res, nil
+}
+
+func (r *scaleRun) kill() {
+	for _, rp := range r.reds {
+		_ = rp.p.cmd.Process.Kill()
+	}
+}
+
+// startReducers spawns the reducers, leaves spread over leafProcs
+// processes and every inner node in a process of its own (its memory is
+// what grows with the tree), and waits for every node's consumer: the
+// leaves' on the input stream, the inner nodes' on the tree stream.
+func (r *scaleRun) startReducers(ctx context.Context) error {
+	leaves := r.tree.Levels[0]
+	lp := min(r.cfg.leafProcs, len(leaves))
+	r.res.LeavesPerProc = (len(leaves) + lp - 1) / lp
+	reduce := func(desc, nodes string, level int) error {
+		p, err := spawn(desc, "-role", "reduce", "-url", r.e.URL, "-job", r.job, "-ranks", fmt.Sprint(r.n), "-k", fmt.Sprint(r.k), "-nodes", nodes)
+		if err != nil {
+			return err
 		}
+		r.reds = append(r.reds, rproc{p, level})
+		return nil
 	}
-	leaves := tree.Levels[0]
-	lp := min(cfg.leafProcs, len(leaves))
-	res.LeavesPerProc = (len(leaves) + lp - 1) / lp
 	for i := 0; i < lp; i++ {
 		var names []string
 		for j := i; j < len(leaves); j += lp {
 			names = append(names, leaves[j].Name.String())
 		}
-		p, err := spawn("leaves "+names[0], "-role", "reduce", "-url", e.URL, "-job", job, "-ranks", fmt.Sprint(n), "-k", fmt.Sprint(k), "-nodes", strings.Join(names, ","))
-		if err != nil {
-			kill()
-			return nil, err
+		if err := reduce("leaves "+names[0], strings.Join(names, ","), 0); err != nil {
+			return err
 		}
-		reds = append(reds, rproc{p, 0})
 	}
-	for _, l := range tree.Levels[1:] {
+	for _, l := range r.tree.Levels[1:] {
 		for _, nd := range l {
-			p, err := spawn("node "+nd.Name.String(), "-role", "reduce", "-url", e.URL, "-job", job, "-ranks", fmt.Sprint(n), "-k", fmt.Sprint(k), "-nodes", nd.Name.String())
-			if err != nil {
-				kill()
-				return nil, err
+			if err := reduce("node "+nd.Name.String(), nd.Name.String(), nd.Name.Level); err != nil {
+				return err
 			}
-			reds = append(reds, rproc{p, nd.Name.Level})
 		}
 	}
-	// Wait for every node's consumer: the leaves' on the input stream, the
-	// inner nodes' on the tree stream.
-	stream, err := c.Stream(ctx, job)
-	if err != nil {
-		kill()
-		return nil, err
+	var err error
+	if r.stream, err = r.c.Stream(ctx, r.job); err != nil {
+		return err
 	}
-	treeStream, err := c.TreeStream(ctx, job)
+	treeStream, err := r.c.TreeStream(ctx, r.job)
 	if err != nil {
-		kill()
-		return nil, err
+		return err
 	}
 	for t0 := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-		in, err1 := stream.Info(ctx)
+		in, err1 := r.stream.Info(ctx)
 		tr, err2 := treeStream.Info(ctx)
-		if err1 == nil && err2 == nil && in.State.Consumers+tr.State.Consumers >= len(tree.Nodes()) {
-			break
+		if err1 == nil && err2 == nil && in.State.Consumers+tr.State.Consumers >= len(r.tree.Nodes()) {
+			return nil
 		}
 		if time.Since(t0) > 2*time.Minute {
-			kill()
-			return nil, fmt.Errorf("the reducer nodes did not all start within 2 minutes")
+			return fmt.Errorf("the reducer nodes did not all start within 2 minutes")
 		}
 	}
-	ranksPhase := func(phase string) ([]rankReport, error) {
-		rp := min(cfg.rankProcs, n)
-		var ps []*proc
-		for i := 0; i < rp; i++ {
-			a, b := i*n/rp, (i+1)*n/rp
-			p, err := spawn(fmt.Sprintf("ranks %d-%d", a, b-1), "-role", "ranks", "-url", e.URL, "-job", job, "-shape", cfg.shape,
-				"-unique", fmt.Sprint(cfg.unique), "-variants", fmt.Sprint(cfg.variants), "-from", fmt.Sprint(a), "-to", fmt.Sprint(b), "-phase", phase)
-			if err != nil {
-				return nil, err
-			}
-			ps = append(ps, p)
+}
+
+// ranksPhase runs the ranks' processes through one phase (their data, or
+// their done items) and gathers their reports.
+func (r *scaleRun) ranksPhase(phase string) ([]rankReport, error) {
+	rp := min(r.cfg.rankProcs, r.n)
+	var ps []*proc
+	for i := 0; i < rp; i++ {
+		a, b := i*r.n/rp, (i+1)*r.n/rp
+		p, err := spawn(fmt.Sprintf("ranks %d-%d", a, b-1), "-role", "ranks", "-url", r.e.URL, "-job", r.job, "-shape", r.cfg.shape,
+			"-unique", fmt.Sprint(r.cfg.unique), "-variants", fmt.Sprint(r.cfg.variants), "-from", fmt.Sprint(a), "-to", fmt.Sprint(b), "-phase", phase)
+		if err != nil {
+			return nil, err
 		}
-		var reps []rankReport
-		var first error
-		for _, p := range ps {
-			if _, _, err := p.wait(); err != nil && first == nil {
-				first = err
-			}
-			var r rankReport
-			if err := json.Unmarshal([]byte(p.out.String()), &r); err == nil {
-				reps = append(reps, r)
-			}
+		ps = append(ps, p)
+	}
+	var reps []rankReport
+	var first error
+	for _, p := range ps {
+		if _, _, err := p.wait(); err != nil && first == nil {
+			first = err
 		}
-		return reps, first
+		var rr rankReport
+		if err := json.Unmarshal([]byte(p.out.String()), &rr); err == nil {
+			reps = append(reps, rr)
+		}
 	}
-	t0 := time.Now()
-	data, err := ranksPhase("data")
-	if err != nil {
-		kill()
-		return nil, err
-	}
-	for _, r := range data {
-		res.WireMB += float64(r.Bytes) / (1 << 20)
-		res.RawMB += float64(r.RawB) / (1 << 20)
-		res.GenS += r.GenS
-	}
-	// The leaves have merged the data once their consumers hold nothing
-	// pending or unacknowledged (acks follow durable partials).
-	for _, l := range leaves {
+	return reps, first
+}
+
+// waitLeavesMerged: the leaves have merged the data once their consumers
+// hold nothing pending or unacknowledged (acks follow durable partials).
+func (r *scaleRun) waitLeavesMerged(ctx context.Context) {
+	for _, l := range r.tree.Levels[0] {
 		for {
-			cons, err := stream.Consumer(ctx, l.Name.Consumer())
+			cons, err := r.stream.Consumer(ctx, l.Name.Consumer())
 			if err == nil {
 				if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.Delivered.Stream > 0 {
 					break
@@ -567,54 +614,54 @@ func one(e *broker.Embedded, c *broker.Conn, n, k int, cfg config) (*result, err
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	res.DataWallS = time.Since(t0).Seconds()
-	done, err := ranksPhase("done")
-	if err != nil {
-		kill()
-		return nil, err
-	}
-	for _, r := range done {
-		res.WireMB += float64(r.Bytes) / (1 << 20)
-	}
-	var reps []nodeReport
-	inner := map[int]float64{}
-	for _, r := range reds {
-		rss, cpu, err := r.p.wait()
+}
+
+// waitReducers waits for every reducer process and reads its nodes'
+// reports; inner holds the largest RSS of each inner level's processes.
+func (r *scaleRun) waitReducers() (reps []nodeReport, inner map[int]float64, err error) {
+	inner = map[int]float64{}
+	for _, rp := range r.reds {
+		rss, cpu, err := rp.p.wait()
 		if err != nil {
-			kill()
-			return nil, err
+			return nil, nil, err
 		}
-		res.ReduceCPUS += cpu
-		if r.level == 0 {
-			res.LeafRSSMB = max(res.LeafRSSMB, rss)
+		r.res.ReduceCPUS += cpu
+		if rp.level == 0 {
+			r.res.LeafRSSMB = max(r.res.LeafRSSMB, rss)
 		} else {
-			inner[r.level] = max(inner[r.level], rss)
+			inner[rp.level] = max(inner[rp.level], rss)
 		}
 		var nr []nodeReport
-		if err := json.Unmarshal([]byte(r.p.out.String()), &nr); err != nil {
-			return nil, fmt.Errorf("%s: report: %w", r.p.desc, err)
+		if err := json.Unmarshal([]byte(rp.p.out.String()), &nr); err != nil {
+			return nil, nil, fmt.Errorf("%s: report: %w", rp.p.desc, err)
 		}
 		reps = append(reps, nr...)
 	}
-	res.WallS = time.Since(start).Seconds()
+	return reps, inner, nil
+}
+
+// summarize fills the table's per-level and whole-run figures from the
+// nodes' reports.
+func (r *scaleRun) summarize(reps []nodeReport, inner map[int]float64) {
+	res := r.res
 	var lastDone, final int64
-	for _, r := range reps {
-		lastDone = max(lastDone, r.LastDoneNs)
+	for _, nr := range reps {
+		lastDone = max(lastDone, nr.LastDoneNs)
 	}
-	levels := len(tree.Levels)
+	levels := len(r.tree.Levels)
 	res.MaxNodeWorkS = make([]float64, levels)
 	res.FinishAfterDoneS = make([]float64, levels)
 	res.PartialMB = make([]float64, levels)
-	for _, r := range reps {
-		res.MaxNodeWorkS[r.Level] = max(res.MaxNodeWorkS[r.Level], r.MergeS+r.DecodeS+r.EncodeS)
-		res.FinishAfterDoneS[r.Level] = max(res.FinishAfterDoneS[r.Level], float64(r.FinishNs-lastDone)/1e9)
-		if r.Partials > 0 {
-			res.PartialMB[r.Level] = max(res.PartialMB[r.Level], float64(r.BytesOut)/float64(r.Partials)/(1<<20))
+	for _, nr := range reps {
+		res.MaxNodeWorkS[nr.Level] = max(res.MaxNodeWorkS[nr.Level], nr.MergeS+nr.DecodeS+nr.EncodeS)
+		res.FinishAfterDoneS[nr.Level] = max(res.FinishAfterDoneS[nr.Level], float64(nr.FinishNs-lastDone)/1e9)
+		if nr.Partials > 0 {
+			res.PartialMB[nr.Level] = max(res.PartialMB[nr.Level], float64(nr.BytesOut)/float64(nr.Partials)/(1<<20))
 		}
-		if r.Node == tree.Root().Name.String() {
-			final = r.FinishNs
-			res.Incomplete = r.Incomplete
-			res.FinalRawMB = r.FinalRawMB
+		if nr.Node == r.tree.Root().Name.String() {
+			final = nr.FinishNs
+			res.Incomplete = nr.Incomplete
+			res.FinalRawMB = nr.FinalRawMB
 		}
 	}
 	res.TailS = float64(final-lastDone) / 1e9
@@ -624,8 +671,7 @@ func one(e *broker.Embedded, c *broker.Conn, n, k int, cfg config) (*result, err
 	}
 	res.MBps = res.WireMB / res.ReduceCPUS
 	res.RawMBps = res.RawMB / res.ReduceCPUS
-	res.ProfPerS = float64(n) / res.ReduceCPUS
-	return res, nil
+	res.ProfPerS = float64(r.n) / res.ReduceCPUS
 }
 
 func ints(s string) ([]int, error) {
