@@ -39,26 +39,7 @@ func (c *Collector) run(ctx context.Context) error {
 	}
 	defer ln.Close()
 
-	cmd := exec.Command(c.o.Command[0], c.o.Command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.o.Stdin, c.o.Stdout, c.o.Stderr
-	cmd.Env = append(os.Environ(),
-		"CUDA_INJECTION64_PATH="+lib,
-		"GPUPROF_SOCKET="+sock,
-		"GPUPROF_RANK="+strconv.Itoa(int(c.place.base)),
-		"GPUPROF_JOB="+c.o.Job,
-	)
-	if c.o.Mode != "" {
-		cmd.Env = append(cmd.Env, "GPUPROF_MODE="+c.o.Mode)
-	}
-	if c.o.BlockSampling > 0 {
-		cmd.Env = append(cmd.Env, "GPUPROF_BLOCK_SAMPLING="+strconv.Itoa(c.o.BlockSampling))
-	}
-	if c.o.KernelSampling > 0 {
-		cmd.Env = append(cmd.Env, "GPUPROF_KERNEL_SAMPLING="+strconv.Itoa(c.o.KernelSampling))
-	}
-	if c.o.PythonFrames {
-		cmd.Env = append(cmd.Env, "PYTHONPERFSUPPORT=1")
-	}
+	cmd := c.appCommand(lib, sock)
 	if err := cmd.Start(); err != nil {
 		c.mu.Lock()
 		c.appEnded = true
@@ -81,77 +62,7 @@ func (c *Collector) run(ctx context.Context) error {
 		cmd.Process.Signal(early)
 	}
 
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	var conns []net.Conn
-	exited := false
-	n := 0
-	accept := func(conn net.Conn) {
-		// The launcher environment is read now, while the process lives;
-		// a rank of its own is claimed now, any other (by order, or an
-		// extra id for a rank already taken) at its first GPU work.
-		pid := peerPID(conn)
-		pr := c.readRank(pid, os.Getenv)
-		mu.Lock()
-		n++
-		i := n
-		conns = append(conns, conn)
-		late := exited
-		mu.Unlock()
-		source := fmt.Sprintf("stream %d (pid %d)", i, pid)
-		claim := func() *rankState {
-			rs := c.assign(pid, pr)
-			rs.logf("%s: rank by %s", source, rs.how)
-			if late {
-				rs.issue(fmt.Sprintf("pid %d connected after the application had exited", pid))
-			}
-			return rs
-		}
-		var rs *rankState
-		if pr.ok && c.free(pr.own.Rank) {
-			rs = claim() // now, so that no process numbered by order takes it
-		}
-		// Recorded under the rank's name; a rank found later is recorded
-		// under the pid first and renamed.
-		rec := ""
-		if rs != nil {
-			rec = recordPath(c.o.Record, rs.rank, i)
-		} else {
-			rec = recordPath(c.o.Record, -1, i)
-			if rankPattern.MatchString(c.o.Record) {
-				rec = rankPattern.ReplaceAllString(c.o.Record, fmt.Sprintf("pid%d", pid))
-			}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer conn.Close()
-			// ctx is cancelled only when an interruption's StopTimeout is
-			// over: until then the streams of an application being stopped
-			// are read and analysed, their data still worth keeping.
-			got, err := c.stream(ctx, rs, claim, conn, source, rec)
-			if rs == nil && rec != "" && rankPattern.MatchString(c.o.Record) {
-				if got != nil {
-					if rerr := os.Rename(rec, recordPath(c.o.Record, got.rank, i)); rerr != nil {
-						c.recordFailed(rerr)
-					}
-				} else {
-					os.Remove(rec) // no GPU work: nothing worth keeping
-				}
-			}
-			// The rank is done when its stream is: its done item goes out
-			// now, not when the last process of the job ends.
-			if got != nil {
-				err = errors.Join(err, got.publishDone(ctx))
-			}
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
+	streams := &appStreams{c: c}
 	accepting := make(chan struct{})
 	go func() {
 		defer close(accepting)
@@ -160,11 +71,63 @@ func (c *Collector) run(ctx context.Context) error {
 			if err != nil {
 				return
 			}
-			accept(conn)
+			streams.accept(ctx, conn)
 		}
 	}()
 
 	werr := cmd.Wait()
+	code := c.appWaited(cmd, werr)
+	streams.mu.Lock()
+	streams.exited = true
+	streams.mu.Unlock()
+
+	// Connections still queued are taken; then no new ones.
+	ln.SetDeadline(time.Now().Add(200 * time.Millisecond))
+	<-accepting
+	streams.drain()
+	why := "no stream from the application (did it use CUDA, and could it load the injection library?)"
+	if streams.n > 0 {
+		why = fmt.Sprintf("never connected: no CUDA process of this rank reached the collector and used the GPU before the application ended (%d process(es) connected)", streams.n)
+	}
+	if code < 0 && werr != nil {
+		why += "; application: " + werr.Error()
+	}
+	streams.mu.Lock()
+	defer streams.mu.Unlock()
+	return errors.Join(append(streams.errs, c.missing(ctx, why))...)
+}
+
+// appCommand is the application's command, with the environment that loads
+// the injection library and tells it where to send its stream.
+func (c *Collector) appCommand(lib, sock string) *exec.Cmd {
+	cmd := exec.Command(c.o.Command[0], c.o.Command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.o.Stdin, c.o.Stdout, c.o.Stderr
+	cmd.Env = append(os.Environ(),
+		"CUDA_INJECTION64_PATH="+lib,
+		"GPUPROF_SOCKET="+sock,
+		"GPUPROF_RANK="+strconv.Itoa(int(c.place.base)),
+		"GPUPROF_JOB="+c.o.Job,
+	)
+	if c.o.Mode != "" {
+		cmd.Env = append(cmd.Env, "GPUPROF_MODE="+c.o.Mode)
+	}
+	if c.o.BlockSampling > 0 {
+		cmd.Env = append(cmd.Env, "GPUPROF_BLOCK_SAMPLING="+strconv.Itoa(c.o.BlockSampling))
+	}
+	if c.o.KernelSampling > 0 {
+		cmd.Env = append(cmd.Env, "GPUPROF_KERNEL_SAMPLING="+strconv.Itoa(c.o.KernelSampling))
+	}
+	if c.o.PythonFrames {
+		cmd.Env = append(cmd.Env, "PYTHONPERFSUPPORT=1")
+	}
+	return cmd
+}
+
+// appWaited records that the application ended (werr is its Wait's) and
+// returns its exit status (-1 if unknown): the status, the ranks' issues
+// (the wait's error, a killing signal), appExited closed and, when the
+// status is known, every rank's exit.
+func (c *Collector) appWaited(cmd *exec.Cmd, werr error) int {
 	c.imu.Lock()
 	c.proc = nil
 	c.imu.Unlock()
@@ -211,17 +174,96 @@ func (c *Collector) run(ctx context.Context) error {
 			c.note(r, RankExited, code)
 		}
 	}
-	mu.Lock()
-	exited = true
-	mu.Unlock()
+	return code
+}
 
-	// Connections still queued are taken; then no new ones.
-	ln.SetDeadline(time.Now().Add(200 * time.Millisecond))
-	<-accepting
+// appStreams are the streams of the application's processes, each read
+// and analysed on a goroutine of its own, and their errors.
+type appStreams struct {
+	c      *Collector
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+	conns  []net.Conn
+	exited bool // the application exited: a process connecting now is late
+	n      int  // connections accepted
+}
+
+// accept starts reading the stream of a process that connected.
+func (s *appStreams) accept(ctx context.Context, conn net.Conn) {
+	c := s.c
+	// The launcher environment is read now, while the process lives;
+	// a rank of its own is claimed now, any other (by order, or an
+	// extra id for a rank already taken) at its first GPU work.
+	pid := peerPID(conn)
+	pr := c.readRank(pid, os.Getenv)
+	s.mu.Lock()
+	s.n++
+	i := s.n
+	s.conns = append(s.conns, conn)
+	late := s.exited
+	s.mu.Unlock()
+	source := fmt.Sprintf("stream %d (pid %d)", i, pid)
+	claim := func() *rankState {
+		rs := c.assign(pid, pr)
+		rs.logf("%s: rank by %s", source, rs.how)
+		if late {
+			rs.issue(fmt.Sprintf("pid %d connected after the application had exited", pid))
+		}
+		return rs
+	}
+	var rs *rankState
+	if pr.ok && c.free(pr.own.Rank) {
+		rs = claim() // now, so that no process numbered by order takes it
+	}
+	// Recorded under the rank's name; a rank found later is recorded
+	// under the pid first and renamed.
+	rec := ""
+	if rs != nil {
+		rec = recordPath(c.o.Record, rs.rank, i)
+	} else {
+		rec = recordPath(c.o.Record, -1, i)
+		if rankPattern.MatchString(c.o.Record) {
+			rec = rankPattern.ReplaceAllString(c.o.Record, fmt.Sprintf("pid%d", pid))
+		}
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer conn.Close()
+		// ctx is cancelled only when an interruption's StopTimeout is
+		// over: until then the streams of an application being stopped
+		// are read and analysed, their data still worth keeping.
+		got, err := c.stream(ctx, rs, claim, conn, source, rec)
+		if rs == nil && rec != "" && rankPattern.MatchString(c.o.Record) {
+			if got != nil {
+				if rerr := os.Rename(rec, recordPath(c.o.Record, got.rank, i)); rerr != nil {
+					c.recordFailed(rerr)
+				}
+			} else {
+				os.Remove(rec) // no GPU work: nothing worth keeping
+			}
+		}
+		// The rank is done when its stream is: its done item goes out
+		// now, not when the last process of the job ends.
+		if got != nil {
+			err = errors.Join(err, got.publishDone(ctx))
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.errs = append(s.errs, err)
+			s.mu.Unlock()
+		}
+	}()
+}
+
+// drain waits for the streams to end.
+func (s *appStreams) drain() {
+	c := s.c
 	// Streams normally end with the processes that write them; a child
 	// that outlives the application gets DrainTimeout to finish.
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { s.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(c.o.DrainTimeout):
@@ -230,21 +272,11 @@ func (c *Collector) run(ctx context.Context) error {
 			rs.issue(fmt.Sprintf("streams still open %v after the application exited were cut", c.o.DrainTimeout))
 		}
 		c.mu.Unlock()
-		mu.Lock()
-		for _, cn := range conns {
+		s.mu.Lock()
+		for _, cn := range s.conns {
 			cn.Close()
 		}
-		mu.Unlock()
+		s.mu.Unlock()
 		<-done
 	}
-	why := "no stream from the application (did it use CUDA, and could it load the injection library?)"
-	if n > 0 {
-		why = fmt.Sprintf("never connected: no CUDA process of this rank reached the collector and used the GPU before the application ended (%d process(es) connected)", n)
-	}
-	if code < 0 && werr != nil {
-		why += "; application: " + werr.Error()
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return errors.Join(append(errs, c.missing(ctx, why))...)
 }

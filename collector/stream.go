@@ -174,17 +174,8 @@ func (rs *rankState) logAnalysis(a *online.Analyzer, source string, recs uint64,
 // application never blocks on a collector that stopped listening.
 func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *rankState, r io.Reader, source, record string) (_ *rankState, err error) {
 	raw := io.Reader(counter{r, &c.bytes})
-	in := raw
-	if record != "" {
-		rec, err := os.Create(record)
-		if err != nil {
-			c.recordFailed(fmt.Errorf("%s: recording the stream: %w", source, err))
-		} else {
-			t := &tee{f: rec, c: c, what: source}
-			defer t.close()
-			in = io.TeeReader(raw, t)
-		}
-	}
+	in, closeRecord := c.recording(raw, source, record)
+	defer closeRecord()
 	// Host frames: the process's modules, and CPython's perf map for its
 	// Python functions (a replay's given one; a live process's own, once
 	// HELLO names its pid).
@@ -215,96 +206,19 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 		begin()
 	}
 
-	// The reader runs ahead of the analysis by up to readAhead bytes of
-	// decoded frames: the library's bursts (a drained device buffer at each
-	// kernel end) and the analysis' pauses (barriers, items, a module's
-	// disassembly) are absorbed here rather than in the library's host
-	// queue, which drops records when full.
-	frames := make(chan decoded, 1<<14)
-	budget := newByteBudget(readAhead)
-	var readerWait time.Duration // the reader waiting for budget: the socket not drained
-	var endAt time.Duration      // when END was read: the application's end
-	stop := make(chan struct{})
-	t0 := time.Now()
+	ahead := newAheadReader()
 	defer func() {
 		if rs != nil {
-			rs.logAnalysis(a, source, recs, time.Since(t0), readerWait, endAt)
+			rs.logAnalysis(a, source, recs, time.Since(ahead.t0), ahead.wait, ahead.endAt)
 		}
 	}()
-	go func() {
-		defer close(frames)
-		d := rawstream.NewDecoder(in)
-		for {
-			prev := d.Bytes()
-			f, err := d.Next()
-			if err != nil {
-				if err == io.EOF {
-					err = nil
-				}
-				select {
-				case frames <- decoded{err: err, off: d.Bytes()}:
-				case <-stop:
-				}
-				// After an error keep reading, so that a writer on a socket
-				// never blocks; discard what comes.
-				io.Copy(io.Discard, raw)
-				return
-			}
-			c.frames.Add(1)
-			if _, ok := f.(*rawstream.End); ok {
-				endAt = time.Since(t0)
-			}
-			// The bytes this frame took (a chunked module's chunks
-			// included): Offset would give the previous frame's size.
-			size := d.Bytes() - prev
-			if w := budget.acquire(size); w > 0 {
-				readerWait += w // read by the deferred log after the goroutine ended
-			}
-			select {
-			case frames <- decoded{f: f, off: d.Offset(), size: size}:
-			case <-stop:
-				io.Copy(io.Discard, raw)
-				return
-			}
-		}
-	}()
-	defer func() {
-		close(stop)
-		budget.close()
-		for range frames { // let the decoder goroutine finish
-		}
-	}()
+	go ahead.run(c, in, raw)
+	defer ahead.finish()
 
 	failed := false
-	// add analyses one frame; it reports whether an item is due.
-	add := func(d decoded) bool {
-		switch f := d.f.(type) {
-		case *rawstream.End:
-			rs.mu.Lock()
-			rs.end = f.ExitCode
-			rs.mu.Unlock()
-			if c.o.Replay != "" {
-				// The recorded application ended; the analysis goes on.
-				rs.exited(int(f.ExitCode))
-			}
-		case *rawstream.Access:
-			c.records.Add(uint64(f.Count))
-			recs += uint64(f.Count)
-		}
-		if aerr := a.Add(d.f, d.off); aerr != nil {
-			// Keep what was flushed; drain the rest.
-			failed = true
-			rs.issue(fmt.Sprintf("%s: analysis stopped at offset %d: %v", source, d.off, firstLine(aerr)))
-			rs.logf("analysis stopped at offset %d: %v", d.off, aerr)
-			return false
-		}
-		return a.Pending() >= c.o.BatchRecords*holdFactor(a)
-	}
-
 	tick := time.NewTicker(c.o.BatchInterval)
 	defer tick.Stop()
 	last := time.Now()
-	var streamErr error
 	for {
 		select {
 		case <-ctx.Done():
@@ -315,16 +229,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 			if rs == nil {
 				return nil, nil
 			}
-			if c.Interrupted() == nil {
-				rs.issue("interrupted: " + ctx.Err().Error())
-			} else {
-				rs.issue(source + ": stopped by the interruption; what was analysed by then is published")
-			}
-			a.FinalWithin(0) // what waits for structure goes out flat
-			// What was analysed still goes out, within a bound.
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), doneTimeout)
-			rs.publish(pctx, a, source, &failed)
-			cancel()
+			rs.interrupted(ctx, a, source, &failed)
 			return rs, ctx.Err()
 		case <-tick.C:
 			if a != nil && a.Pending() > 0 && time.Since(last) >= c.o.BatchInterval*time.Duration(holdFactor(a)) {
@@ -333,44 +238,18 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 				}
 				last = time.Now()
 			}
-		case d, ok := <-frames:
+		case d, ok := <-ahead.frames:
 			if !ok {
-				return rs, streamErr
+				return rs, nil
 			}
-			budget.release(d.size)
+			ahead.budget.release(d.size)
 			if d.err != nil || d.f == nil {
 				if rs == nil {
 					// No GPU work: not a rank, whatever became of the stream.
 					c.logf("%s: no kernel launched and no GPU memory allocated: not a rank (%d frames, stream end: %v)", source, len(pre), d.err)
 					return nil, nil
 				}
-				if d.err != nil {
-					var re *rawstream.Error
-					off := d.off
-					if errors.As(d.err, &re) {
-						off = re.Offset
-					}
-					streamErr = &StreamError{Rank: rs.rank, Source: source, Offset: off, Err: d.err}
-					rs.issue(streamErr.Error())
-				}
-				// The stream is over: what is measured goes out now; the
-				// instructions whose function's structure is still on its
-				// way follow within the bound (online's placement.go). A
-				// replay has no application waiting on it: it publishes once,
-				// so that its items do not depend on how fast structure came.
-				if c.o.Replay == "" {
-					if perr := rs.publishWith(ctx, a.FlushReady, source, &failed); perr != nil {
-						return rs, errors.Join(streamErr, perr)
-					}
-				}
-				a.Final()
-				if perr := rs.publish(ctx, a, source, &failed); perr != nil {
-					return rs, errors.Join(streamErr, perr)
-				}
-				if n, first := a.Anomalies(); n > 0 {
-					rs.issue(fmt.Sprintf("%s: %d inconsistent frames skipped (first at %s)", source, n, first))
-				}
-				return rs, streamErr
+				return rs, rs.streamEnded(ctx, a, d, source, &failed)
 			}
 			if h, ok := d.f.(*rawstream.Hello); ok && hello == nil {
 				hello = h
@@ -398,7 +277,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 				begin()
 				for _, p := range pre {
 					if !failed {
-						add(p)
+						rs.analyse(a, p, source, &recs, &failed)
 					}
 				}
 				pre = nil
@@ -406,7 +285,7 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 			if failed {
 				continue
 			}
-			if add(d) {
+			if rs.analyse(a, d, source, &recs, &failed) {
 				if perr := rs.publish(ctx, a, source, &failed); perr != nil {
 					return rs, perr
 				}
@@ -414,6 +293,175 @@ func (c *Collector) stream(ctx context.Context, rs *rankState, claim func() *ran
 			}
 		}
 	}
+}
+
+// recording returns the stream to decode: raw, teed to the file record
+// names if any, and the function that closes that file. A file that
+// cannot be created stops the recording, not the collection.
+func (c *Collector) recording(raw io.Reader, source, record string) (io.Reader, func()) {
+	if record == "" {
+		return raw, func() {}
+	}
+	rec, err := os.Create(record)
+	if err != nil {
+		c.recordFailed(fmt.Errorf("%s: recording the stream: %w", source, err))
+		return raw, func() {}
+	}
+	t := &tee{f: rec, c: c, what: source}
+	return io.TeeReader(raw, t), t.close
+}
+
+// analyse adds one frame to the rank's analysis, counting its records in
+// recs, and reports whether an item is due. When the analysis fails it
+// sets failed (what was flushed is kept; the rest of the stream is
+// drained) and says so in the rank's issues.
+func (rs *rankState) analyse(a *online.Analyzer, d decoded, source string, recs *uint64, failed *bool) bool {
+	c := rs.c
+	switch f := d.f.(type) {
+	case *rawstream.End:
+		rs.mu.Lock()
+		rs.end = f.ExitCode
+		rs.mu.Unlock()
+		if c.o.Replay != "" {
+			// The recorded application ended; the analysis goes on.
+			rs.exited(int(f.ExitCode))
+		}
+	case *rawstream.Access:
+		c.records.Add(uint64(f.Count))
+		*recs += uint64(f.Count)
+	}
+	if aerr := a.Add(d.f, d.off); aerr != nil {
+		// Keep what was flushed; drain the rest.
+		*failed = true
+		rs.issue(fmt.Sprintf("%s: analysis stopped at offset %d: %v", source, d.off, firstLine(aerr)))
+		rs.logf("analysis stopped at offset %d: %v", d.off, aerr)
+		return false
+	}
+	return a.Pending() >= c.o.BatchRecords*holdFactor(a)
+}
+
+// aheadReader decodes a stream on a goroutine of its own, up to readAhead
+// bytes of decoded frames ahead of the analysis: the library's bursts (a
+// drained device buffer at each kernel end) and the analysis' pauses
+// (barriers, items, a module's disassembly) are absorbed here rather than
+// in the library's host queue, which drops records when full.
+type aheadReader struct {
+	frames chan decoded
+	budget *byteBudget
+	stop   chan struct{}
+	t0     time.Time
+	// Written by the goroutine, read once it ended (after finish).
+	wait  time.Duration // the reader waiting for budget: the socket not drained
+	endAt time.Duration // when END was read: the application's end
+}
+
+func newAheadReader() *aheadReader {
+	return &aheadReader{
+		frames: make(chan decoded, 1<<14),
+		budget: newByteBudget(readAhead),
+		stop:   make(chan struct{}),
+		t0:     time.Now(),
+	}
+}
+
+// run decodes in until the stream ends, fails or finish stops it, then
+// closes frames. The stream's end goes out as a frame without one: the
+// error, or none after END. raw is in before any recording: what comes
+// after the end or the stop is read from it and discarded.
+func (ar *aheadReader) run(c *Collector, in, raw io.Reader) {
+	defer close(ar.frames)
+	d := rawstream.NewDecoder(in)
+	for {
+		prev := d.Bytes()
+		f, err := d.Next()
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			select {
+			case ar.frames <- decoded{err: err, off: d.Bytes()}:
+			case <-ar.stop:
+			}
+			// After an error keep reading, so that a writer on a socket
+			// never blocks; discard what comes.
+			io.Copy(io.Discard, raw)
+			return
+		}
+		c.frames.Add(1)
+		if _, ok := f.(*rawstream.End); ok {
+			ar.endAt = time.Since(ar.t0)
+		}
+		// The bytes this frame took (a chunked module's chunks
+		// included): Offset would give the previous frame's size.
+		size := d.Bytes() - prev
+		if w := ar.budget.acquire(size); w > 0 {
+			ar.wait += w // read by the deferred log after the goroutine ended
+		}
+		select {
+		case ar.frames <- decoded{f: f, off: d.Offset(), size: size}:
+		case <-ar.stop:
+			io.Copy(io.Discard, raw)
+			return
+		}
+	}
+}
+
+// finish stops the reader and waits for its goroutine to end.
+func (ar *aheadReader) finish() {
+	close(ar.stop)
+	ar.budget.close()
+	for range ar.frames { // let the decoder goroutine finish
+	}
+}
+
+// interrupted publishes, within a bound, what the rank's analysis holds
+// when the collection is interrupted.
+func (rs *rankState) interrupted(ctx context.Context, a *online.Analyzer, source string, failed *bool) {
+	if rs.c.Interrupted() == nil {
+		rs.issue("interrupted: " + ctx.Err().Error())
+	} else {
+		rs.issue(source + ": stopped by the interruption; what was analysed by then is published")
+	}
+	a.FinalWithin(0) // what waits for structure goes out flat
+	// What was analysed still goes out, within a bound.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), doneTimeout)
+	rs.publish(pctx, a, source, failed)
+	cancel()
+}
+
+// streamEnded publishes the rest of the rank's analysis once its stream is
+// over: d is the reader's last, with the error of a stream cut or corrupt
+// (returned as a StreamError, along with any publishing error) or none
+// after END.
+func (rs *rankState) streamEnded(ctx context.Context, a *online.Analyzer, d decoded, source string, failed *bool) error {
+	var streamErr error
+	if d.err != nil {
+		var re *rawstream.Error
+		off := d.off
+		if errors.As(d.err, &re) {
+			off = re.Offset
+		}
+		streamErr = &StreamError{Rank: rs.rank, Source: source, Offset: off, Err: d.err}
+		rs.issue(streamErr.Error())
+	}
+	// The stream is over: what is measured goes out now; the
+	// instructions whose function's structure is still on its
+	// way follow within the bound (online's placement.go). A
+	// replay has no application waiting on it: it publishes once,
+	// so that its items do not depend on how fast structure came.
+	if rs.c.o.Replay == "" {
+		if perr := rs.publishWith(ctx, a.FlushReady, source, failed); perr != nil {
+			return errors.Join(streamErr, perr)
+		}
+	}
+	a.Final()
+	if perr := rs.publish(ctx, a, source, failed); perr != nil {
+		return errors.Join(streamErr, perr)
+	}
+	if n, first := a.Anomalies(); n > 0 {
+		rs.issue(fmt.Sprintf("%s: %d inconsistent frames skipped (first at %s)", source, n, first))
+	}
+	return streamErr
 }
 
 // closeReader closes r if it can be closed.

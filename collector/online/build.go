@@ -220,7 +220,36 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	ri.SamplesDropped = a.d.samplesDropped
 	a.d = delta{}
 
-	// Kernel-level metrics, in context order.
+	b.kernelMetrics()
+	sums := a.sumAccesses(accs)
+	b.accessStats(sums)
+
+	// Temporal pairs <PC_old, PC_new>.
+	for _, ac := range accs {
+		for k, n := range ac.pairs {
+			tk := profile.TemporalKey{Context: b.kernel(k.ctx), Old: b.pc(k.old), New: b.pc(k.nw), Access: access(k.kind)}
+			p.Temporal[tk] += *n
+		}
+	}
+
+	b.spatialPairs(sums)
+
+	// Allocations made since the last item.
+	for i, o := range a.objs {
+		if o.allocs > 0 {
+			b.object(uint32(i))
+		}
+	}
+
+	b.instStats()
+	a.x.build(b)
+	return p
+}
+
+// kernelMetrics adds the kernel-level metrics since the last item, in
+// context order.
+func (b *builder) kernelMetrics() {
+	a, p := b.a, b.p
 	for _, ci := range sortedKeys(a.kern) {
 		k := a.kern[ci]
 		id := b.kernel(ci)
@@ -232,13 +261,43 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		p.Add(id, profile.GPUBlocksTrace, k.blocksTraced)
 	}
 	clear(a.kern)
+}
 
-	// Per-instruction access statistics, summed over shards (in shard
-	// order, so the sketches are the same whatever the worker count).
-	type pcSum struct {
-		pcAcc
-		counters []*valCounter
-	}
+// pcSum is one instruction's access statistics summed over the shards,
+// with the value counters its sketch is made from.
+type pcSum struct {
+	pcAcc
+	counters []*valCounter
+}
+
+// opSum is one (instruction, object)'s accesses, with the value counters
+// from which both the instruction's and the object's sketches are made.
+type opSum struct {
+	ak       AccessKind
+	accesses uint64
+	counters []*valCounter
+}
+
+// objSum is one object's accesses and value counters.
+type objSum struct {
+	ak       AccessKind
+	accesses uint64
+	counters []*valCounter
+}
+
+// accessSums are an item's access statistics summed over the shards (in
+// shard order, so the sketches are the same whatever the worker count),
+// with their keys in the order they are added to the profile.
+type accessSums struct {
+	pcs     map[pcKey]*pcSum
+	pcKeys  []pcKey
+	ops     map[objPCKey]*opSum
+	opKeys  []objPCKey
+	objs    map[objKey]*objSum
+	objKeys []objKey
+}
+
+func (a *Analyzer) sumAccesses(accs []*acc) *accessSums {
 	pcs := map[pcKey]*pcSum{}
 	// Keys are canonical (orphans.go): a first launch keyed again and the
 	// later launches are one instruction, one sketch.
@@ -255,13 +314,6 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 			s.redT += v.redT
 			s.outside += v.outside
 		}
-	}
-	// Per (instruction, object): accesses, and the value counters from
-	// which both the instruction's and the object's sketches are made.
-	type opSum struct {
-		ak       AccessKind
-		accesses uint64
-		counters []*valCounter
 	}
 	ops := map[objPCKey]*opSum{}
 	for _, ac := range accs {
@@ -282,11 +334,6 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		opKeys = append(opKeys, k)
 	}
 	sort.Slice(opKeys, func(i, j int) bool { return lessOP(opKeys[i], opKeys[j]) })
-	type objSum struct {
-		ak       AccessKind
-		accesses uint64
-		counters []*valCounter
-	}
 	objs := map[objKey]*objSum{}
 	var objKeys []objKey
 	for _, k := range opKeys {
@@ -312,6 +359,14 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		pcKeys = append(pcKeys, k)
 	}
 	sort.Slice(pcKeys, func(i, j int) bool { return lessPC(pcKeys[i], pcKeys[j]) })
+	return &accessSums{pcs: pcs, pcKeys: pcKeys, ops: ops, opKeys: opKeys, objs: objs, objKeys: objKeys}
+}
+
+// accessStats adds the per-instruction and per-object access statistics
+// with their value sketches.
+func (b *builder) accessStats(sums *accessSums) {
+	a, p := b.a, b.p
+	pcs, pcKeys, objs, objKeys := sums.pcs, sums.pcKeys, sums.objs, sums.objKeys
 	// The sketches, in parallel (the workers are idle while an item is
 	// built); everything else is assembled serially below.
 	var jobs []sketchJob
@@ -321,7 +376,7 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	for _, k := range objKeys {
 		jobs = append(jobs, sketchJob{cs: objs[k].counters, ak: objs[k].ak})
 	}
-	for _, s := range ops {
+	for _, s := range sums.ops {
 		for _, c := range s.counters {
 			c.settle(s.ak)
 		}
@@ -348,16 +403,12 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		st.Accesses += s.accesses
 		st.Values = jobs[len(pcKeys)+i].out
 	}
+}
 
-	// Temporal pairs <PC_old, PC_new>.
-	for _, ac := range accs {
-		for k, n := range ac.pairs {
-			tk := profile.TemporalKey{Context: b.kernel(k.ctx), Old: b.pc(k.old), New: b.pc(k.nw), Access: access(k.kind)}
-			p.Temporal[tk] += *n
-		}
-	}
-
-	// Spatial pairs <data object, PC>: accesses minus first occurrences.
+// spatialPairs adds the spatial pairs <data object, PC>: accesses minus
+// the first occurrences resolved since the last item.
+func (b *builder) spatialPairs(sums *accessSums) {
+	a, p := b.a, b.p
 	first := a.first
 	if a.orph.rekeyed {
 		first = make(map[objPCKey]uint64, len(a.first))
@@ -365,11 +416,11 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 			first[a.canonOPKey(k)] += n
 		}
 	}
-	for _, k := range opKeys {
+	for _, k := range sums.opKeys {
 		if k.obj == noObj {
 			continue
 		}
-		red := ops[k].accesses - first[k]
+		red := sums.ops[k].accesses - first[k]
 		if red == 0 {
 			continue
 		}
@@ -383,16 +434,13 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		p.Spatial[sk] += red
 	}
 	clear(a.first)
+}
 
-	// Allocations made since the last item.
-	for i, o := range a.objs {
-		if o.allocs > 0 {
-			b.object(uint32(i))
-		}
-	}
-
-	// PC samples and instruction counts; those of functions whose
-	// structure is on its way wait for a later item (placement.go).
+// instStats adds the PC samples and instruction counts; those of
+// functions whose structure is on its way wait for a later item
+// (placement.go).
+func (b *builder) instStats() {
+	a, p := b.a, b.p
 	for k, ia := range a.insts {
 		if !a.placeable(k.pc) {
 			continue
@@ -406,8 +454,6 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 		p.Add(id, profile.InstExecuted, ia.executed)
 		p.Add(id, InstThreadExecuted, ia.threads)
 	}
-	a.x.build(b)
-	return p
 }
 
 // knownKind is the access kind of an instruction whose records were read

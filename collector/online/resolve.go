@@ -223,7 +223,14 @@ func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
 	}
 	flush(n)
 	a.sinks[p] = sink
-	// Pass 2: the first occurrence is the earliest candidate of all workers.
+	a.settleConflicts(p, conflicts, &counts)
+	return a.firstsByKey(&counts)
+}
+
+// settleConflicts is resolve's pass 2: of a value several workers brought,
+// the first occurrence is the earliest candidate of all workers, which
+// takes the flag (and the count) from the one pass 1 chose.
+func (a *Analyzer) settleConflicts(p int, conflicts []*spEntry, counts *firstCounts) {
 	for _, c := range conflicts {
 		var min, flagged *spEntry
 		for _, w := range a.workers {
@@ -243,6 +250,11 @@ func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
 			counts.add(min.a, min.pc&^firstFlag, 1)
 		}
 	}
+}
+
+// firstsByKey turns the counts by launch and object into first
+// occurrences per (context, kind, object, PC).
+func (a *Analyzer) firstsByKey(counts *firstCounts) map[objPCKey]uint64 {
 	firsts := make(map[objPCKey]uint64, counts.n)
 	for _, e := range counts.e {
 		if e.n == 0 {

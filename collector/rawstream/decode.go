@@ -335,181 +335,42 @@ func (p *pr) count(f string, minSize int) int {
 }
 
 // parsePayload decodes one frame's payload; version is the stream's (from
-// its HELLO), which decides what the later additions may hold.
+// its HELLO), which decides what the later additions may hold. Each kind
+// with more than a fixed run of fields has a parse function of its own; a
+// field error sticks in p and is returned here.
 func parsePayload(kind Kind, b []byte, version uint16) (Frame, *fieldError) {
 	p := &pr{b: b}
 	var f Frame
 	strict := true
 	switch kind {
 	case KindHello:
-		if m := p.u32("magic"); p.err == nil && m != Magic {
-			p.bad(0, "magic", fmt.Sprintf("%#x, want %#x", m, Magic))
-		}
-		h := &Hello{}
-		at := p.off
-		h.Version = p.u16("version")
-		if p.err == nil && (h.Version < MinVersion || h.Version > Version) {
-			p.bad(at, "version", fmt.Sprintf("%d, this decoder reads versions %d to %d", h.Version, MinVersion, Version))
-		}
-		h.Flags = p.u16("flags")
-		h.Rank = int32(p.u32("rank"))
-		h.PID = p.u32("pid")
-		at = p.off
-		h.Mode = Mode(p.u8("mode"))
-		if p.err == nil && (h.Mode < ModeRedundancy || h.Mode > ModeHybrid) {
-			p.bad(at, "mode", fmt.Sprintf("%d is not a mode", h.Mode))
-		}
-		h.BlockSampling = p.u32("block_sampling")
-		h.KernelSampling = p.u32("kernel_sampling")
-		h.StartNS = p.u64("start_ns")
-		h.Host = p.str("host")
-		h.GPU = p.str("gpu")
-		h.GPUUUID = p.str("gpu_uuid")
-		h.Driver = p.str("driver")
-		h.CUDA = p.str("cuda")
-		h.SM = p.u16("sm")
-		h.Device = -1
-		if h.Version >= 3 && p.err == nil {
-			h.Device = int32(p.u32("device"))
-			d := &h.Props
-			for _, f := range []struct {
-				v    *uint32
-				name string
-			}{{&d.SMs, "sm_count"}, {&d.ClockKHz, "clock_khz"}, {&d.MemClockKHz, "mem_clock_khz"}, {&d.MemBusBits, "mem_bus_bits"},
-				{&d.L2Bytes, "l2_bytes"}, {&d.RegsPerSM, "regs_per_sm"}, {&d.SharedPerSM, "smem_per_sm"}, {&d.ThreadsPerSM, "threads_per_sm"}} {
-				*f.v = p.u32(f.name)
-			}
-			d.MemBytes = p.u64("mem_bytes")
-		}
+		f = parseHello(p)
 		strict = false // later versions may append fields
-		f = h
 	case KindModuleHash:
 		f = parseExtension(kind, p)
 	case KindModule:
-		m := &Module{ModuleID: p.u64("module_id"), ContentKey: p.u64("content_key"), Size: p.u32("size")}
-		at := p.off
-		hb := p.u8("has_bytes")
-		switch {
-		case p.err != nil:
-		case hb == 2 && version < 3:
-			p.bad(at, "has_bytes", fmt.Sprintf("2 (chunked) in a version %d stream", version))
-		case hb > 2:
-			p.bad(at, "has_bytes", fmt.Sprintf("%d, want 0, 1 or 2", hb))
-		}
-		m.HasBytes = hb >= 1
-		m.chunked = hb == 2
-		if hb == 1 {
-			m.Bytes = p.need(int(m.Size), "bytes")
-		}
-		f = m
+		f = parseModule(p, version)
 	case KindFunction:
 		f = &Function{FunctionID: p.u32("function_id"), ModuleID: p.u64("module_id"), PC: p.u64("pc"), Size: p.u32("size"), Name: p.str("name")}
 	case KindLaunch:
-		l := &Launch{LaunchID: p.u64("launch_id"), FunctionID: p.u32("function_id")}
-		for i := range l.Grid {
-			l.Grid[i] = p.u32("grid")
-		}
-		for i := range l.Block {
-			l.Block[i] = p.u32("block")
-		}
-		l.SharedBytes = p.u32("shared_bytes")
-		l.Stream = p.u64("stream")
-		at := p.off
-		fl := p.u8("flags")
-		switch {
-		case p.err != nil:
-		case version < 3 && fl > 1:
-			p.bad(at, "instrumented", fmt.Sprintf("%d, want 0 or 1", fl))
-		case fl > 3:
-			p.bad(at, "flags", fmt.Sprintf("%#x has bits other than traced (1) and graph (2)", fl))
-		}
-		l.Instrumented = fl&1 != 0
-		l.Graph = fl&2 != 0
-		l.BlockOffset = p.u32("block_offset")
-		l.Host = p.frames("host")
-		f = l
+		f = parseLaunch(p, version)
 	case KindAccess:
-		a := &Access{LaunchID: p.u64("launch_id")}
-		a.Count = uint32(p.count("count", RecordHeaderSize))
-		if p.err == nil {
-			start := p.off
-			var r Record
-			for i := uint32(0); i < a.Count; i++ {
-				n, e := parseRecord(b[p.off:], &r, false)
-				if e != nil {
-					p.bad(p.off+e.off, fmt.Sprintf("record %d %s", i, e.field), e.msg)
-					break
-				}
-				p.off += n
-			}
-			a.Data = b[start:p.off]
-		}
-		f = a
+		f = parseAccess(p)
 	case KindKernelEnd:
 		f = &KernelEnd{LaunchID: p.u64("launch_id"), StartNS: p.u64("start_ns"), EndNS: p.u64("end_ns"),
 			BlocksTotal: p.u32("blocks_total"), BlocksSampled: p.u32("blocks_sampled"), Records: p.u64("records"), Dropped: p.u64("dropped")}
 	case KindAlloc:
-		a := &Alloc{AllocID: p.u64("alloc_id"), Address: p.u64("address"), Size: p.u64("size")}
-		at := p.off
-		a.Memory = AllocKind(p.u8("kind"))
-		if p.err == nil && (a.Memory < AllocDevice || a.Memory > AllocAsync) {
-			p.bad(at, "kind", fmt.Sprintf("%d is not an allocation kind", a.Memory))
-		}
-		a.Host = p.frames("host")
-		f = a
+		f = parseAlloc(p)
 	case KindFree:
 		f = &Free{Address: p.u64("address")}
 	case KindStallReasons:
-		s := &StallReasons{}
-		n := p.count("count", 6)
-		s.Reasons = make([]StallReason, 0, n)
-		for i := 0; i < n && p.err == nil; i++ {
-			s.Reasons = append(s.Reasons, StallReason{Index: p.u32("index"), Name: p.str("name")})
-		}
-		f = s
+		f = parseStallReasons(p)
 	case KindPCSamples:
-		s := &PCSamples{LaunchID: p.u64("launch_id")}
-		n := p.count("count", 10)
-		s.PCs = make([]PCSample, 0, n)
-		for i := 0; i < n && p.err == nil; i++ {
-			pc := PCSample{FunctionID: p.u32("function_id"), Offset: p.u32("pc_offset")}
-			at := p.off
-			m := int(p.u16("n"))
-			if p.err == nil && m*8 > len(b)-p.off {
-				p.bad(at, "n", fmt.Sprintf("%d reasons cannot fit in the %d bytes left", m, len(b)-p.off))
-			}
-			if p.err == nil && m > 0 {
-				pc.Stalls = make([]StallCount, m)
-				for j := range pc.Stalls {
-					pc.Stalls[j] = StallCount{Reason: p.u32("reason_index"), Samples: p.u32("samples")}
-				}
-			}
-			s.PCs = append(s.PCs, pc)
-		}
-		f = s
+		f = parsePCSamples(p)
 	case KindInstrCounts:
-		c := &InstrCounts{LaunchID: p.u64("launch_id")}
-		n := p.count("count", 24)
-		c.Counts = make([]InstrCount, 0, n)
-		for i := 0; i < n && p.err == nil; i++ {
-			c.Counts = append(c.Counts, InstrCount{FunctionID: p.u32("function_id"), Offset: p.u32("pc_offset"),
-				Executed: p.u64("inst_executed"), ThreadExecuted: p.u64("thread_inst_executed")})
-		}
-		f = c
+		f = parseInstrCounts(p)
 	case KindHostModule:
-		m := &HostModule{Base: p.u64("base"), Path: p.str("path"), BuildID: p.str("build_id")}
-		at := p.off
-		n := int(p.u16("nseg"))
-		if p.err == nil && n*16 > len(b)-p.off {
-			p.bad(at, "nseg", fmt.Sprintf("%d segments cannot fit in the %d bytes left", n, len(b)-p.off))
-		}
-		if p.err == nil {
-			m.Segments = make([]Segment, n)
-			for i := range m.Segments {
-				m.Segments[i] = Segment{Start: p.u64("segment start"), Size: p.u64("segment size")}
-			}
-		}
-		f = m
+		f = parseHostModule(p)
 	case KindDropped:
 		d := &Dropped{Records: p.u64("records"), Bytes: p.u64("bytes")}
 		if p.err == nil && p.off < len(b) {
@@ -526,4 +387,183 @@ func parsePayload(kind Kind, b []byte, version uint16) (Frame, *fieldError) {
 		return nil, &fieldError{p.off, "payload", fmt.Sprintf("%d bytes after the last field", len(b)-p.off)}
 	}
 	return f, nil
+}
+
+func parseHello(p *pr) *Hello {
+	if m := p.u32("magic"); p.err == nil && m != Magic {
+		p.bad(0, "magic", fmt.Sprintf("%#x, want %#x", m, Magic))
+	}
+	h := &Hello{}
+	at := p.off
+	h.Version = p.u16("version")
+	if p.err == nil && (h.Version < MinVersion || h.Version > Version) {
+		p.bad(at, "version", fmt.Sprintf("%d, this decoder reads versions %d to %d", h.Version, MinVersion, Version))
+	}
+	h.Flags = p.u16("flags")
+	h.Rank = int32(p.u32("rank"))
+	h.PID = p.u32("pid")
+	at = p.off
+	h.Mode = Mode(p.u8("mode"))
+	if p.err == nil && (h.Mode < ModeRedundancy || h.Mode > ModeHybrid) {
+		p.bad(at, "mode", fmt.Sprintf("%d is not a mode", h.Mode))
+	}
+	h.BlockSampling = p.u32("block_sampling")
+	h.KernelSampling = p.u32("kernel_sampling")
+	h.StartNS = p.u64("start_ns")
+	h.Host = p.str("host")
+	h.GPU = p.str("gpu")
+	h.GPUUUID = p.str("gpu_uuid")
+	h.Driver = p.str("driver")
+	h.CUDA = p.str("cuda")
+	h.SM = p.u16("sm")
+	h.Device = -1
+	if h.Version >= 3 && p.err == nil {
+		h.Device = int32(p.u32("device"))
+		d := &h.Props
+		for _, f := range []struct {
+			v    *uint32
+			name string
+		}{{&d.SMs, "sm_count"}, {&d.ClockKHz, "clock_khz"}, {&d.MemClockKHz, "mem_clock_khz"}, {&d.MemBusBits, "mem_bus_bits"},
+			{&d.L2Bytes, "l2_bytes"}, {&d.RegsPerSM, "regs_per_sm"}, {&d.SharedPerSM, "smem_per_sm"}, {&d.ThreadsPerSM, "threads_per_sm"}} {
+			*f.v = p.u32(f.name)
+		}
+		d.MemBytes = p.u64("mem_bytes")
+	}
+	return h
+}
+
+func parseModule(p *pr, version uint16) *Module {
+	m := &Module{ModuleID: p.u64("module_id"), ContentKey: p.u64("content_key"), Size: p.u32("size")}
+	at := p.off
+	hb := p.u8("has_bytes")
+	switch {
+	case p.err != nil:
+	case hb == 2 && version < 3:
+		p.bad(at, "has_bytes", fmt.Sprintf("2 (chunked) in a version %d stream", version))
+	case hb > 2:
+		p.bad(at, "has_bytes", fmt.Sprintf("%d, want 0, 1 or 2", hb))
+	}
+	m.HasBytes = hb >= 1
+	m.chunked = hb == 2
+	if hb == 1 {
+		m.Bytes = p.need(int(m.Size), "bytes")
+	}
+	return m
+}
+
+func parseLaunch(p *pr, version uint16) *Launch {
+	l := &Launch{LaunchID: p.u64("launch_id"), FunctionID: p.u32("function_id")}
+	for i := range l.Grid {
+		l.Grid[i] = p.u32("grid")
+	}
+	for i := range l.Block {
+		l.Block[i] = p.u32("block")
+	}
+	l.SharedBytes = p.u32("shared_bytes")
+	l.Stream = p.u64("stream")
+	at := p.off
+	fl := p.u8("flags")
+	switch {
+	case p.err != nil:
+	case version < 3 && fl > 1:
+		p.bad(at, "instrumented", fmt.Sprintf("%d, want 0 or 1", fl))
+	case fl > 3:
+		p.bad(at, "flags", fmt.Sprintf("%#x has bits other than traced (1) and graph (2)", fl))
+	}
+	l.Instrumented = fl&1 != 0
+	l.Graph = fl&2 != 0
+	l.BlockOffset = p.u32("block_offset")
+	l.Host = p.frames("host")
+	return l
+}
+
+// parseAccess validates every record; Data is the records' bytes, a slice
+// of the payload (no copy).
+func parseAccess(p *pr) *Access {
+	a := &Access{LaunchID: p.u64("launch_id")}
+	a.Count = uint32(p.count("count", RecordHeaderSize))
+	if p.err == nil {
+		start := p.off
+		var r Record
+		for i := uint32(0); i < a.Count; i++ {
+			n, e := parseRecord(p.b[p.off:], &r, false)
+			if e != nil {
+				p.bad(p.off+e.off, fmt.Sprintf("record %d %s", i, e.field), e.msg)
+				break
+			}
+			p.off += n
+		}
+		a.Data = p.b[start:p.off]
+	}
+	return a
+}
+
+func parseAlloc(p *pr) *Alloc {
+	a := &Alloc{AllocID: p.u64("alloc_id"), Address: p.u64("address"), Size: p.u64("size")}
+	at := p.off
+	a.Memory = AllocKind(p.u8("kind"))
+	if p.err == nil && (a.Memory < AllocDevice || a.Memory > AllocAsync) {
+		p.bad(at, "kind", fmt.Sprintf("%d is not an allocation kind", a.Memory))
+	}
+	a.Host = p.frames("host")
+	return a
+}
+
+func parseStallReasons(p *pr) *StallReasons {
+	s := &StallReasons{}
+	n := p.count("count", 6)
+	s.Reasons = make([]StallReason, 0, n)
+	for i := 0; i < n && p.err == nil; i++ {
+		s.Reasons = append(s.Reasons, StallReason{Index: p.u32("index"), Name: p.str("name")})
+	}
+	return s
+}
+
+func parsePCSamples(p *pr) *PCSamples {
+	s := &PCSamples{LaunchID: p.u64("launch_id")}
+	n := p.count("count", 10)
+	s.PCs = make([]PCSample, 0, n)
+	for i := 0; i < n && p.err == nil; i++ {
+		pc := PCSample{FunctionID: p.u32("function_id"), Offset: p.u32("pc_offset")}
+		at := p.off
+		m := int(p.u16("n"))
+		if p.err == nil && m*8 > len(p.b)-p.off {
+			p.bad(at, "n", fmt.Sprintf("%d reasons cannot fit in the %d bytes left", m, len(p.b)-p.off))
+		}
+		if p.err == nil && m > 0 {
+			pc.Stalls = make([]StallCount, m)
+			for j := range pc.Stalls {
+				pc.Stalls[j] = StallCount{Reason: p.u32("reason_index"), Samples: p.u32("samples")}
+			}
+		}
+		s.PCs = append(s.PCs, pc)
+	}
+	return s
+}
+
+func parseInstrCounts(p *pr) *InstrCounts {
+	c := &InstrCounts{LaunchID: p.u64("launch_id")}
+	n := p.count("count", 24)
+	c.Counts = make([]InstrCount, 0, n)
+	for i := 0; i < n && p.err == nil; i++ {
+		c.Counts = append(c.Counts, InstrCount{FunctionID: p.u32("function_id"), Offset: p.u32("pc_offset"),
+			Executed: p.u64("inst_executed"), ThreadExecuted: p.u64("thread_inst_executed")})
+	}
+	return c
+}
+
+func parseHostModule(p *pr) *HostModule {
+	m := &HostModule{Base: p.u64("base"), Path: p.str("path"), BuildID: p.str("build_id")}
+	at := p.off
+	n := int(p.u16("nseg"))
+	if p.err == nil && n*16 > len(p.b)-p.off {
+		p.bad(at, "nseg", fmt.Sprintf("%d segments cannot fit in the %d bytes left", n, len(p.b)-p.off))
+	}
+	if p.err == nil {
+		m.Segments = make([]Segment, n)
+		for i := range m.Segments {
+			m.Segments[i] = Segment{Start: p.u64("segment start"), Size: p.u64("segment size")}
+		}
+	}
+	return m
 }
