@@ -131,7 +131,7 @@ func (c *Conn) HasModule(ctx context.Context, job string, h profile.ModuleHash, 
 		return false, err
 	}
 	var has bool
-	err = Retry(ctx, DefaultRetry, func() error {
+	err = RetryAPI(ctx, DefaultRetry, func(ctx context.Context) error {
 		info, err := obs.GetInfo(ctx, name)
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			has = false
@@ -155,7 +155,7 @@ func (c *Conn) ModuleSize(ctx context.Context, job string, h profile.ModuleHash,
 		return 0, err
 	}
 	var size uint64
-	err = Retry(ctx, DefaultRetry, func() error {
+	err = RetryAPI(ctx, DefaultRetry, func(ctx context.Context) error {
 		info, err := obs.GetInfo(ctx, name)
 		if err == nil && info.Deleted {
 			err = jetstream.ErrObjectNotFound
@@ -252,7 +252,7 @@ func (c *Conn) ClaimModule(ctx context.Context, job string, h profile.ModuleHash
 	}
 	mine := claimHeld + " " + owner
 	var won bool
-	err = Retry(ctx, DefaultRetry, func() error {
+	err = RetryAPI(ctx, DefaultRetry, func(ctx context.Context) error {
 		_, err := c.JS.Publish(ctx, subj, []byte(mine), jetstream.WithExpectLastSequencePerSubject(0))
 		if isWrongLastSeq(err) {
 			// Also what a retried claim whose first acknowledgement was
@@ -309,7 +309,7 @@ func (c *Conn) SettleModule(ctx context.Context, job string, h profile.ModuleHas
 	if failure != "" {
 		v = claimFailed + " " + failure
 	}
-	err = Retry(ctx, DefaultRetry, func() error {
+	err = RetryAPI(ctx, DefaultRetry, func(ctx context.Context) error {
 		_, err := c.JS.Publish(ctx, subj, []byte(v))
 		return err
 	})

@@ -1,9 +1,11 @@
 package reducer_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -343,10 +345,18 @@ func TestBrokerRestartMidRun(t *testing.T) {
 	const job = "brestart"
 	ensureStream(t, c, job)
 	items := jobItems(job, 9, medium, 8, 8)
-	log, _ := newLogger(t)
+	log, lb := newLogger(t)
 	cfg := treeConfig(t, c, job, 8, 4, log)
 	cfg.PartialInterval = 100 * time.Millisecond
 	cfg.AckTimeout = 2 * time.Second
+	// The tree's own log, last lines, when it did not end: what each node
+	// waited for after the restart.
+	defer func() {
+		if t.Failed() {
+			l := lb.String()
+			t.Logf("reducer log (last 8 KB):\n%s", l[max(0, len(l)-8<<10):])
+		}
+	}()
 	pc, sc, ec := runTree(t, cfg)
 	first := make([][]*profile.Profile, len(items))
 	rest := make([][]*profile.Profile, len(items))
@@ -365,8 +375,15 @@ func TestBrokerRestartMidRun(t *testing.T) {
 	}()
 	publishRanks(t, e, job, rest, 8)
 	wg.Wait()
-	if err := <-ec; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-ec:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(100 * time.Second):
+		var b bytes.Buffer
+		pprof.Lookup("goroutine").WriteTo(&b, 1)
+		t.Fatalf("the tree did not end within 100 s of the last item; goroutines:\n%s", b.String())
 	}
 	got, st := <-pc, <-sc
 	sameProfile(t, got, flatMerge(t, job, items))

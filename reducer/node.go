@@ -101,7 +101,9 @@ func (n *node) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	var cons jetstream.Consumer
-	err := broker.Retry(ctx, n.cfg.Retry, func() error {
+	// Each try's requests are bounded (RetryAPI): one lost in a broker
+	// restart is tried again, instead of waiting out the caller's deadline.
+	err := broker.RetryAPI(ctx, n.cfg.Retry, func(ctx context.Context) error {
 		old, err := n.stream.Consumer(ctx, name)
 		switch {
 		case err == nil:
@@ -131,7 +133,11 @@ func (n *node) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	// Until the first delivery says otherwise, what is pending holds the
 	// deadline back (a resumed node must not time out ranks whose batches
 	// wait in the stream).
-	if info, err := cons.Info(ctx); err == nil {
+	var info *jetstream.ConsumerInfo
+	if err := broker.RetryAPI(ctx, n.cfg.Retry, func(ctx context.Context) (err error) {
+		info, err = cons.Info(ctx)
+		return err
+	}); err == nil {
 		n.pending = info.NumPending
 	} else {
 		n.pending = 1

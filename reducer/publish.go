@@ -227,7 +227,9 @@ type scanned struct {
 // versions, since superseded ones are deleted).
 func (n *node) scan(ctx context.Context, subj string) ([]scanned, error) {
 	var last *jetstream.RawStreamMsg
-	err := broker.Retry(ctx, n.cfg.Retry, func() error {
+	// RetryAPI: a request lost in a broker restart costs one try, not the
+	// node's whole deadline.
+	err := broker.RetryAPI(ctx, n.cfg.Retry, func(ctx context.Context) error {
 		var err error
 		last, err = n.tree.GetLastMsgForSubject(ctx, subj)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -242,7 +244,7 @@ func (n *node) scan(ctx context.Context, subj string) ([]scanned, error) {
 		return nil, nil
 	}
 	var out []scanned
-	err = broker.Retry(ctx, n.cfg.Retry, func() error {
+	err = broker.RetryAPI(ctx, n.cfg.Retry, func(ctx context.Context) error {
 		out = out[:0]
 		oc, err := n.tree.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverAllPolicy})
 		if err != nil {

@@ -236,7 +236,7 @@ func WaitFinal(ctx context.Context, conn *broker.Conn, job string) (*profile.Pro
 	}
 	subj := broker.FinalSubject(job)
 	var oc jetstream.Consumer
-	err = broker.Retry(ctx, broker.DefaultRetry, func() error {
+	err = broker.RetryAPI(ctx, broker.DefaultRetry, func(ctx context.Context) error {
 		oc, err = stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverAllPolicy})
 		return err
 	})

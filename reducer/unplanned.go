@@ -28,7 +28,11 @@ func MergeUnplanned(ctx context.Context, conn *broker.Conn, job string, tree *Tr
 	if err != nil {
 		return nil, err
 	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(broker.JobSubjects(job)))
+	var info *jetstream.StreamInfo
+	err = broker.RetryAPI(ctx, broker.DefaultRetry, func(ctx context.Context) error {
+		info, err = stream.Info(ctx, jetstream.WithSubjectFilter(broker.JobSubjects(job)))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reducer: listing the ranks of job %s: %w", job, err)
 	}
