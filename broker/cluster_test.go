@@ -287,7 +287,7 @@ func testClusterLeaderKilled(t *testing.T, cl *brokertest.Cluster) {
 	for i := 40; i < 100; i++ {
 		pub(i)
 	}
-	err = broker.Retry(cx, broker.DefaultRetry, func() error {
+	err = broker.RetryAPI(cx, broker.DefaultRetry, func(cx context.Context) error {
 		var err error
 		info, err = s.Info(cx)
 		return err
@@ -302,7 +302,12 @@ func testClusterLeaderKilled(t *testing.T, cl *brokertest.Cluster) {
 	// The killed node comes back on its store and catches up.
 	cl.Restart(leader)
 	var seen []string
-	cons, err := s.OrderedConsumer(cx, jetstream.OrderedConsumerConfig{})
+	var cons jetstream.Consumer
+	err = broker.RetryAPI(cx, broker.DefaultRetry, func(cx context.Context) error {
+		var err error
+		cons, err = s.OrderedConsumer(cx, jetstream.OrderedConsumerConfig{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +477,10 @@ func testConsumerLeaderWatch(t *testing.T, cl *brokertest.Cluster) {
 	// under the race detector they once used all of it).
 	rcx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err = broker.Retry(rcx, broker.DefaultRetry, func() error {
+	// Each try's requests are bounded (RetryAPI, as the reducer's own
+	// consumer recreation is): a request lost while the cluster elects its
+	// leaders costs one try, not the whole bound.
+	err = broker.RetryAPI(rcx, broker.DefaultRetry, func(rcx context.Context) error {
 		err := s.DeleteConsumer(rcx, cc.Durable)
 		if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
 			cons, err = s.CreateOrUpdateConsumer(rcx, cc)
