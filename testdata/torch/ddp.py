@@ -5,7 +5,9 @@
 The model and data are train.py's; each rank prints a RESULT line.
 """
 import argparse
+import faulthandler
 import os
+import signal
 import time
 
 import torch
@@ -17,6 +19,9 @@ from train import Net
 
 
 def main():
+    # SIGUSR1 prints every thread's Python stack to stderr: what a hung
+    # rank waits for (gpu-check's ddp phase sends it before its timeout).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=256)
