@@ -17,7 +17,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -393,10 +392,6 @@ func (a *Analyzer) anomaly(off int64, k rawstream.Kind, format string, args ...a
 	if a.firstAnom == "" {
 		a.firstAnom = fmt.Sprintf("offset %d (%v): %s", off, k, fmt.Sprintf(format, args...))
 	}
-}
-
-func panicError(r any) error {
-	return fmt.Errorf("analysis failed: %v\n%s", r, debug.Stack())
 }
 
 // Add analyses one frame; offset is its byte offset in the stream (for

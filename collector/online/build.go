@@ -3,8 +3,6 @@ package online
 import (
 	"sort"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"gpuprof/collector/rawstream"
@@ -476,33 +474,10 @@ type sketchJob struct {
 // sketches runs mergeCounters for every job on as many goroutines as the
 // analyzer has workers.
 func (a *Analyzer) sketches(jobs []sketchJob) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var perr any
-	for w := 0; w < min(len(a.workers), len(jobs)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					perr = r
-					mu.Unlock()
-				}
-			}()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(jobs) {
-					return
-				}
-				jobs[i].out = mergeCounters(jobs[i].cs, jobs[i].ak)
-			}
-		}()
-	}
-	wg.Wait()
-	if perr != nil {
-		panic(perr) // Flush turns it into an error
+	if err := parallel(len(a.workers), len(jobs), func(i int) {
+		jobs[i].out = mergeCounters(jobs[i].cs, jobs[i].ak)
+	}); err != nil {
+		panic(err) // Flush turns it into an error
 	}
 }
 

@@ -1,7 +1,6 @@
 package online
 
 import (
-	"sync"
 	"time"
 )
 
@@ -72,38 +71,15 @@ func (a *Analyzer) barrier() error {
 	}
 	parts := len(a.workers)
 	firsts := make([]map[objPCKey]uint64, parts)
-	var wg sync.WaitGroup
-	var perr error
-	var mu sync.Mutex
-	next := make(chan int, parts)
-	for p := 0; p < parts; p++ {
-		next <- p
-	}
-	close(next)
-	for w := 0; w < len(a.workers); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					perr = panicError(r)
-					mu.Unlock()
-				}
-			}()
-			for p := range next {
-				firsts[p] = a.resolve(p)
-				// Emptied here, in parallel: the tables of all partitions
-				// are hundreds of MB to clear for streams of new values.
-				for _, w := range a.workers {
-					w.cand[p].reset()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if perr != nil {
-		return perr
+	if err := parallel(len(a.workers), parts, func(p int) {
+		firsts[p] = a.resolve(p)
+		// Emptied here, in parallel: the tables of all partitions are
+		// hundreds of MB to clear for streams of new values.
+		for _, w := range a.workers {
+			w.cand[p].reset()
+		}
+	}); err != nil {
+		return err
 	}
 	for _, w := range a.workers {
 		w.candN.Store(0)
