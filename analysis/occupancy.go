@@ -81,18 +81,6 @@ type LaunchConfig struct {
 	HasAttrs   bool
 }
 
-// Metric names the collector writes (collector/online/launchstats.go).
-var (
-	mLaunchThreads  = profile.Metric("launch.block_threads")
-	mLaunchGrid     = profile.Metric("launch.grid_blocks")
-	mLaunchShDyn    = profile.Metric("launch.shared_dynamic")
-	mLaunchAttrs    = profile.Metric("launch.with_attrs")
-	mLaunchRegs     = profile.Metric("launch.regs")
-	mLaunchShStatic = profile.Metric("launch.shared_static")
-	mLaunchFrame    = profile.Metric("launch.frame_bytes")
-	mLaunchMaxRegs  = profile.Metric("launch.max_regs")
-)
-
 // LaunchConfig returns kernel context k's mean launch configuration (ok
 // false when the profile has none: no launch.* metrics).
 func (x *Index) LaunchConfig(k profile.NodeID) (LaunchConfig, bool) {
@@ -102,17 +90,17 @@ func (x *Index) LaunchConfig(k profile.NodeID) (LaunchConfig, bool) {
 	}
 	vs := n.Metrics
 	l := float64(vs.Get(profile.GPULaunches))
-	th := float64(vs.Get(mLaunchThreads))
+	th := float64(vs.Get(profile.LaunchBlockThreads))
 	if l == 0 || th == 0 {
 		return LaunchConfig{}, false
 	}
-	c := LaunchConfig{Launches: l, Threads: th / l, GridBlocks: float64(vs.Get(mLaunchGrid)) / l, Shared: float64(vs.Get(mLaunchShDyn)) / l}
-	if a := float64(vs.Get(mLaunchAttrs)); a > 0 {
+	c := LaunchConfig{Launches: l, Threads: th / l, GridBlocks: float64(vs.Get(profile.LaunchGridBlocks)) / l, Shared: float64(vs.Get(profile.LaunchSharedDynamic)) / l}
+	if a := float64(vs.Get(profile.LaunchWithAttrs)); a > 0 {
 		c.HasAttrs = true
-		c.Regs = float64(vs.Get(mLaunchRegs)) / a
-		c.MaxRegs = float64(vs.Get(mLaunchMaxRegs)) / a
-		c.FrameBytes = float64(vs.Get(mLaunchFrame)) / a
-		c.Shared += float64(vs.Get(mLaunchShStatic)) / a
+		c.Regs = float64(vs.Get(profile.LaunchRegs)) / a
+		c.MaxRegs = float64(vs.Get(profile.LaunchMaxRegs)) / a
+		c.FrameBytes = float64(vs.Get(profile.LaunchFrameBytes)) / a
+		c.Shared += float64(vs.Get(profile.LaunchSharedStatic)) / a
 	}
 	return c, true
 }

@@ -136,8 +136,8 @@ func sampledKernelAt(t *testing.T, p *profile.Profile, m *sass.Module, name stri
 // launches records n launches of the kernel, each of grid blocks of
 // threads threads using regs registers per thread.
 func (s *sampled) launches(n, threads, grid, regs uint64) {
-	for _, mv := range []profile.MV{{ID: profile.GPULaunches, V: n}, {ID: mLaunchThreads, V: n * threads},
-		{ID: mLaunchGrid, V: n * grid}, {ID: mLaunchAttrs, V: n}, {ID: mLaunchRegs, V: n * regs}} {
+	for _, mv := range []profile.MV{{ID: profile.GPULaunches, V: n}, {ID: profile.LaunchBlockThreads, V: n * threads},
+		{ID: profile.LaunchGridBlocks, V: n * grid}, {ID: profile.LaunchWithAttrs, V: n}, {ID: profile.LaunchRegs, V: n * regs}} {
 		s.p.Add(s.k.ID, mv.ID, mv.V)
 	}
 }

@@ -73,6 +73,21 @@ var (
 	AllocCount     = Metric("alloc.count")
 )
 
+// The launch configuration of a kernel context, summed over its launches
+// (so ranks and items merge by addition like every other metric): the
+// collector writes them, the analysis divides by gpu.launches (or
+// launch.with_attrs) for means.
+var (
+	LaunchBlockThreads  = Metric("launch.block_threads")  // threads per block
+	LaunchGridBlocks    = Metric("launch.grid_blocks")    // blocks per grid
+	LaunchSharedDynamic = Metric("launch.shared_dynamic") // dynamic shared memory bytes per block
+	LaunchWithAttrs     = Metric("launch.with_attrs")     // launches whose function's cubin attributes are known
+	LaunchRegs          = Metric("launch.regs")           // registers per thread (cubin)
+	LaunchSharedStatic  = Metric("launch.shared_static")  // static shared memory bytes per block (cubin)
+	LaunchFrameBytes    = Metric("launch.frame_bytes")    // local stack bytes per thread (cubin): spill slots
+	LaunchMaxRegs       = Metric("launch.max_regs")       // register limit the compiler was given (cubin, 0 if none)
+)
+
 // TimeMetric reports whether m is the kernel time or derived from it (the
 // collector's per-instance squares and histogram, "gpu.time_*"): what a
 // pass whose times are not to be kept drops together.

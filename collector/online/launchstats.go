@@ -9,19 +9,10 @@ import (
 	"gpuprof/sass"
 )
 
-// Per-launch-context metrics of the launch configuration and of the
-// kernel instances' times (docs/advice.md). Every value is a sum over
-// launches, so ranks and items merge by addition like every other metric;
-// the analysis divides by gpu.launches (or launch.with_attrs) for means.
+// Per-launch-context metrics of the kernel instances' times
+// (docs/advice.md); the launch configuration's are profile.Launch*. Every
+// value is a sum over launches, so ranks and items merge by addition.
 var (
-	LaunchBlockThreads  = profile.Metric("launch.block_threads")  // threads per block
-	LaunchGridBlocks    = profile.Metric("launch.grid_blocks")    // blocks per grid
-	LaunchSharedDynamic = profile.Metric("launch.shared_dynamic") // dynamic shared memory bytes per block
-	LaunchWithAttrs     = profile.Metric("launch.with_attrs")     // launches whose function's cubin attributes are known
-	LaunchRegs          = profile.Metric("launch.regs")           // registers per thread (cubin)
-	LaunchSharedStatic  = profile.Metric("launch.shared_static")  // static shared memory bytes per block (cubin)
-	LaunchFrameBytes    = profile.Metric("launch.frame_bytes")    // local stack bytes per thread (cubin): spill slots
-	LaunchMaxRegs       = profile.Metric("launch.max_regs")       // register limit the compiler was given (cubin, 0 if none)
 	// The squares of the instances' times (ns²), split so that neither sum
 	// overflows: sq_hi adds ⌊t²/2³²⌋, sq_lo adds t² mod 2³² (below 2³² per
 	// instance, so 2³² instances fit).
@@ -150,14 +141,14 @@ func (s *launchStats) build(b *builder) {
 		c := s.ctx[ci]
 		id := b.kernel(ci)
 		p := b.p
-		p.Add(id, LaunchBlockThreads, c.threads)
-		p.Add(id, LaunchGridBlocks, c.grid)
-		p.Add(id, LaunchSharedDynamic, c.sharedDyn)
-		p.Add(id, LaunchWithAttrs, c.withAttrs)
-		p.Add(id, LaunchRegs, c.regs)
-		p.Add(id, LaunchSharedStatic, c.sharedStatic)
-		p.Add(id, LaunchFrameBytes, c.frame)
-		p.Add(id, LaunchMaxRegs, c.maxRegs)
+		p.Add(id, profile.LaunchBlockThreads, c.threads)
+		p.Add(id, profile.LaunchGridBlocks, c.grid)
+		p.Add(id, profile.LaunchSharedDynamic, c.sharedDyn)
+		p.Add(id, profile.LaunchWithAttrs, c.withAttrs)
+		p.Add(id, profile.LaunchRegs, c.regs)
+		p.Add(id, profile.LaunchSharedStatic, c.sharedStatic)
+		p.Add(id, profile.LaunchFrameBytes, c.frame)
+		p.Add(id, profile.LaunchMaxRegs, c.maxRegs)
 		p.Add(id, GPUTimeSqHi, c.sqHi)
 		p.Add(id, GPUTimeSqLo, c.sqLo)
 		for i, n := range c.hist {

@@ -77,15 +77,15 @@ func TestLaunchStats(t *testing.T) {
 		m    profile.MetricID
 		want uint64
 	}{
-		{LaunchBlockThreads, 4 * 256}, {LaunchGridBlocks, 2 * (100 + 200 + 300 + 400)}, {LaunchSharedDynamic, 1024 * (0 + 1 + 2 + 3)},
-		{LaunchWithAttrs, 4}, {LaunchRegs, 4 * 32}, {LaunchMaxRegs, 4 * 32}, {LaunchFrameBytes, 4 * 80}, {LaunchSharedStatic, 0},
+		{profile.LaunchBlockThreads, 4 * 256}, {profile.LaunchGridBlocks, 2 * (100 + 200 + 300 + 400)}, {profile.LaunchSharedDynamic, 1024 * (0 + 1 + 2 + 3)},
+		{profile.LaunchWithAttrs, 4}, {profile.LaunchRegs, 4 * 32}, {profile.LaunchMaxRegs, 4 * 32}, {profile.LaunchFrameBytes, 4 * 80}, {profile.LaunchSharedStatic, 0},
 	} {
 		if got := m.Get(c.m); got != c.want {
 			t.Errorf("%s = %d, want %d", c.m.Name(), got, c.want)
 		}
 	}
 	// A function the cubin does not have: configuration only.
-	if other.Metrics.Get(LaunchWithAttrs) != 0 || other.Metrics.Get(LaunchBlockThreads) != 32 {
+	if other.Metrics.Get(profile.LaunchWithAttrs) != 0 || other.Metrics.Get(profile.LaunchBlockThreads) != 32 {
 		t.Errorf("unknown function: %v", other.Metrics)
 	}
 	sq := new(big.Int).Lsh(new(big.Int).SetUint64(m.Get(GPUTimeSqHi)), 32)

@@ -111,12 +111,12 @@ func TestFunctionBeforeItsModule(t *testing.T) {
 		t.Errorf("kernel under module %s, want %s", k.Frame.Module, real)
 	}
 	for m, want := range map[profile.MetricID]uint64{profile.GPULaunches: 3, profile.GPUTime: 100 + 200 + 400,
-		LaunchWithAttrs: 3, LaunchGridBlocks: 12, LaunchBlockThreads: 3 * 128} {
+		profile.LaunchWithAttrs: 3, profile.LaunchGridBlocks: 12, profile.LaunchBlockThreads: 3 * 128} {
 		if got := k.Metrics.Get(m); got != want {
 			t.Errorf("kernel %s = %d, want %d", m.Name(), got, want)
 		}
 	}
-	if r := k.Metrics.Get(LaunchRegs); r == 0 || r%3 != 0 {
+	if r := k.Metrics.Get(profile.LaunchRegs); r == 0 || r%3 != 0 {
 		t.Errorf("launch.regs %d: the cubin's registers, three times", r)
 	}
 	var insts []*profile.Node

@@ -240,7 +240,7 @@ func labelUnit(k string) string {
 // known cubin attributes for what the cubin gives.
 func launchLabels(vs profile.Values) map[string]int64 {
 	launches := vs.Get(profile.GPULaunches)
-	attrs := vs.Get(profile.Metric("launch.with_attrs"))
+	attrs := vs.Get(profile.LaunchWithAttrs)
 	out := map[string]int64{}
 	for _, v := range vs {
 		name := v.ID.Name()

@@ -154,20 +154,12 @@ func kernelAt(p *profile.Profile, m *sass.Module, mod profile.ModuleHash, name s
 	return out
 }
 
-// Launch metrics the collector writes (analysis reads them back).
-var (
-	mLaunchThreads = profile.Metric("launch.block_threads")
-	mLaunchGrid    = profile.Metric("launch.grid_blocks")
-	mLaunchAttrs   = profile.Metric("launch.with_attrs")
-	mLaunchRegs    = profile.Metric("launch.regs")
-)
-
 // launches records n launches of grid blocks of threads threads using
 // regs registers per thread.
 func launches(p *profile.Profile, k profile.NodeID, n, threads, grid, regs uint64) {
 	p.Add(k, profile.GPULaunches, n)
-	p.Add(k, mLaunchThreads, n*threads)
-	p.Add(k, mLaunchGrid, n*grid)
-	p.Add(k, mLaunchAttrs, n)
-	p.Add(k, mLaunchRegs, n*regs)
+	p.Add(k, profile.LaunchBlockThreads, n*threads)
+	p.Add(k, profile.LaunchGridBlocks, n*grid)
+	p.Add(k, profile.LaunchWithAttrs, n)
+	p.Add(k, profile.LaunchRegs, n*regs)
 }
