@@ -22,6 +22,12 @@ func Advise(p *profile.Profile, mods ModuleSource, opts Options) ([]Advice, erro
 	// are the GPU functions only they run.
 	waiting := map[profile.NodeID]bool{}
 	waitFns, busyFns := map[*sass.Function]bool{}, map[*sass.Function]bool{}
+	for _, k := range x.Kernels {
+		if lib := x.commLibraryOf(k); lib != "" {
+			waiting[k] = true
+			out = append(out, commNote(x, k, lib))
+		}
+	}
 	if mods != nil {
 		for _, k := range x.Kernels {
 			kv, err := newKernelView(x, k, mods, opts)
@@ -32,6 +38,12 @@ func Advise(p *profile.Profile, mods ModuleSource, opts Options) ([]Advice, erro
 				continue
 			}
 			views[k] = kv
+			if waiting[k] { // a communication kernel: its note is out
+				for _, fv := range kv.fns {
+					waitFns[fv.c.F] = true
+				}
+				continue
+			}
 			if note := kv.waiting(); note != nil {
 				waiting[k] = true
 				for _, fv := range kv.fns {
@@ -75,6 +87,7 @@ func Advise(p *profile.Profile, mods ModuleSource, opts Options) ([]Advice, erro
 		}
 	}
 	out = dropWaiting(x, out, waiting, waitFns)
+	out = append(out, CollectiveWaits(x, *opts.Imbalance)...)
 	gpus := GPUsOf(p)
 	for i := range out {
 		out[i].Phase = x.advicePhase(out[i])

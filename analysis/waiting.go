@@ -193,9 +193,6 @@ func WaitingKernels(p *profile.Profile, as []Advice) map[profile.NodeID]bool {
 // dropWaiting removes the advice about waiting kernels only (every hotspot
 // in one, or static findings on functions only they run).
 func dropWaiting(x *Index, as []Advice, waiting map[profile.NodeID]bool, waitFns map[*sass.Function]bool) []Advice {
-	if len(waiting) == 0 {
-		return as
-	}
 	out := as[:0]
 	for _, a := range as {
 		if a.Category != CatWaiting && onlyWaiting(x, a, waiting, waitFns) {
@@ -208,7 +205,7 @@ func dropWaiting(x *Index, as []Advice, waiting map[profile.NodeID]bool, waitFns
 
 func onlyWaiting(x *Index, a Advice, waiting map[profile.NodeID]bool, waitFns map[*sass.Function]bool) bool {
 	if len(a.static) > 0 && a.KernelShare == 0 {
-		return waitFns[a.static[0].f]
+		return waitFns[a.static[0].f] || CommLibrary(a.static[0].f.Name) != ""
 	}
 	if len(a.Hotspots) == 0 {
 		return false

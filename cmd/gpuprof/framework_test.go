@@ -68,3 +68,51 @@ func TestFrameworkCaptureReplay(t *testing.T) {
 		t.Logf("report:\n%s", head(report, 120))
 	}
 }
+
+// TestDDPRunReport reports on the merged profile of a DDP job over NCCL on
+// two H100s (testdata/runs/h100x2-ddp): two ranks on two GPUs, NCCL's
+// kernels listed as communication with no advice on their code, and the
+// spread of a collective's time over ranks given as ranks waiting for the
+// one that arrives last, not as a rank to rebalance. The report used to
+// take minutes on NCCL's kernels (an exponential walk in the static
+// checks), which held up `gpuprof run` after every rank was done.
+func TestDDPRunReport(t *testing.T) {
+	bin := buildGpuprof(t)
+	dir, _ := filepath.Abs("../../testdata/runs/h100x2-ddp")
+	cmd := exec.Command(bin, "report", dir)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gpuprof report: %v\nstderr:\n%s", err, stderr.String())
+	}
+	report := stdout.String()
+	for _, want := range []string{
+		"Ranks:       2 merged of 2 expected (0-1)",
+		"2 GPUs on 1 host, 1 rank each",
+		"Waiting and communication kernels",
+		"ncclDevKernel_AllReduce_Sum_f32_RING_LL: ",
+		"communication between GPUs",
+		"[imbalance] ranks wait at a collective",
+		"NCCL's ncclDevKernel_AllReduce_Sum_f32_RING_LL: rank 0 spends",
+		"implicit_convolve_sgemm", // the model's own kernels are still there
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	// No advice on NCCL's code (its kernels are notes only), and no
+	// collective's spread given as load imbalance.
+	adv := strings.Split(report[:strings.Index(report, "Waiting and communication kernels")], "\n")
+	for i := 0; i+1 < len(adv); i++ {
+		line, at := adv[i], adv[i+1]
+		if !strings.HasPrefix(at, "    at ncclDev") {
+			continue
+		}
+		if strings.Contains(line, "[stall]") || strings.Contains(line, "[static]") || strings.Contains(line, "load imbalance") {
+			t.Errorf("advice on NCCL's code: %q / %q", line, at)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", head(report, 120))
+	}
+}

@@ -110,6 +110,7 @@ static uint64_t env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi
 void load_config() {
     Config &c = g_cfg;
     c.verbose = env_u64("GPUPROF_VERBOSE", 0, 0, 9) != 0;
+    c.trace_comm = env_u64("GPUPROF_TRACE_COMM", 0, 0, 1) != 0;
     c.stats = env_u64("GPUPROF_STATS", 0, 0, 1) != 0;
     c.compact = env_u64("GPUPROF_COMPACT", 1, 0, 1) != 0;
     c.staged = env_u64("GPUPROF_STAGED", 1, 0, 1) != 0;
@@ -934,6 +935,15 @@ uint32_t hello_kernel_sampling() {
     if (g_cfg.mode == GPW_MODE_REDUNDANCY) return g_cfg.kernel_sampling;
     if (g_cfg.mode == GPW_MODE_PCSAMPLING && g_cfg.pc_serialized) return g_cfg.kernel_sampling;
     return 1;
+}
+
+/* Communication kernels spin on flags and buffers their peers write. Traced,
+ * every poll is a record and the patched code runs the transfer many times
+ * slower while the peers wait for it: under DDP over NCCL the training
+ * did not finish. They are timed, never value-traced (docs/inject.md). */
+bool comm_kernel(const char *name) {
+    if (!name || g_cfg.trace_comm) return false;
+    return strncmp(name, "nccl", 4) == 0 || strncmp(name, "nvshmem", 7) == 0;
 }
 
 bool kernel_sample(uint64_t context_hash) {

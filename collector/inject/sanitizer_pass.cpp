@@ -520,7 +520,7 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
             fid = id;
         }
         bool sampled = kernel_sample(hash_frames(frames, nf) ^ ((uint64_t)fid * 0x9e3779b97f4a7c15ull));
-        bool instr = sampled && instrumentable && out_alive();
+        bool instr = sampled && instrumentable && !comm_kernel(ld->functionName) && out_alive();
         CtxState &cs = g_ctxs[ld->context];
         if (instr) buf = acquire_buf(cs, ld->context);
         if (!buf) disabled = disabled_ctl(cs, ld->context, ld->hStream);

@@ -33,7 +33,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 {{range .Advice}}{{if not .Folded}}{{template "card" .}}{{end}}{{end}}</ol>
 {{if .AdviceMore}}<details><summary>{{.AdviceMore}} more findings</summary><ol class="advice">
 {{range .Advice}}{{if .Folded}}{{template "card" .}}{{end}}{{end}}</ol></details>{{end}}
-{{if .Waiting}}<h3 id="waiting">Waiting kernels: time spent polling the host or a peer, not compute (no advice)</h3>
+{{if .Waiting}}<h3 id="waiting">Waiting and communication kernels: time spent polling the host or a peer, not compute (no advice)</h3>
 <ol class="advice">{{range .Waiting}}{{template "card" .}}{{end}}</ol>{{end}}
 </section>
 

@@ -406,13 +406,17 @@ func (r *report) waiting(advice []analysis.Advice, ks []view.Kernel) {
 	if len(notes) == 0 {
 		return
 	}
-	r.section("Waiting kernels (time spent polling the host or a peer: no advice)")
+	r.section("Waiting and communication kernels (time spent polling the host or a peer: no advice)")
 	for i, a := range notes {
 		if i == r.o.Top {
 			fmt.Fprintf(r.b, "... %d more in profile.json and report.html\n", len(notes)-i)
 			break
 		}
-		fmt.Fprintf(r.b, "%2d. %s: %s of the job's GPU time, %s of its samples in polling loops\n", i+1, NoteKernel(r.p, a), pct(a.KernelShare), pct(a.Importance))
+		what := pct(a.Importance) + " of its samples in polling loops"
+		if a.Kind == analysis.KindCommunication {
+			what = "communication between GPUs"
+		}
+		fmt.Fprintf(r.b, "%2d. %s: %s of the job's GPU time, %s\n", i+1, NoteKernel(r.p, a), pct(a.KernelShare), what)
 		r.places(a, 2)
 		fmt.Fprintf(r.b, "    %s\n    evidence: %s\n", a.Hint, a.Evidence)
 	}

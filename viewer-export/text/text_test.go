@@ -161,7 +161,7 @@ func TestFrameworkReportGolden(t *testing.T) {
 	golden(t, "framework.golden", got)
 	for _, want := range []string{
 		"stream_executor::gpu::(anonymous namespace)::DelayKernel [waiting]",
-		"Waiting kernels",
+		"Waiting and communication kernels",
 		"polls system-visible memory and the clock",
 		"`/*0050*/ LDG.E.STRONG.SYS",
 		"… 6 frames in xla_cuda_plugin.so, libc.so.6 …",
@@ -182,7 +182,7 @@ func TestFrameworkReportGolden(t *testing.T) {
 	}
 	// No advice on DelayKernel, and the first is on the program's kernel.
 	for _, line := range strings.Split(got, "\n") {
-		if strings.HasPrefix(line, "    at stream_executor") && !strings.Contains(got[:strings.Index(got, line)], "Waiting kernels") {
+		if strings.HasPrefix(line, "    at stream_executor") && !strings.Contains(got[:strings.Index(got, line)], "Waiting and communication kernels") {
 			t.Errorf("advice on DelayKernel: %q", line)
 		}
 	}
