@@ -943,6 +943,10 @@ uint32_t hello_kernel_sampling() {
  * did not finish. They are timed, never value-traced (docs/inject.md). */
 bool comm_kernel(const char *name) {
     if (!name || g_cfg.trace_comm) return false;
+    if (name[0] == '_' && name[1] == 'Z') { // mangled at top level: _Z31ncclDevKernel_...
+        name += 2;
+        while (*name >= '0' && *name <= '9') name++;
+    }
     return strncmp(name, "nccl", 4) == 0 || strncmp(name, "nvshmem", 7) == 0;
 }
 
