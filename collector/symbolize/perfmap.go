@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"sort"
@@ -31,7 +32,8 @@ type perfMap struct {
 	path    string
 	off     int64 // bytes of whole lines parsed
 	entries []perfEntry
-	err     error // the last read's error (a missing file is not one)
+	err     error               // the last read's error (a missing file is not one)
+	src     map[string][]string // Python source files by path, for definition lines
 }
 
 // maxPerfMapRead bounds one read of a map (CPython's maps of large
@@ -120,12 +122,89 @@ func (m *perfMap) lookup(addr uint64) *perfEntry {
 }
 
 // perfFrame is the frame of a perf-map entry: a Python function (module
-// profile.PythonModule, its qualified name and source file) for CPython's
-// "py::" entries, else a frame named as the map names it.
-func perfFrame(name string) profile.Frame {
+// profile.PythonModule, its qualified name, source file and the line of its
+// definition, 0 when not found) for CPython's "py::" entries, else a frame
+// named as the map names it.
+func (m *perfMap) perfFrame(name string) profile.Frame {
 	if rest, ok := strings.CutPrefix(name, "py::"); ok {
 		fn, file, _ := strings.Cut(rest, ":")
-		return profile.Frame{Kind: profile.KindHostFrame, Module: profile.PythonModule, Function: fn, File: file}
+		return profile.Frame{Kind: profile.KindHostFrame, Module: profile.PythonModule, Function: fn, File: file, Line: m.defLine(file, fn)}
 	}
 	return profile.Frame{Kind: profile.KindHostFrame, Module: profile.JITModule, Function: name}
+}
+
+// maxPySource bounds the source file read for a definition line.
+const maxPySource = 16 << 20
+
+// defLine is the line of the definition of Python function qualname
+// ("Net.forward", "main.<locals>.step") in file: the map has no lines, and
+// the definition is the line CPython itself gives a function
+// (co_firstlineno). The collector runs beside the application, so the
+// file is the one that ran; 0 when it cannot be read or the name is not
+// found (module code, lambdas, comprehensions).
+func (m *perfMap) defLine(file, qualname string) uint32 {
+	if file == "" || strings.HasPrefix(file, "<") {
+		return 0
+	}
+	lines, ok := m.src[file]
+	if !ok {
+		if m.src == nil {
+			m.src = map[string][]string{}
+		}
+		if b, err := readBounded(file, maxPySource); err == nil {
+			lines = strings.Split(string(b), "\n")
+		}
+		m.src[file] = lines // nil: unreadable, not tried again
+	}
+	return pyDefLine(lines, qualname)
+}
+
+// readBounded reads at most n bytes of a regular file (never a FIFO or a
+// device a map might name, which could block or never end).
+func readBounded(path string, n int64) ([]byte, error) {
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
+}
+
+// pyDefLine finds qualname's definition: each component's "def NAME(" or
+// "class NAME" after the previous component's, skipping "<locals>".
+func pyDefLine(lines []string, qualname string) uint32 {
+	line, from := 0, 0
+	for _, c := range strings.Split(qualname, ".") {
+		if c == "<locals>" {
+			continue
+		}
+		if strings.HasPrefix(c, "<") {
+			return 0
+		}
+		found := false
+		for i := from; i < len(lines); i++ {
+			t := strings.TrimSpace(lines[i])
+			t = strings.TrimPrefix(t, "async ")
+			var rest string
+			var ok bool
+			if rest, ok = strings.CutPrefix(t, "def "); !ok {
+				if rest, ok = strings.CutPrefix(t, "class "); !ok {
+					continue
+				}
+			}
+			rest = strings.TrimLeft(rest, " ")
+			if name, after, _ := strings.Cut(rest, "("); strings.TrimSpace(name) == c && after != "" ||
+				strings.TrimRight(strings.TrimSpace(rest), ":") == c {
+				line, from, found = i+1, i+1, true
+				break
+			}
+		}
+		if !found {
+			return 0
+		}
+	}
+	return uint32(line)
 }

@@ -105,11 +105,40 @@ func FuzzPerfMap(f *testing.F) {
 	f.Add([]byte(genMap))
 	f.Add([]byte("ffffffffffffffff 10 wrap\n0 1 x\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		var m perfMap
 		for _, e := range parsePerfMap(b) {
 			if e.size == 0 || e.start+e.size < e.start || e.name == "" {
 				t.Fatalf("bad entry %+v", e)
 			}
-			_ = perfFrame(e.name)
+			_ = m.perfFrame(e.name)
 		}
 	})
+}
+
+// CPython's perf map names functions without lines; the frame gets the
+// line of the definition, found from the source the application ran.
+func TestPerfFrameDefinitionLine(t *testing.T) {
+	src, err := filepath.Abs("../../testdata/torch/train.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m perfMap
+	for name, want := range map[string]uint32{
+		"py::Net.forward:" + src:            25,
+		"py::Net.__init__:" + src:           18,
+		"py::main:" + src:                   32,
+		"py::main.<locals>.step:" + src:     46,
+		"py::<module>:" + src:               0,
+		"py::main.<locals>.<lambda>:" + src: 0,
+		"py::Net.backward:" + src:           0, // not in the file
+		"py::f:/nonexistent/x.py":           0,
+	} {
+		f := m.perfFrame(name)
+		if f.Line != want || f.Module != profile.PythonModule {
+			t.Errorf("%s: line %d (module %q), want %d", name, f.Line, f.Module, want)
+		}
+	}
+	if got := pyDefLine([]string{"class A:", "    async def run(self):", "        pass"}, "A.run"); got != 2 {
+		t.Errorf("async method: line %d, want 2", got)
+	}
 }

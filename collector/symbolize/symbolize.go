@@ -170,7 +170,7 @@ func (s *Symbolizer) resolve(ret uint64) ([]profile.Frame, bool) {
 		// the return address, inside the caller's range).
 		if s.perf != nil {
 			if e := s.perf.lookup(ret - 1); e != nil {
-				return []profile.Frame{perfFrame(e.name)}, true
+				return []profile.Frame{s.perf.perfFrame(e.name)}, true
 			}
 		}
 		return []profile.Frame{{Kind: profile.KindHostFrame, Offset: ret}}, true

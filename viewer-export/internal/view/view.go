@@ -77,6 +77,9 @@ func hostLabel(f profile.Frame) string {
 	if f.Function == "" {
 		return fmt.Sprintf("%s+%#x", path.Base(f.Module), f.Offset)
 	}
+	if f.File != "" && f.Line == 0 { // a Python function whose definition was not found
+		return fmt.Sprintf("%s (%s)", symname.Short(f.Function), path.Base(f.File))
+	}
 	if f.File != "" {
 		return fmt.Sprintf("%s (%s:%d)", symname.Short(f.Function), path.Base(f.File), f.Line)
 	}
