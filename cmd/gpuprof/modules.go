@@ -139,6 +139,11 @@ func moduleSource(dir, sassFiles string, p *profile.Profile) (*modules, error) {
 		cache: map[profile.ModuleHash]*sass.Module{}, errs: map[profile.ModuleHash]error{}}, nil
 }
 
+// Close removes the cubins written for nvdisasm (a framework's are
+// hundreds of MB): the report and the root call it once the analysis is
+// done.
+func (m *modules) Close() { m.src.Close() }
+
 // Module implements analysis.ModuleSource.
 func (m *modules) Module(h profile.ModuleHash) (*sass.Module, error) {
 	m.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"gpuprof/collector/online"
+	"gpuprof/collector/online/nvdisasmtest"
 	"gpuprof/profile"
 	"gpuprof/sass"
 )
@@ -96,5 +97,54 @@ func TestModuleOfProfileFunctions(t *testing.T) {
 	mods3, _ := moduleSource(t.TempDir(), "", p)
 	if _, err := mods3.Module(h + 1); err == nil || !strings.Contains(err.Error(), "k: no_cubin") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// The report and the root write cubins for nvdisasm into a temporary
+// directory; closing the module source removes it (a framework's cubins
+// are hundreds of MB, and every report used to leave them behind).
+func TestModuleSourceRemovesCubinCopies(t *testing.T) {
+	cubin, err := os.ReadFile("../../testdata/sass/probe/k.sm90.cubin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listing, err := os.ReadFile("../../testdata/sass/probe/k.hex.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := nvdisasmtest.New(t, cubin, listing, 0)
+	bin := t.TempDir()
+	if err := os.Symlink(fake.Tool, filepath.Join(bin, "nvdisasm")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("GPUPROF_CACHE_DIR", "off")
+
+	dir := t.TempDir()
+	h := profile.ModuleHash(0x5151)
+	os.MkdirAll(filepath.Join(dir, ModulesDir), 0o700)
+	if err := os.WriteFile(cubinFile(dir, h), cubin, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := profile.New("t")
+	p.AddModule(profile.Module{Hash: h, SM: 90})
+	const kernel = "_Z6reloadPKfPfii"
+	p.AddFunc(h, kernel)
+	mods, err := moduleSource(dir, "", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mods.Module(h)
+	if err != nil || m.Func(kernel) == nil {
+		t.Fatalf("module from the cubin: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "gpuprof-cubins-*")); len(left) != 1 {
+		t.Fatalf("cubin copies before Close: %v, want one directory", left)
+	}
+	mods.Close()
+	if left, _ := filepath.Glob(filepath.Join(tmp, "gpuprof-cubins-*")); len(left) != 0 {
+		t.Fatalf("cubin copies left after Close: %v", left)
 	}
 }

@@ -39,6 +39,7 @@ func loadAdvice(path, sassFiles string) (*profile.Profile, []analysis.Advice, er
 	if err != nil {
 		return nil, nil, err
 	}
+	defer mods.Close()
 	adv, err := analysis.Advise(p, mods, analysis.Options{Static: true})
 	return p, adv, err
 }

@@ -443,6 +443,7 @@ func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int) ([]analy
 	}
 	mods.saveBack = true
 	adv, err := analysis.Advise(p, mods, analysis.Options{Static: true})
+	mods.Close()
 	if err != nil {
 		slog.Warn("analysis", "err", err)
 	}

@@ -42,6 +42,10 @@ func NewShifted(t testing.TB, cubin, listing []byte, delay time.Duration, shift 
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	// The SASS sources of a test write their cubin copies under TMPDIR;
+	// a test's own directory goes away with it even when a source is not
+	// closed.
+	t.Setenv("TMPDIR", t.TempDir())
 	header, secs := sass.SplitListing(listing)
 	for _, d := range []string{"sym", "sec"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
