@@ -112,8 +112,8 @@ void host_modules_scan();                             // emits HOST_MODULE for n
 constexpr size_t kMaxHostFrames = 128;
 size_t host_backtrace(uint64_t *pcs, size_t max);     // calling context, tool frames removed
 uint64_t hash_frames(const uint64_t *pcs, size_t n);  // for kernel-sampling contexts
-bool kernel_sample(uint64_t context_hash);
-bool comm_kernel(const char *name); // a communication library's kernel (NCCL, NVSHMEM): timed, not traced            // instance 1 of a context and every K-th after
+bool kernel_sample(uint64_t context_hash);            // instance 1 of a context and every K-th after
+bool comm_kernel(const char *name);                   // NCCL's or NVSHMEM's kernel: timed, never traced
 uint32_t hello_kernel_sampling();                     // the K that the stream's launches were chosen by
 
 /* ---- GPU modules ---- */

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gpuprof/profile"
 )
@@ -186,18 +187,12 @@ func pyDefLine(lines []string, qualname string) uint32 {
 		}
 		found := false
 		for i := from; i < len(lines); i++ {
-			t := strings.TrimSpace(lines[i])
-			t = strings.TrimPrefix(t, "async ")
-			var rest string
-			var ok bool
-			if rest, ok = strings.CutPrefix(t, "def "); !ok {
-				if rest, ok = strings.CutPrefix(t, "class "); !ok {
-					continue
-				}
+			t := strings.TrimPrefix(strings.TrimSpace(lines[i]), "async ")
+			rest, ok := strings.CutPrefix(t, "def ")
+			if !ok {
+				rest, ok = strings.CutPrefix(t, "class ")
 			}
-			rest = strings.TrimLeft(rest, " ")
-			if name, after, _ := strings.Cut(rest, "("); strings.TrimSpace(name) == c && after != "" ||
-				strings.TrimRight(strings.TrimSpace(rest), ":") == c {
+			if ok && pyIdent(strings.TrimLeft(rest, " ")) == c {
 				line, from, found = i+1, i+1, true
 				break
 			}
@@ -207,4 +202,14 @@ func pyDefLine(lines []string, qualname string) uint32 {
 		}
 	}
 	return uint32(line)
+}
+
+// pyIdent is the identifier s starts with.
+func pyIdent(s string) string {
+	for i, r := range s {
+		if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			return s[:i]
+		}
+	}
+	return s
 }
