@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"gpuprof/profile"
@@ -91,7 +90,6 @@ func CollectiveWaits(x *Index, th ImbalanceThresholds) []Advice {
 				per = append(per, fmt.Sprintf("%d:%s", r, fmtNs(v)))
 			}
 		}
-		sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
 		name := symname.Short(x.P.Nodes[k].Frame.Function)
 		w := x.Where(k)
 		w.Amount = hi - lo
@@ -111,8 +109,12 @@ func CollectiveWaits(x *Index, th ImbalanceThresholds) []Advice {
 		if st.PerInstance && st.InstanceMaxLo >= 0.5*(hi-lo) {
 			a.Hint += fmt.Sprintf(" One instance takes %s or more of the %s spread: a one-time skew (start-up, the first step) rather than an imbalance of every step.", fmtNs(st.InstanceMaxLo), fmtNs(hi-lo))
 		}
+		waits := joinRanks(waiting)
+		if waits == "" {
+			waits = "none"
+		}
 		a.Evidence = fmt.Sprintf("gpu.time_ns over %d ranks: max %s at rank %d, mean %s, min %s at rank %d; waiting above %.2f× the mean: ranks %s; %d instances, the longest %s-%s; per rank: %s",
-			st.Ranks, fmtNs(hi), st.Time.Raw.ArgMax, fmtNs(mean), fmtNs(lo), st.Time.Raw.ArgMin, th.Heavy, joinRanks(waiting), st.Instances, fmtNs(st.InstanceMaxLo), fmtNs(st.InstanceMax), strings.Join(per, " "))
+			st.Ranks, fmtNs(hi), st.Time.Raw.ArgMax, fmtNs(mean), fmtNs(lo), st.Time.Raw.ArgMin, th.Heavy, waits, st.Instances, fmtNs(st.InstanceMaxLo), fmtNs(st.InstanceMax), strings.Join(per, " "))
 		out = append(out, a)
 	}
 	return out
