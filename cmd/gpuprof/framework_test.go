@@ -92,6 +92,7 @@ func TestDDPRunReport(t *testing.T) {
 		"Waiting and communication kernels",
 		"ncclDevKernel_AllReduce_Sum_f32_RING_LL: ",
 		"communication between GPUs",
+		"ncclDevKernel_AllReduce_Sum_f32_RING_LL [communication]",
 		"[imbalance] ranks wait at a collective",
 		"NCCL's ncclDevKernel_AllReduce_Sum_f32_RING_LL: rank 0 spends",
 		"implicit_convolve_sgemm", // the model's own kernels are still there

@@ -40,11 +40,14 @@ type Kernel struct {
 	Waiting bool
 }
 
-// Label is the kernel's short name with its class: "[waiting]" for a
-// waiting kernel, "[autotuning]" or "[compile]" for one launched in a
-// framework's phase.
+// Label is the kernel's short name with its class: "[communication]" for
+// a communication library's kernel, "[waiting]" for another waiting
+// kernel, "[autotuning]" or "[compile]" for one launched in a framework's
+// phase.
 func (k Kernel) Label() string {
 	switch {
+	case k.Waiting && analysis.CommLibrary(k.Name) != "":
+		return k.Name + " [communication]"
 	case k.Waiting:
 		return k.Name + " [waiting]"
 	case k.Phase != "":
