@@ -38,6 +38,9 @@ type Options struct {
 	Baseline *profile.Profile
 	// ExpectedRanks is the job's rank count as launched (0: unknown).
 	ExpectedRanks int
+	// AdviceNote, when set, says why there is no advice (the report
+	// shows it in place of the advice).
+	AdviceNote string
 }
 
 // WriteAll writes the HPCToolkit database, the pprof profile, the JSON
@@ -73,7 +76,7 @@ func WriteAllOptions(dir string, p *profile.Profile, advice []analysis.Advice, o
 			if err != nil {
 				return err
 			}
-			if err := text.Write(f, p, advice, text.Options{ExpectedRanks: o.ExpectedRanks}); err != nil {
+			if err := text.Write(f, p, advice, text.Options{ExpectedRanks: o.ExpectedRanks, AdviceNote: o.AdviceNote}); err != nil {
 				f.Close()
 				return err
 			}

@@ -71,7 +71,7 @@ func runBig(tb testing.TB, ctx context.Context, m *synth.BigModule, fake *nvdisa
 	}
 	out := tb.TempDir()
 	saveModules(ctx, conn, job, out, lp.p)
-	if _, err := writeOutputs(out, "", lp.p, 1); err != nil {
+	if _, err := writeOutputs(out, "", lp.p, 1, 0); err != nil {
 		tb.Fatal(err)
 	}
 	return &bigRun{p: lp.p, out: out, fake: fake, mod: m}

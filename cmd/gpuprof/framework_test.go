@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"gpuprof/analysis"
 	"gpuprof/profile"
 )
 
@@ -115,5 +117,38 @@ func TestDDPRunReport(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("report:\n%s", head(report, 120))
+	}
+}
+
+// The analysis of the final profile is bounded: past --analysis-timeout
+// the profile, the exports and the report are written without advice,
+// saying why, and the run goes on to end.
+func TestAnalysisTimeoutWritesReportWithoutAdvice(t *testing.T) {
+	p, err := profile.ReadFile("../../testdata/runs/h100x2-ddp/profile.gpuprof")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	saved := advise
+	advise = func(*profile.Profile, analysis.ModuleSource, analysis.Options) ([]analysis.Advice, error) {
+		<-release // an analysis that never ends while the test runs
+		return nil, nil
+	}
+	defer func() { advise = saved }()
+	out := t.TempDir()
+	adv, err := writeOutputs(out, "", p, 2, 50*time.Millisecond)
+	if err != nil || adv != nil {
+		t.Fatalf("writeOutputs: %v, %d advice", err, len(adv))
+	}
+	rep, err := os.ReadFile(filepath.Join(out, "report.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rep), "No advice: not computed: the analysis did not finish within --analysis-timeout 50ms") {
+		t.Errorf("the report does not say why it has no advice:\n%s", head(string(rep), 40))
+	}
+	if q, err := profile.ReadFile(out); err != nil || len(q.Ranks) != 2 {
+		t.Errorf("the profile written beside it: %v", err)
 	}
 }

@@ -34,20 +34,21 @@ func init() {
 
 // jobConfig is what run and demo share.
 type jobConfig struct {
-	Out        string
-	Job        string
-	Broker     broker.Options // URLs empty: start an embedded broker in Out
-	Replicas   int
-	FanIn      int
-	Ranks      int
-	RankWait   time.Duration
-	ExtReduce  bool     // the tree runs elsewhere (gpuprof reduce); only wait for the final profile
-	SASS       string   // nvdisasm outputs for the analysis
-	Collect    []string // flags every collector gets (mode, sampling, replay, sass)
-	Launcher   []string // user's launcher command (run), or nil
-	Spawn      []string // demo: per-rank replay files, run as local processes
-	RankLabels map[int32]string
-	Stdout     io.Writer // the report's first screen goes here (nil: run, whose stdout is the application's)
+	Out          string
+	Job          string
+	Broker       broker.Options // URLs empty: start an embedded broker in Out
+	Replicas     int
+	FanIn        int
+	Ranks        int
+	RankWait     time.Duration
+	AnalysisWait time.Duration // bound on the analysis of the final profile (0: none)
+	ExtReduce    bool          // the tree runs elsewhere (gpuprof reduce); only wait for the final profile
+	SASS         string        // nvdisasm outputs for the analysis
+	Collect      []string      // flags every collector gets (mode, sampling, replay, sass)
+	Launcher     []string      // user's launcher command (run), or nil
+	Spawn        []string      // demo: per-rank replay files, run as local processes
+	RankLabels   map[int32]string
+	Stdout       io.Writer // the report's first screen goes here (nil: run, whose stdout is the application's)
 
 	// Collectors' own credentials (an external cluster with per-job
 	// permissions, gpuprof nats-config): they replace Broker's for the ranks.
@@ -112,6 +113,7 @@ status applications rarely use.
 	fs.IntVar(&cfg.Ranks, "ranks", 0, "rank count (default: the launcher's -np)")
 	fs.IntVar(&cfg.Replicas, "replicas", 0, "stream replicas (default 1 embedded, 3 with --nats)")
 	fs.DurationVar(&cfg.RankWait, "rank-timeout", 60*time.Second, "how long after the application ends missing ranks may still report")
+	fs.DurationVar(&cfg.AnalysisWait, "analysis-timeout", 3*time.Minute, "bound on the advisory analysis of the final profile; past it the exports and the report are written without advice ('gpuprof report DIR' runs it again without a bound); 0: no bound")
 	fs.BoolVar(&cfg.ExtReduce, "external-reducers", false, "do not run the tree here: 'gpuprof reduce' processes run its nodes")
 	fs.DurationVar(&cfg.StopWait, "stop-timeout", 10*time.Second, "after SIGINT or SIGTERM (passed on to the application), how long the application and the collectors get before the report of what was merged is written; keep it well under the batch system's kill delay (Slurm's KillWait: 30s)")
 	fs.StringVar(&cfg.Listen, "broker-listen", os.Getenv("GPUPROF_BROKER_LISTEN"), "address the embedded broker listens on, HOST[:PORT] (default: 127.0.0.1, or this host's routable address when the launcher places ranks on other hosts; docs/cluster.md)")
@@ -278,7 +280,7 @@ func runJob(cfg jobConfig) error {
 		return appStatusOr(end.wait(), err)
 	}
 	saveModules(ctx, conn, cfg.Job, cfg.Out, p)
-	adv, werr := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks)
+	adv, werr := writeOutputs(cfg.Out, cfg.SASS, p, cfg.Ranks, cfg.AnalysisWait)
 	exit := end.wait()
 	if werr != nil {
 		return appStatusOr(exit, werr)
@@ -432,8 +434,12 @@ func brokerArgs(o broker.Options) []string {
 }
 
 // writeOutputs runs the analysis and writes every export and the report;
-// it returns the advice.
-func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int) ([]analysis.Advice, error) {
+// it returns the advice. The profile is written first, so nothing merged
+// is lost whatever the analysis does; the analysis gets at most bound (0:
+// no bound), after which the exports and the report are written without
+// advice, saying why: the run ends even on code whose analysis is slow
+// (an exponential walk over NCCL's kernels once held DDP runs for minutes).
+func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int, bound time.Duration) ([]analysis.Advice, error) {
 	if err := profile.WriteFile(filepath.Join(out, profile.FileName), p); err != nil {
 		return nil, err
 	}
@@ -442,13 +448,39 @@ func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int) ([]analy
 		return nil, err
 	}
 	mods.saveBack = true
-	adv, err := analysis.Advise(p, mods, analysis.Options{Static: true})
-	mods.Close()
-	if err != nil {
-		slog.Warn("analysis", "err", err)
+	type result struct {
+		adv []analysis.Advice
+		err error
 	}
-	return adv, export.WriteAllOptions(out, p, adv, export.Options{ExpectedRanks: ranks})
+	done := make(chan result, 1)
+	go func() {
+		adv, err := advise(p, mods, analysis.Options{Static: true})
+		mods.Close()
+		done <- result{adv, err}
+	}()
+	var timeout <-chan time.Time
+	if bound > 0 {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var adv []analysis.Advice
+	var note string
+	select {
+	case r := <-done:
+		adv = r.adv
+		if r.err != nil {
+			slog.Warn("analysis", "err", r.err)
+		}
+	case <-timeout:
+		note = fmt.Sprintf("not computed: the analysis did not finish within --analysis-timeout %v; 'gpuprof report %s' runs it without a bound", bound, out)
+		slog.Warn("analysis did not finish in time: exports and report without advice", "bound", bound)
+	}
+	return adv, export.WriteAllOptions(out, p, adv, export.Options{ExpectedRanks: ranks, AdviceNote: note})
 }
+
+// advise is the analysis writeOutputs runs (a test stands in a slow one).
+var advise = analysis.Advise
 
 // progress shows ranks done, batches merged and MB in: a bar on a
 // terminal, a log line every few seconds otherwise.

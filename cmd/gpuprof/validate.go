@@ -75,6 +75,9 @@ func checkRun(cfg *jobConfig, c runChecks) error {
 			return fmt.Errorf("%s %d: want at least %d", f.name, f.v, f.min)
 		}
 	}
+	if cfg.AnalysisWait < 0 {
+		return fmt.Errorf("--analysis-timeout %v: want a duration, 0 for no bound", cfg.AnalysisWait)
+	}
 	if cfg.RankWait <= 0 {
 		return fmt.Errorf("--rank-timeout %v: want a positive duration", cfg.RankWait)
 	}

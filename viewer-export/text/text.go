@@ -25,6 +25,8 @@ type Options struct {
 	// ExpectedRanks is the job's rank count as launched; 0 means unknown
 	// (the report then expects ranks 0..max).
 	ExpectedRanks int
+	// AdviceNote, when set, says why there is no advice, in its place.
+	AdviceNote string
 }
 
 // Write renders the report of p and its advice.
@@ -371,6 +373,10 @@ func Title(a analysis.Advice) string {
 func (r *report) advice(all []analysis.Advice) {
 	r.section("Top advice across the job (by share of GPU time saved)")
 	advice := Advice(all)
+	if r.o.AdviceNote != "" {
+		r.b.WriteString("No advice: " + r.o.AdviceNote + ".\n")
+		return
+	}
 	if len(advice) == 0 {
 		r.b.WriteString("No advice: the analysis found nothing above its thresholds.\n")
 		return
