@@ -59,7 +59,7 @@ func WriteAllOptions(dir string, p *profile.Profile, advice []analysis.Advice, o
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	var hopt html.Options
+	hopt := html.Options{AdviceNote: o.AdviceNote}
 	if o.Baseline != nil {
 		hopt.Diff = diff.Compare(o.Baseline, p)
 	}

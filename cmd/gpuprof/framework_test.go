@@ -148,6 +148,9 @@ func TestAnalysisTimeoutWritesReportWithoutAdvice(t *testing.T) {
 	if !strings.Contains(string(rep), "No advice: not computed: the analysis did not finish within --analysis-timeout 50ms") {
 		t.Errorf("the report does not say why it has no advice:\n%s", head(string(rep), 40))
 	}
+	if page, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !strings.Contains(string(page), "No advice: not computed") {
+		t.Errorf("the HTML report does not say why it has no advice (%v)", err)
+	}
 	if q, err := profile.ReadFile(out); err != nil || len(q.Ranks) != 2 {
 		t.Errorf("the profile written beside it: %v", err)
 	}

@@ -28,7 +28,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{"mul100":
 
 <section id="advice">
 <h2>Advice, by estimated speedup</h2>
-{{if not .Advice}}<p class="muted">No advice: the analysis found nothing above its thresholds.</p>{{end}}
+{{if .AdviceNote}}<p class="muted">No advice: {{.AdviceNote}}.</p>{{else if not .Advice}}<p class="muted">No advice: the analysis found nothing above its thresholds.</p>{{end}}
 <ol class="advice">
 {{range .Advice}}{{if not .Folded}}{{template "card" .}}{{end}}{{end}}</ol>
 {{if .AdviceMore}}<details><summary>{{.AdviceMore}} more findings</summary><ol class="advice">

@@ -33,6 +33,8 @@ type Options struct {
 	// MaxFlameNodes caps the contexts the flame graph embeds (default
 	// 20000); the smallest are left out first.
 	MaxFlameNodes int
+	// AdviceNote, when set, says why there is no advice, in its place.
+	AdviceNote string
 }
 
 // WriteFile writes the report to file.
@@ -72,6 +74,7 @@ type data struct {
 	GPUs       []view.GPURow // host → GPU → ranks, when that says more than the rank list
 	HasPCS     bool          // some rank has a PC-sampling state
 	Advice     []adviceRow
+	AdviceNote string      // why there is no advice (the analysis was not run to its end)
 	AdviceMore int         // cards folded away
 	Waiting    []adviceRow // notes on waiting kernels (no advice)
 	TimeSplit  string      // waiting, framework-phase and compute time
@@ -161,7 +164,7 @@ func rankList(rs []int32) string {
 
 func build(p *profile.Profile, advice []analysis.Advice, o Options) (*data, error) {
 	pv := view.ProvenanceOf(p)
-	d := &data{Job: p.Job, Synthetic: p.Synthetic, Prov: pv, CSS: template.CSS(css), Script: template.JS(script + heatScript)}
+	d := &data{Job: p.Job, Synthetic: p.Synthetic, Prov: pv, CSS: template.CSS(css), Script: template.JS(script + heatScript), AdviceNote: o.AdviceNote}
 	d.provenance(p, pv)
 	d.adviceCards(p, advice)
 	fl, err := flame(p, o.MaxFlameNodes)
