@@ -261,6 +261,9 @@ func (kv *kernelView) loopUnrolling() []match {
 			if barriers {
 				mt.setScopes(kv.hidingScopes(ok, func(ifv *fnView, i int) bool { return ifv == fv && fv.inLoop(i, li) }))
 			}
+			if u := fv.c.compilerUnroll(li); u >= minCompilerUnroll && !kv.gpaOnly {
+				mt.na = fmt.Sprintf("the compiler already unrolled this loop %d times (its body walks %d consecutive elements of one array, advancing past them each pass): unrolling again brings no independent work; what still waits is a chain through the iterations, such as an accumulator (split it into partial sums)", u, u)
+			}
 			out = append(out, mt)
 		}
 	}
