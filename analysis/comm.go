@@ -46,8 +46,10 @@ func (x *Index) commLibraryOf(k profile.NodeID) string {
 // commNote is the note on communication kernel k of library lib.
 func commNote(x *Index, k profile.NodeID, lib string) Advice {
 	w := x.Where(k)
+	// Importance is the kernel's share of the job's GPU time: a waiting
+	// note's share of samples in polling loops has no counterpart here.
 	return Advice{
-		Kind: KindCommunication, Category: CatWaiting, Importance: 1,
+		Kind: KindCommunication, Category: CatWaiting, Importance: x.KernelShare(k),
 		KernelShare: x.KernelShare(k), Ranks: x.KernelRanks(k), Hotspots: []Where{w},
 		Hint: fmt.Sprintf("%s's kernel: its time is the transfer between GPUs plus the wait for the last rank to arrive, in library code no optimizer applies to. Shorten it by sending less, overlapping it with computation, or balancing the work before it (see \"%s\" when ranks differ).",
 			lib, KindCollectiveWait),
