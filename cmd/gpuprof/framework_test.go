@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,5 +154,30 @@ func TestAnalysisTimeoutWritesReportWithoutAdvice(t *testing.T) {
 	}
 	if q, err := profile.ReadFile(out); err != nil || len(q.Ranks) != 2 {
 		t.Errorf("the profile written beside it: %v", err)
+	}
+}
+
+// An analysis that fails leaves a report that says so, not one that reads
+// as if the analysis had found nothing.
+func TestAnalysisFailureIsNamedInTheReport(t *testing.T) {
+	p, err := profile.ReadFile("../../testdata/runs/h100x2-ddp/profile.gpuprof")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := advise
+	advise = func(*profile.Profile, analysis.ModuleSource, analysis.Options) ([]analysis.Advice, error) {
+		return nil, errors.New("module 1234: corrupt listing")
+	}
+	defer func() { advise = saved }()
+	out := t.TempDir()
+	if _, err := writeOutputs(out, "", p, 2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := os.ReadFile(filepath.Join(out, "report.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rep), "No advice: not computed: the analysis failed (module 1234: corrupt listing)") {
+		t.Errorf("the report does not name the failure:\n%s", head(string(rep), 40))
 	}
 }

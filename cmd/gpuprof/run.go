@@ -470,6 +470,8 @@ func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int, bound ti
 	case r := <-done:
 		adv = r.adv
 		if r.err != nil {
+			// A failed analysis must not read as one that found nothing.
+			note = fmt.Sprintf("not computed: the analysis failed (%v); 'gpuprof report %s' runs it again", r.err, out)
 			slog.Warn("analysis", "err", r.err)
 		}
 	case <-timeout:

@@ -268,16 +268,10 @@ type pcSum struct {
 	counters []*valCounter
 }
 
-// opSum is one (instruction, object)'s accesses, with the value counters
-// from which both the instruction's and the object's sketches are made.
-type opSum struct {
-	ak       AccessKind
-	accesses uint64
-	counters []*valCounter
-}
-
-// objSum is one object's accesses and value counters.
-type objSum struct {
+// accSum is the accesses of one (instruction, object), with the value
+// counters from which both the instruction's and the object's sketches
+// are made, or of one object summed over its instructions.
+type accSum struct {
 	ak       AccessKind
 	accesses uint64
 	counters []*valCounter
@@ -289,9 +283,9 @@ type objSum struct {
 type accessSums struct {
 	pcs     map[pcKey]*pcSum
 	pcKeys  []pcKey
-	ops     map[objPCKey]*opSum
+	ops     map[objPCKey]*accSum
 	opKeys  []objPCKey
-	objs    map[objKey]*objSum
+	objs    map[objKey]*accSum
 	objKeys []objKey
 }
 
@@ -313,13 +307,13 @@ func (a *Analyzer) sumAccesses(accs []*acc) *accessSums {
 			s.outside += v.outside
 		}
 	}
-	ops := map[objPCKey]*opSum{}
+	ops := map[objPCKey]*accSum{}
 	for _, ac := range accs {
 		for k, v := range ac.objPC {
 			k = a.canonOPKey(k)
 			s := ops[k]
 			if s == nil {
-				s = &opSum{ak: v.ak}
+				s = &accSum{ak: v.ak}
 				ops[k] = s
 			}
 			s.ak = knownKind(s.ak, a.orphanKind(k.pc, v.ak))
@@ -332,7 +326,7 @@ func (a *Analyzer) sumAccesses(accs []*acc) *accessSums {
 		opKeys = append(opKeys, k)
 	}
 	sort.Slice(opKeys, func(i, j int) bool { return lessOP(opKeys[i], opKeys[j]) })
-	objs := map[objKey]*objSum{}
+	objs := map[objKey]*accSum{}
 	var objKeys []objKey
 	for _, k := range opKeys {
 		s := ops[k]
@@ -344,7 +338,7 @@ func (a *Analyzer) sumAccesses(accs []*acc) *accessSums {
 		ok := objKey{k.ctx, k.kind, k.obj}
 		os := objs[ok]
 		if os == nil {
-			os = &objSum{ak: s.ak}
+			os = &accSum{ak: s.ak}
 			objs[ok] = os
 			objKeys = append(objKeys, ok)
 		}
