@@ -81,9 +81,18 @@ func (c *Collector) run(ctx context.Context) error {
 	streams.exited = true
 	streams.mu.Unlock()
 
-	// Connections still queued are taken; then no new ones.
-	ln.SetDeadline(time.Now().Add(200 * time.Millisecond))
+	// Connections made before the application exited wait in the
+	// listener's backlog: the accept loop stops and they are taken without
+	// waiting for more (a fixed grace period here cost every run 200 ms).
+	ln.SetDeadline(time.Now().Add(acceptGrace))
 	<-accepting
+	for {
+		conn, ok := acceptQueued(ln)
+		if !ok {
+			break
+		}
+		streams.accept(ctx, conn)
+	}
 	streams.drain()
 	why := "no stream from the application (did it use CUDA, and could it load the injection library?)"
 	if streams.n > 0 {

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"net"
+	"os"
 	"syscall"
 )
 
@@ -25,3 +26,37 @@ func peerPID(conn net.Conn) int {
 	})
 	return pid
 }
+
+// acceptQueued takes a connection already waiting in ln's backlog, without
+// waiting for one to come; ok is false when none waits (or on an error).
+func acceptQueued(ln *net.UnixListener) (conn net.Conn, ok bool) {
+	raw, err := ln.SyscallConn()
+	if err != nil {
+		return nil, false
+	}
+	nfd := -1
+	raw.Control(func(fd uintptr) {
+		for {
+			// The listener is non-blocking: an empty backlog is EAGAIN.
+			n, _, err := syscall.Accept4(int(fd), syscall.SOCK_CLOEXEC)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err == nil {
+				nfd = n
+			}
+			return
+		}
+	})
+	if nfd < 0 {
+		return nil, false
+	}
+	f := os.NewFile(uintptr(nfd), "stream")
+	defer f.Close() // FileConn holds a duplicate
+	conn, err = net.FileConn(f)
+	return conn, err == nil
+}
+
+// acceptGrace is how long the accept loop goes on after the application
+// exited: none, as acceptQueued takes what the backlog holds.
+const acceptGrace = 0

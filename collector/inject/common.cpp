@@ -167,7 +167,18 @@ void load_config() {
         c.spaces = s;
     }
     c.pc_period = (int)env_u64("GPUPROF_PC_PERIOD", 15, 0, 31);
-    if (const char *v = env("GPUPROF_PC_COLLECTION")) c.pc_serialized = strcmp(v, "continuous") != 0;
+    // Continuous collection by default: serialized collection made every
+    // launch synchronous (0.96 ms a launch on the H100, docs/overhead.md);
+    // the collector splits a function's samples over its calling contexts.
+    if (const char *v = env("GPUPROF_PC_COLLECTION")) {
+        if (!strcmp(v, "serialized"))
+            c.pc_serialized = true;
+        else if (strcmp(v, "continuous") != 0)
+            log("ignoring GPUPROF_PC_COLLECTION=%s (want continuous or serialized)", v);
+    }
+    c.pc_get_ms = (uint32_t)env_u64("GPUPROF_PC_GET_MS", 10, 0, 60000);
+    if (const char *v = env("GPUPROF_PC_ENABLE")) c.pc_async_enable = !strcmp(v, "async");
+    c.cupti_finalize = env_u64("GPUPROF_CUPTI_FINALIZE", 0, 0, 1) != 0;
     c.pc_buffer_pcs = (uint32_t)env_u64("GPUPROF_PC_BUFFER_PCS", 10000, 16, 1u << 22);
     // 32 MB instead of CUPTI's 512 MB: measured on the H100 (gpu-check pcsweep) to
     // cut the serialized collection's cost by 11-23% of the wall time with no
@@ -709,7 +720,9 @@ void hello_from_device(CUdevice dev) {
     gethostname(host, sizeof host - 1);
     static uint64_t start = now_ns();
     gpw_hello_t h = {};
-    h.flags = g_cfg.mode == GPW_MODE_PCSAMPLING && !pcs_claim(dev) ? GPW_HELLO_PCS_ELSEWHERE : 0;
+    h.flags = 0;
+    if (g_cfg.mode == GPW_MODE_PCSAMPLING)
+        h.flags = !pcs_claim(dev) ? GPW_HELLO_PCS_ELSEWHERE : g_cfg.pc_serialized ? 0 : GPW_HELLO_PCS_CONTINUOUS;
     h.device = (int32_t)dev;
     // The analysis takes its GPU spec from these, not from the compute
     // capability alone. Attributes by number: CUDA 13 deprecates the clock

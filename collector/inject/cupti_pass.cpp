@@ -2,9 +2,11 @@
  * cupti_pass.cpp - pcsampling and hybrid modes: CUPTI.
  *
  * pcsampling: the PC Sampling API (cupti_pcsampling.h), all stall reasons,
- *   KERNEL_SERIALIZED collection by default so every sample carries the
- *   correlation id of its launch (GPUPROF_PC_COLLECTION=continuous samples
- *   concurrent kernels and reports launch 0).
+ *   CONTINUOUS collection by default: launches run as the application issues
+ *   them and samples carry no launch (launch 0; the collector splits a
+ *   function's samples over its calling contexts).
+ *   GPUPROF_PC_COLLECTION=serialized makes every launch synchronous so that
+ *   each sample carries the correlation id of its launch.
  * hybrid: CUPTI SASS metrics (smsp__sass_inst_executed and
  *   smsp__sass_thread_inst_executed per instruction), flushed after every
  *   launch, which is therefore synchronous.
@@ -22,11 +24,14 @@
 #include <cupti_target.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -60,7 +65,13 @@ struct CMod {
 struct PCtx {
     CUcontext ctx = nullptr;
     uint32_t device = 0;
-    bool pcs = false;  // PC sampling enabled
+    std::atomic<bool> pcs{false}; // PC sampling enabled
+    // GPUPROF_PC_ENABLE=async: set up on a thread of its own; launches wait
+    // for it (setup_mu, setup_cv).
+    std::atomic<bool> setup_pending{false};
+    std::mutex setup_mu;
+    std::condition_variable setup_cv;
+    uint64_t last_get_ns = 0; // continuous mode: the last cuptiPCSamplingGetData (under g_pcs_mu)
     bool pcs_ranges = false; // started and stopped around the launches kernel sampling chooses
     bool sass = false; // SASS metrics enabled
     bool sass_pending = false; // enable at the first launch
@@ -85,6 +96,11 @@ bool g_stall_reasons_sent = false;
 int64_t g_ts_offset = 0; // Unix ns minus CUPTI timestamp
 uint64_t g_metric_inst = 0, g_metric_thread = 0;
 bool g_profiler_initialized = false;
+
+// Time accounts for the exit line (GPUPROF_STATS): subscribing, enabling and
+// configuring PC sampling, reading samples, and the final read and disable.
+std::atomic<uint64_t> g_st_init_ns{0}, g_st_setup_ns{0}, g_st_get_ns{0}, g_st_get_n{0}, g_st_finish_ns{0},
+    g_st_wait_ns{0};
 
 // CUDA graph launches: the host stack of each cuGraphLaunch by its
 // correlation id (its kernels' activity records carry that id), the launch
@@ -290,10 +306,22 @@ void emit_pc_data(const CUpti_PCSamplingData &d) {
             d.hardwareBufferFull ? " (hardware buffer full)" : "");
 }
 
-/* Pull everything CUPTI has decoded for ctx. */
-void pcs_get(PCtx *pc) {
+/* Pull everything CUPTI has decoded for ctx. when_due (continuous mode, at
+ * a launch): only if GPUPROF_PC_GET_MS have passed since the last read, so
+ * that thousands of short launches do not each pay for one. */
+void pcs_get(PCtx *pc, bool when_due = false) {
     if (!pc->pcs) return;
     std::lock_guard<std::mutex> lk(g_pcs_mu);
+    const uint64_t t0 = stat_clock();
+    if (when_due && t0 - pc->last_get_ns < (uint64_t)g_cfg.pc_get_ms * 1000000ull) return;
+    pc->last_get_ns = t0;
+    struct Acc {
+        uint64_t t0;
+        ~Acc() {
+            g_st_get_ns += stat_clock() - t0;
+            g_st_get_n++;
+        }
+    } acc{t0};
     for (int guard = 0; guard < 100000; guard++) {
         CUpti_PCSamplingGetDataParams p;
         memset(&p, 0, sizeof p);
@@ -424,8 +452,49 @@ bool setup_pcsampling(PCtx *pc) {
     return true;
 }
 
+/* wait_setup holds a launch until an asynchronous set-up of ctx's PC
+ * sampling is over, at most 10 s (then the launch goes unsampled). */
+void wait_setup(PCtx *pc) {
+    if (!pc || !pc->setup_pending) return;
+    const uint64_t t0 = stat_clock();
+    std::unique_lock<std::mutex> lk(pc->setup_mu);
+    if (!pc->setup_cv.wait_for(lk, std::chrono::seconds(10), [pc] { return !pc->setup_pending; }))
+        log("PC sampling set-up still running after 10 s; launching without waiting for it");
+    g_st_wait_ns += stat_clock() - t0;
+}
+
+/* setup_async enables PC sampling on a thread of its own, so that CUPTI's
+ * set-up overlaps the application's own (allocations, copies, host work)
+ * until its first launch. */
+void setup_async(PCtx *pc) {
+    pc->setup_pending = true;
+    std::thread([pc] {
+        const uint64_t t0 = stat_clock();
+        bool pushed = cuCtxPushCurrent(pc->ctx) == CUDA_SUCCESS;
+        bool ok = setup_pcsampling(pc);
+        if (pushed) {
+            CUcontext prev;
+            cuCtxPopCurrent(&prev);
+        }
+        g_st_setup_ns += stat_clock() - t0;
+        if (!ok) log("PC sampling could not be enabled on this context");
+        {
+            std::lock_guard<std::mutex> lk(pc->setup_mu);
+            pc->pcs = ok;
+            pc->setup_pending = false;
+        }
+        pc->setup_cv.notify_all();
+    }).detach();
+}
+
 void finish_pcsampling(PCtx *pc) {
+    wait_setup(pc);
     if (!pc->pcs) return;
+    const uint64_t t0 = stat_clock();
+    struct Acc {
+        uint64_t t0;
+        ~Acc() { g_st_finish_ns += stat_clock() - t0; }
+    } acc{t0};
     pcs_get(pc);
     CUpti_PCSamplingDisableParams dp;
     memset(&dp, 0, sizeof dp);
@@ -581,8 +650,12 @@ void on_context_created(CUcontext ctx) {
     pc->device = dev;
     if (g_cfg.mode == GPW_MODE_PCSAMPLING && !pcs_claim((CUdevice)dev)) {
         // Another process samples this GPU: kernel times only.
+    } else if (g_cfg.mode == GPW_MODE_PCSAMPLING && g_cfg.pc_async_enable) {
+        setup_async(pc);
     } else if (g_cfg.mode == GPW_MODE_PCSAMPLING) {
+        const uint64_t t0 = stat_clock();
         pc->pcs = setup_pcsampling(pc);
+        g_st_setup_ns += stat_clock() - t0;
         if (!pc->pcs) log("PC sampling could not be enabled on this context");
     } else if (g_cfg.mode == GPW_MODE_HYBRID) {
         // SASS metrics are enabled at the context's first launch: enabled in
@@ -654,6 +727,7 @@ void write_launch(uint64_t lid, uint32_t fid, const unsigned grid[3], const unsi
  * which come only as activity records carrying its correlation id. */
 void on_graph_launch(const CUpti_CallbackData *cd) {
     if (cd->callbackSite != CUPTI_API_ENTER) return;
+    wait_setup(ctx_state(cd->context));
     uint64_t frames[kMaxHostFrames];
     size_t nf = host_backtrace(frames, kMaxHostFrames);
     GraphLaunch g;
@@ -757,6 +831,7 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
         // Captured into a graph: it runs (and is listed) at the graph's launches.
         if (stream_capturing((CUstream)(uintptr_t)stream)) return;
         PCtx *pc = ctx_state(cd->context);
+        wait_setup(pc);
         const bool ranges = pc && pc->pcs && pc->pcs_ranges;
         if (emit_launch(cd->correlationId, t_rt_corr, cd->symbolName, grid, block, shared, stream, ranges, true) && ranges) {
             CUpti_PCSamplingStartParams sp;
@@ -783,7 +858,7 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
         sp.ctx = pc->ctx;
         CUPTI(cuptiPCSamplingStop(&sp));
     }
-    if (pc->pcs) pcs_get(pc);
+    if (pc->pcs) pcs_get(pc, !g_cfg.pc_serialized);
     if (pc->sass && !sass_flush_at_end()) {
         uint64_t lid = launch_of(cd->correlationId);
         cuCtxSynchronize();
@@ -975,6 +1050,11 @@ void CUPTIAPI callback(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbi
 } // namespace
 
 bool cupti_init() {
+    const uint64_t t0 = stat_clock();
+    struct Acc {
+        uint64_t t0;
+        ~Acc() { g_st_init_ns += stat_clock() - t0; }
+    } acc{t0};
     CUptiResult r = cuptiSubscribe(&g_sub, (CUpti_CallbackFunc)callback, nullptr);
     if (r != CUPTI_SUCCESS) {
         cupti_ok(r, "cuptiSubscribe");
@@ -1043,6 +1123,20 @@ void cupti_atexit() {
     }
     cuptiActivityFlushAll(1);
     emit_graph_pcs(true);
+    if (g_cfg.verbose || g_cfg.stats)
+        log("cupti: subscribe %.3f s, PC sampling set-up %.3f s (launches waited %.3f s), %llu reads of samples %.3f s, "
+            "final read and disable %.3f s",
+            g_st_init_ns.load() / 1e9, g_st_setup_ns.load() / 1e9, g_st_wait_ns.load() / 1e9,
+            (unsigned long long)g_st_get_n.load(), g_st_get_ns.load() / 1e9, g_st_finish_ns.load() / 1e9);
+    if (g_cfg.cupti_finalize) {
+        // Everything is read: detach CUPTI now rather than in the process's
+        // teardown (GPUPROF_CUPTI_FINALIZE=1, measured in docs/overhead.md).
+        const uint64_t t1 = stat_clock();
+        cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        cuptiUnsubscribe(g_sub);
+        CUPTI(cuptiFinalize());
+        log("cupti: detached in %.3f s", (stat_clock() - t1) / 1e9);
+    }
 }
 
 } // namespace gp

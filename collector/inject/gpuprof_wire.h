@@ -71,6 +71,7 @@ enum {
 /* HELLO.flags */
 #define GPW_HELLO_SYNTHETIC 0x1u
 #define GPW_HELLO_PCS_ELSEWHERE 0x2u /* version 3: another process PC-samples this GPU; this one gives kernel times */
+#define GPW_HELLO_PCS_CONTINUOUS 0x4u /* version 3: continuous PC sampling: samples carry no launch (launch id 0) */
 
 /* HELLO.mode */
 enum { GPW_MODE_REDUNDANCY = 1, GPW_MODE_PCSAMPLING = 2, GPW_MODE_HYBRID = 3 };

@@ -110,6 +110,7 @@ type funcInfo struct {
 	size   uint32
 	ctx    uint32 // the last launch context of this function (for samples without a launch)
 	hasCtx bool
+	split  *sampleSplit // its launches' contexts, for samples without a launch
 	orphan bool // reported without a known module
 	fs     funcStructure
 	// real is, for an orphan, the function of a loaded module it is
@@ -678,6 +679,10 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	ci := a.contextAt(frames, id, fn)
 	c := a.ctxs[ci]
 	fn.ctx, fn.hasCtx = ci, true
+	if fn.split == nil {
+		fn.split = newSampleSplit()
+	}
+	fn.split.launched(ci, f.Blocks()*uint64(f.Block[0])*uint64(f.Block[1])*uint64(f.Block[2]))
 	a.touch(ci)
 	if old := a.launches[f.LaunchID]; old != nil {
 		a.anomaly(off, f.Kind(), "launch id %d reused before its KERNEL_END", f.LaunchID)
@@ -836,11 +841,37 @@ func (a *Analyzer) instAcc(ctx uint32, fn *funcInfo, off uint32) *instAcc {
 	return ia
 }
 
+// splitting says whether samples of fn that carry launch id launch are
+// split over its contexts (sampleSplit): they carry no launch and fn was
+// launched from several. The shares are set at the first of a frame's.
+func (a *Analyzer) splitting(launch uint64, fn *funcInfo, begun map[*funcInfo]bool) bool {
+	if launch != 0 || fn.split == nil || !fn.split.several() {
+		return false
+	}
+	if !begun[fn] {
+		fn.split.begin()
+		begun[fn] = true
+	}
+	return true
+}
+
 func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
+	begun := map[*funcInfo]bool{}
 	for _, s := range f.PCs {
 		fn := a.fn(s.FunctionID)
 		if fn == nil {
 			a.anomaly(off, f.Kind(), "function %d unknown", s.FunctionID)
+			continue
+		}
+		if a.splitting(f.LaunchID, fn, begun) {
+			a.requestStructure(fn)
+			for _, st := range s.Stalls {
+				name := a.stallName(st.Reason)
+				fn.split.take(uint64(st.Samples), func(ctx uint32, k uint64) {
+					a.touch(ctx)
+					a.instAcc(ctx, fn, s.Offset).addStall(name, k)
+				})
+			}
 			continue
 		}
 		ctx, ok := a.sampleCtx(f.LaunchID, fn)
@@ -852,29 +883,49 @@ func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
 		a.touch(ctx)
 		ia := a.instAcc(ctx, fn, s.Offset)
 		for _, st := range s.Stalls {
-			name, ok := a.stalls[st.Reason]
-			if !ok {
-				name = fmt.Sprintf("reason_%d", st.Reason)
-			}
-			if ia.stalls == nil {
-				ia.stalls = map[string]uint64{}
-			}
-			ia.stalls[name] += uint64(st.Samples)
-			// CUPTI's _not_issued variants are a subset of their reason's
-			// samples (those taken when the scheduler issued nothing), and
-			// its sample_count/samples_data_dropped are not reasons.
-			if strings.HasPrefix(name, "smsp__pcsamp_warps_issue_stalled_") && !strings.HasSuffix(name, "_not_issued") || !strings.HasPrefix(name, "smsp__pcsamp_") {
-				ia.samples += uint64(st.Samples)
-			}
+			ia.addStall(a.stallName(st.Reason), uint64(st.Samples))
 		}
 	}
 }
 
+func (a *Analyzer) stallName(reason uint32) string {
+	if name, ok := a.stalls[reason]; ok {
+		return name
+	}
+	return fmt.Sprintf("reason_%d", reason)
+}
+
+func (ia *instAcc) addStall(name string, n uint64) {
+	if ia.stalls == nil {
+		ia.stalls = map[string]uint64{}
+	}
+	ia.stalls[name] += n
+	// CUPTI's _not_issued variants are a subset of their reason's samples
+	// (those taken when the scheduler issued nothing), and its
+	// sample_count/samples_data_dropped are not reasons.
+	if strings.HasPrefix(name, "smsp__pcsamp_warps_issue_stalled_") && !strings.HasSuffix(name, "_not_issued") || !strings.HasPrefix(name, "smsp__pcsamp_") {
+		ia.samples += n
+	}
+}
+
 func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
+	begun := map[*funcInfo]bool{}
 	for _, c := range f.Counts {
 		fn := a.fn(c.FunctionID)
 		if fn == nil {
 			a.anomaly(off, f.Kind(), "function %d unknown", c.FunctionID)
+			continue
+		}
+		if c.Executed > 0 && a.splitting(f.LaunchID, fn, begun) {
+			// Both counts by the same shares: each context keeps the
+			// instruction's threads per execution.
+			a.requestStructure(fn)
+			fn.split.take(c.Executed, func(ctx uint32, k uint64) {
+				a.touch(ctx)
+				ia := a.instAcc(ctx, fn, c.Offset)
+				ia.executed += k
+				ia.threads += uint64(float64(c.ThreadExecuted) * float64(k) / float64(c.Executed))
+			})
 			continue
 		}
 		ctx, ok := a.sampleCtx(f.LaunchID, fn)

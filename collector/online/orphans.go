@@ -80,6 +80,18 @@ func (a *Analyzer) resolveOrphans(f *funcInfo) {
 		a.rekey(ci, f)
 	}
 	delete(a.orph.prov, f.name)
+	// Their launches count toward f's contexts in splits of samples that
+	// carry no launch.
+	for _, o := range os {
+		if o.split == nil {
+			continue
+		}
+		if f.split == nil {
+			f.split = newSampleSplit()
+		}
+		f.split.merge(o.split, a.orph.ctx)
+		o.split = nil
+	}
 	a.orph.structures = append(a.orph.structures, f)
 }
 

@@ -104,9 +104,12 @@ func ParseMode(s string) (Mode, error) {
 // HELLO flags. HelloSynthetic: the stream was generated, not measured.
 // HelloPCSElsewhere (version 3): another process PC-samples this GPU (one
 // process per GPU can), so this one gives kernel times only.
+// HelloPCSContinuous (version 3): continuous PC sampling; samples carry
+// launch id 0, as CUPTI does not say which launch they came from.
 const (
-	HelloSynthetic    = 1
-	HelloPCSElsewhere = 2
+	HelloSynthetic     = 1
+	HelloPCSElsewhere  = 2
+	HelloPCSContinuous = 4
 )
 
 // Hello opens every stream.
