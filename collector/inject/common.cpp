@@ -177,8 +177,6 @@ void load_config() {
             log("ignoring GPUPROF_PC_COLLECTION=%s (want continuous or serialized)", v);
     }
     c.pc_get_ms = (uint32_t)env_u64("GPUPROF_PC_GET_MS", 10, 0, 60000);
-    if (const char *v = env("GPUPROF_PC_ENABLE")) c.pc_async_enable = !strcmp(v, "async");
-    c.cupti_finalize = env_u64("GPUPROF_CUPTI_FINALIZE", 0, 0, 1) != 0;
     c.pc_buffer_pcs = (uint32_t)env_u64("GPUPROF_PC_BUFFER_PCS", 10000, 16, 1u << 22);
     // 32 MB instead of CUPTI's 512 MB: measured on the H100 (gpu-check pcsweep) to
     // cut the serialized collection's cost by 11-23% of the wall time with no

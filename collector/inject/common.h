@@ -38,8 +38,6 @@ struct Config {
     int pc_period = 15;                  // GPUPROF_PC_PERIOD (log2 cycles, 5..31; 0 = CUPTI default, 2^11)
     bool pc_serialized = false;          // GPUPROF_PC_COLLECTION=continuous|serialized
     uint32_t pc_get_ms = 10;             // GPUPROF_PC_GET_MS: continuous mode reads CUPTI's samples at a launch at most this often
-    bool pc_async_enable = false;        // GPUPROF_PC_ENABLE=async: enable PC sampling beside the application's set-up
-    bool cupti_finalize = false;         // GPUPROF_CUPTI_FINALIZE=1: detach CUPTI at exit, after the last samples
     uint32_t pc_buffer_pcs = 10000;      // PCs per CUPTI PC sampling buffer
     uint32_t pc_hwbuf_mb = 32;           // GPUPROF_PC_HWBUF_MB (CUPTI's hardware buffer; 0 = CUPTI's 512 MB)
     uint32_t pc_sleep_ms = 0;            // GPUPROF_PC_SLEEP_MS (CUPTI's worker wake-up; 0 = CUPTI's 100 ms)

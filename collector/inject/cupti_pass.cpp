@@ -24,14 +24,11 @@
 #include <cupti_target.h>
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -65,12 +62,7 @@ struct CMod {
 struct PCtx {
     CUcontext ctx = nullptr;
     uint32_t device = 0;
-    std::atomic<bool> pcs{false}; // PC sampling enabled
-    // GPUPROF_PC_ENABLE=async: set up on a thread of its own; launches wait
-    // for it (setup_mu, setup_cv).
-    std::atomic<bool> setup_pending{false};
-    std::mutex setup_mu;
-    std::condition_variable setup_cv;
+    bool pcs = false; // PC sampling enabled
     uint64_t last_get_ns = 0; // continuous mode: the last cuptiPCSamplingGetData (under g_pcs_mu)
     bool pcs_ranges = false; // started and stopped around the launches kernel sampling chooses
     bool sass = false; // SASS metrics enabled
@@ -99,8 +91,7 @@ bool g_profiler_initialized = false;
 
 // Time accounts for the exit line (GPUPROF_STATS): subscribing, enabling and
 // configuring PC sampling, reading samples, and the final read and disable.
-std::atomic<uint64_t> g_st_init_ns{0}, g_st_setup_ns{0}, g_st_get_ns{0}, g_st_get_n{0}, g_st_finish_ns{0},
-    g_st_wait_ns{0};
+std::atomic<uint64_t> g_st_init_ns{0}, g_st_setup_ns{0}, g_st_get_ns{0}, g_st_get_n{0}, g_st_finish_ns{0};
 
 // CUDA graph launches: the host stack of each cuGraphLaunch by its
 // correlation id (its kernels' activity records carry that id), the launch
@@ -452,43 +443,7 @@ bool setup_pcsampling(PCtx *pc) {
     return true;
 }
 
-/* wait_setup holds a launch until an asynchronous set-up of ctx's PC
- * sampling is over, at most 10 s (then the launch goes unsampled). */
-void wait_setup(PCtx *pc) {
-    if (!pc || !pc->setup_pending) return;
-    const uint64_t t0 = stat_clock();
-    std::unique_lock<std::mutex> lk(pc->setup_mu);
-    if (!pc->setup_cv.wait_for(lk, std::chrono::seconds(10), [pc] { return !pc->setup_pending; }))
-        log("PC sampling set-up still running after 10 s; launching without waiting for it");
-    g_st_wait_ns += stat_clock() - t0;
-}
-
-/* setup_async enables PC sampling on a thread of its own, so that CUPTI's
- * set-up overlaps the application's own (allocations, copies, host work)
- * until its first launch. */
-void setup_async(PCtx *pc) {
-    pc->setup_pending = true;
-    std::thread([pc] {
-        const uint64_t t0 = stat_clock();
-        bool pushed = cuCtxPushCurrent(pc->ctx) == CUDA_SUCCESS;
-        bool ok = setup_pcsampling(pc);
-        if (pushed) {
-            CUcontext prev;
-            cuCtxPopCurrent(&prev);
-        }
-        g_st_setup_ns += stat_clock() - t0;
-        if (!ok) log("PC sampling could not be enabled on this context");
-        {
-            std::lock_guard<std::mutex> lk(pc->setup_mu);
-            pc->pcs = ok;
-            pc->setup_pending = false;
-        }
-        pc->setup_cv.notify_all();
-    }).detach();
-}
-
 void finish_pcsampling(PCtx *pc) {
-    wait_setup(pc);
     if (!pc->pcs) return;
     const uint64_t t0 = stat_clock();
     struct Acc {
@@ -650,8 +605,6 @@ void on_context_created(CUcontext ctx) {
     pc->device = dev;
     if (g_cfg.mode == GPW_MODE_PCSAMPLING && !pcs_claim((CUdevice)dev)) {
         // Another process samples this GPU: kernel times only.
-    } else if (g_cfg.mode == GPW_MODE_PCSAMPLING && g_cfg.pc_async_enable) {
-        setup_async(pc);
     } else if (g_cfg.mode == GPW_MODE_PCSAMPLING) {
         const uint64_t t0 = stat_clock();
         pc->pcs = setup_pcsampling(pc);
@@ -727,7 +680,6 @@ void write_launch(uint64_t lid, uint32_t fid, const unsigned grid[3], const unsi
  * which come only as activity records carrying its correlation id. */
 void on_graph_launch(const CUpti_CallbackData *cd) {
     if (cd->callbackSite != CUPTI_API_ENTER) return;
-    wait_setup(ctx_state(cd->context));
     uint64_t frames[kMaxHostFrames];
     size_t nf = host_backtrace(frames, kMaxHostFrames);
     GraphLaunch g;
@@ -831,7 +783,6 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
         // Captured into a graph: it runs (and is listed) at the graph's launches.
         if (stream_capturing((CUstream)(uintptr_t)stream)) return;
         PCtx *pc = ctx_state(cd->context);
-        wait_setup(pc);
         const bool ranges = pc && pc->pcs && pc->pcs_ranges;
         if (emit_launch(cd->correlationId, t_rt_corr, cd->symbolName, grid, block, shared, stream, ranges, true) && ranges) {
             CUpti_PCSamplingStartParams sp;
@@ -1124,19 +1075,9 @@ void cupti_atexit() {
     cuptiActivityFlushAll(1);
     emit_graph_pcs(true);
     if (g_cfg.verbose || g_cfg.stats)
-        log("cupti: subscribe %.3f s, PC sampling set-up %.3f s (launches waited %.3f s), %llu reads of samples %.3f s, "
-            "final read and disable %.3f s",
-            g_st_init_ns.load() / 1e9, g_st_setup_ns.load() / 1e9, g_st_wait_ns.load() / 1e9,
-            (unsigned long long)g_st_get_n.load(), g_st_get_ns.load() / 1e9, g_st_finish_ns.load() / 1e9);
-    if (g_cfg.cupti_finalize) {
-        // Everything is read: detach CUPTI now rather than in the process's
-        // teardown (GPUPROF_CUPTI_FINALIZE=1, measured in docs/overhead.md).
-        const uint64_t t1 = stat_clock();
-        cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-        cuptiUnsubscribe(g_sub);
-        CUPTI(cuptiFinalize());
-        log("cupti: detached in %.3f s", (stat_clock() - t1) / 1e9);
-    }
+        log("cupti: subscribe %.3f s, PC sampling set-up %.3f s, %llu reads of samples %.3f s, final read and disable %.3f s",
+            g_st_init_ns.load() / 1e9, g_st_setup_ns.load() / 1e9, (unsigned long long)g_st_get_n.load(),
+            g_st_get_ns.load() / 1e9, g_st_finish_ns.load() / 1e9);
 }
 
 } // namespace gp
