@@ -114,6 +114,7 @@ void load_config() {
     c.stats = env_u64("GPUPROF_STATS", 0, 0, 1) != 0;
     c.compact = env_u64("GPUPROF_COMPACT", 1, 0, 1) != 0;
     c.staged = env_u64("GPUPROF_STAGED", 1, 0, 1) != 0;
+    c.converters = (uint32_t)env_u64("GPUPROF_CONVERTERS", 4, 1, 64);
     if (const char *m = env("GPUPROF_MODE")) {
         if (!strcmp(m, "redundancy"))
             c.mode = GPW_MODE_REDUNDANCY;

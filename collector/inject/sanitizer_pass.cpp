@@ -108,12 +108,19 @@ thread_local uint32_t t_shared_bytes = 0;
 
 const uint32_t kFrameRecords = 32768; // records per ACCESS frame (< 26 MB)
 
+/* A converted ACCESS frame not yet queued, and its records. */
+struct Converted {
+    gpw_buf f;
+    uint32_t records;
+};
+
 /* Convert n records of a trace array (device slot layout) of launch
- * launch_id into ACCESS frames; returns the records delivered. The wire
+ * launch_id into ACCESS frames, queued at once or, with held, appended to
+ * it for the caller to queue; returns the records delivered. The wire
  * layout of a record is the device header's first 24 bytes, then its lane
  * entries (compact unless GPUPROF_COMPACT=0); the frame is reserved once
  * and written with plain copies (this runs at GPU trace rates). */
-uint64_t emit_array(const uint8_t *recs, uint32_t n, uint64_t launch_id) {
+uint64_t emit_array(const uint8_t *recs, uint32_t n, uint64_t launch_id, std::vector<Converted> *held = nullptr) {
     uint64_t delivered = 0;
     for (uint32_t start = 0; start < n; start += kFrameRecords) {
         uint32_t end = std::min(n, start + kFrameRecords);
@@ -173,7 +180,10 @@ uint64_t emit_array(const uint8_t *recs, uint32_t n, uint64_t launch_id) {
             continue;
         }
         delivered += good;
-        out_push(&f, true, good);
+        if (held)
+            held->push_back(Converted{f, good});
+        else
+            out_push(&f, true, good);
     }
     return delivered;
 }
@@ -182,30 +192,41 @@ uint64_t emit_array(const uint8_t *recs, uint32_t n, uint64_t launch_id) {
 void emit_records(Buf *b, uint32_t n) { b->delivered += emit_array(b->recs, n, b->launch_id); }
 
 /* Staged conversion. A full trace array is copied out of pinned memory and
- * the device released at once; a converter thread turns the copies into
+ * the device released at once; converter threads turn the copies into
  * frames while the GPU fills the array again, so the kernel waits for a
  * copy, not for the conversion (measured on the H100: the conversion was
- * most of the GPU's waiting). At most kMaxStaged copies wait: a slow
- * converter (or a full output queue behind it) holds the device back as
- * before. Frames keep their order: one converter, in staging order, and a
- * launch's end waits for its copies (conv_flush) before its own frames. */
+ * most of the GPU's waiting). At most max_staged() copies wait: slow
+ * converters (or a full output queue behind them) hold the device back as
+ * before. Frames keep their order: each copy has a number in staging order,
+ * its converter queues its frames when every copy before it has queued
+ * (g_conv_next), and a launch's end waits for its copies (conv_flush)
+ * before its own frames. GPUPROF_CONVERTERS threads (default 4). */
 struct Staged {
     Buf *b;
     uint8_t *data;
     uint32_t n;
     uint64_t launch_id;
+    uint64_t seq;
 };
-const uint32_t kMaxStaged = 4;
 std::mutex g_conv_mu;
-std::condition_variable g_conv_cv;   // work for the converter
-std::condition_variable g_conv_done; // a copy converted: room, or flushed
+std::condition_variable g_conv_cv;   // work for the converters
+std::condition_variable g_conv_done; // a copy converted and queued: room, or flushed
+std::condition_variable g_conv_turn; // g_conv_next moved
 std::deque<Staged> g_conv_q;
 std::vector<uint8_t *> g_conv_free; // copies' buffers for reuse (cap x stride each)
-uint32_t g_conv_inflight = 0;       // staged and not yet converted
+uint32_t g_conv_inflight = 0;       // staged and not yet queued
+uint64_t g_conv_seq = 0;            // the next copy's number
+uint64_t g_conv_next = 0;           // the copy whose frames go out next
 bool g_conv_stop = false;
-std::thread g_converter;
+std::vector<std::thread> g_converters;
+// Time accounts (GPUPROF_STATS): the drainer's copies out of pinned memory,
+// its waits for room among the staged copies, and the converters' work.
+std::atomic<uint64_t> g_st_copy_ns{0}, g_st_room_ns{0}, g_st_convert_ns{0};
+
+uint32_t max_staged() { return std::max<uint32_t>(4, 2 * (uint32_t)g_converters.size()); }
 
 void converter_main() {
+    std::vector<Converted> held;
     for (;;) {
         Staged st;
         {
@@ -215,13 +236,23 @@ void converter_main() {
             st = g_conv_q.front();
             g_conv_q.pop_front();
         }
-        uint64_t good = emit_array(st.data, st.n, st.launch_id);
+        const uint64_t t0 = stat_clock();
+        held.clear();
+        uint64_t good = emit_array(st.data, st.n, st.launch_id, &held);
+        g_st_convert_ns += stat_clock() - t0;
+        {
+            std::unique_lock<std::mutex> lk(g_conv_mu);
+            g_conv_turn.wait(lk, [&] { return g_conv_next == st.seq; });
+        }
+        for (Converted &c : held) out_push(&c.f, true, c.records);
         {
             std::lock_guard<std::mutex> lk(g_conv_mu);
+            g_conv_next++;
             st.b->delivered += good; // read by finish_launch after conv_flush
             g_conv_free.push_back(st.data);
             g_conv_inflight--;
         }
+        g_conv_turn.notify_all();
         g_conv_done.notify_all();
     }
 }
@@ -230,8 +261,10 @@ void converter_main() {
  * false when no copy could be made: the caller converts in place. */
 bool conv_stage(Buf *b, uint32_t n) {
     std::unique_lock<std::mutex> lk(g_conv_mu);
-    if (!g_converter.joinable() || g_conv_stop) return false;
-    g_conv_done.wait(lk, [] { return g_conv_inflight < kMaxStaged; });
+    if (g_converters.empty() || g_conv_stop) return false;
+    const uint64_t w0 = stat_clock();
+    g_conv_done.wait(lk, [] { return g_conv_inflight < max_staged(); });
+    g_st_room_ns += stat_clock() - w0;
     uint8_t *data = nullptr;
     if (!g_conv_free.empty()) {
         data = g_conv_free.back();
@@ -240,9 +273,11 @@ bool conv_stage(Buf *b, uint32_t n) {
     lk.unlock();
     if (!data) data = (uint8_t *)malloc((size_t)g_cfg.device_records * GP_REC_STRIDE);
     if (!data) return false;
+    const uint64_t c0 = stat_clock();
     gp_copy_slots(data, b->recs, n);
+    g_st_copy_ns += stat_clock() - c0;
     lk.lock();
-    g_conv_q.push_back(Staged{b, data, n, b->launch_id});
+    g_conv_q.push_back(Staged{b, data, n, b->launch_id, g_conv_seq++});
     g_conv_inflight++;
     lk.unlock();
     g_conv_cv.notify_one();
@@ -801,7 +836,8 @@ bool sanitizer_init() {
     };
     for (Sanitizer_CallbackId id : launch_cbids) sanitizerEnableCallback(1, g_sub, SANITIZER_CB_DOMAIN_DRIVER_API, id);
     g_drainer = std::thread(drainer_main);
-    if (g_cfg.staged) g_converter = std::thread(converter_main);
+    if (g_cfg.staged)
+        for (uint32_t i = 0; i < g_cfg.converters; i++) g_converters.emplace_back(converter_main);
     vlog("redundancy mode: P=%u K=%u, %u record slots per trace buffer, patches from %s", g_cfg.block_sampling,
          g_cfg.kernel_sampling, g_cfg.device_records, g_cfg.patch_fatbin.c_str());
     return ok;
@@ -819,7 +855,12 @@ void sanitizer_atexit() {
         g_conv_stop = true;
     }
     g_conv_cv.notify_all();
-    if (g_converter.joinable()) g_converter.join(); // converts what is left first
+    for (std::thread &t : g_converters) t.join(); // they convert what is left first
+    g_converters.clear();
+    if (g_cfg.verbose || g_cfg.stats)
+        log("drains: copies out of pinned memory %.3f s, waits for room among the staged copies %.3f s; %u converters "
+            "busy %.3f s",
+            g_st_copy_ns.load() / 1e9, g_st_room_ns.load() / 1e9, g_cfg.converters, g_st_convert_ns.load() / 1e9);
     for (uint8_t *d : g_conv_free) free(d);
     g_conv_free.clear();
     std::lock_guard<std::mutex> lk(g_mu);

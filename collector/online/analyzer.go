@@ -111,7 +111,7 @@ type funcInfo struct {
 	ctx    uint32 // the last launch context of this function (for samples without a launch)
 	hasCtx bool
 	split  *sampleSplit // its launches' contexts, for samples without a launch
-	orphan bool // reported without a known module
+	orphan bool         // reported without a known module
 	fs     funcStructure
 	// real is, for an orphan, the function of a loaded module it is
 	// (orphans.go); nil while its module has not come.
