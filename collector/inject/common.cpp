@@ -115,6 +115,7 @@ void load_config() {
     c.compact = env_u64("GPUPROF_COMPACT", 1, 0, 1) != 0;
     c.staged = env_u64("GPUPROF_STAGED", 1, 0, 1) != 0;
     c.converters = (uint32_t)env_u64("GPUPROF_CONVERTERS", 4, 1, 64);
+    c.copy_threads = (uint32_t)env_u64("GPUPROF_COPY_THREADS", 4, 1, 64);
     if (const char *m = env("GPUPROF_MODE")) {
         if (!strcmp(m, "redundancy"))
             c.mode = GPW_MODE_REDUNDANCY;

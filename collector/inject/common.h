@@ -47,6 +47,7 @@ struct Config {
     bool compact = true;                 // GPUPROF_COMPACT=0: plain lane entries only
     bool staged = true;                  // GPUPROF_STAGED=0: convert full trace arrays while the GPU waits
     uint32_t converters = 4;             // GPUPROF_CONVERTERS: threads converting staged trace arrays
+    uint32_t copy_threads = 4;           // GPUPROF_COPY_THREADS: threads copying a full trace array out of pinned memory
     bool stats = false;                  // GPUPROF_STATS: the time account at exit (also with verbose)
     bool trace_comm = false;             // GPUPROF_TRACE_COMM=1: value-trace communication kernels too
 };
