@@ -70,6 +70,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(".section .text.f,\"ax\",@progbits\n.type f,@function\nf:\n/*0000*/ @P0 BRA `(.L_x_1) ;\n.L_x_1:\n/*0010*/ EXIT ;\n"))
 	f.Add([]byte("/*0000*/ BRX R4 -0x10 (*\"BRANCH_TARGETS .L_x_1,.L_x_2\"*);\n"))
+	f.Add([]byte(".section .text.f,\"ax\",@progbits\n.type f,@function\nf:\n/*1410*/ UTMALDG.4D [UR32], [UR6], desc[UR12] ;\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Parse(b)
 		if err != nil {

@@ -35,7 +35,8 @@ func (k OperandKind) String() string {
 //
 // For OperandConst and OperandMem the address parts are Base (a general
 // register, Pair set when written R2.64), UBase (a uniform register) and
-// Offset; Desc is the uniform register of a desc[URx] memory descriptor;
+// Offset; Desc is the uniform register of a desc[URx] memory descriptor
+// (alone, with no address, in tensor-memory copies);
 // for constants Bank is the bank number and BankReg a uniform register
 // holding it (cx[URx]).
 type Operand struct {
@@ -329,6 +330,11 @@ func parseMem(o Operand, s string) (Operand, error) {
 		}
 		o.Desc = r
 		s = rest
+		if s == "" {
+			// A descriptor alone: Hopper's tensor-memory copies name their
+			// tensor map so (UTMALDG.4D [UR32], [UR6], desc[UR12]).
+			return o, nil
+		}
 	}
 	inner, rest, ok := bracket(s)
 	if !ok {

@@ -77,6 +77,7 @@ func TestParseOperand(t *testing.T) {
 		{"[R0.X16]", Operand{Kind: OperandMem, Base: r(KindR, 0), Mods: ".X16"}},
 		{"desc[UR4][R2.64]", Operand{Kind: OperandMem, Desc: r(KindUR, 4), Base: r(KindR, 2), Pair: true}},
 		{"desc[UR8][R2.64+0x8]", Operand{Kind: OperandMem, Desc: r(KindUR, 8), Base: r(KindR, 2), Pair: true, Offset: 8}},
+		{"desc[UR12]", Operand{Kind: OperandMem, Desc: r(KindUR, 12)}},
 		{"SR_TID.X", Operand{Kind: OperandSpecial, Name: "SR_TID.X"}},
 		{"SR_CgaCtaId", Operand{Kind: OperandSpecial, Name: "SR_CgaCtaId"}},
 		{"SRZ", Operand{Kind: OperandSpecial, Name: "SRZ"}},
@@ -104,7 +105,7 @@ func TestParseOperand(t *testing.T) {
 
 func TestParseOperandErrors(t *testing.T) {
 	for _, s := range []string{"", "[", "[R0", "[]", "[R0+]", "[R0+R1]", "[UR1+UR2]", "[P0]", "[foo]", "desc[R0][R2]",
-		"desc[UR4]", "c[0x0]", "c[R0][0x0]", "c[0x0][0x1]x", "[R0]x", "`(", "-", "|R0"} {
+		"desc[UR4]x", "desc[UR4]]", "c[0x0]", "c[R0][0x0]", "c[0x0][0x1]x", "[R0]x", "`(", "-", "|R0"} {
 		if o, err := ParseOperand(s); err == nil {
 			t.Errorf("ParseOperand(%q) = %+v, want an error", s, o)
 		}

@@ -304,3 +304,30 @@ func TestParseLenient(t *testing.T) {
 		t.Errorf("empty input: %v", err)
 	}
 }
+
+// Hopper's tensor-memory copies name their tensor map by a descriptor
+// alone, with no address (nvdisasm's listing of an XLA kernel under JAX):
+// the function parses, so that its module is not disassembled whole.
+func TestParseTensorMemoryCopy(t *testing.T) {
+	const text = ".section .text.f,\"ax\",@progbits\n.type f,@function\nf:\n" +
+		"        /*1410*/                   UTMALDG.4D [UR32], [UR6], desc[UR12] ;\n"
+	m, err := Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.Func("f")
+	if f == nil || len(f.Insts) != 1 {
+		t.Fatalf("functions %v", m.Functions)
+	}
+	in := f.Insts[0]
+	if in.Opcode != "UTMALDG.4D" {
+		t.Fatalf("opcode %q", in.Opcode)
+	}
+	ops := in.Operands
+	if len(ops) != 3 || ops[2].Kind != OperandMem || ops[2].Desc != MakeReg(KindUR, 12) || ops[2].Base != 0 || ops[2].UBase != 0 {
+		t.Errorf("operands %+v: want the third a descriptor UR12 with no address", ops)
+	}
+	if ops[1].UBase != MakeReg(KindUR, 6) || ops[0].UBase != MakeReg(KindUR, 32) {
+		t.Errorf("operands %+v: want [UR32] and [UR6]", ops)
+	}
+}

@@ -243,6 +243,10 @@ type Analyzer struct {
 	funcs      []*funcInfo
 	funcByID   map[uint32]*funcInfo
 	byName     map[string]*funcInfo // functions of known modules, by name
+	// launchedName: the function last launched under each name, for
+	// samples that carry no launch and name a function id never launched
+	// (launchedAs).
+	launchedName map[string]*funcInfo
 	unknownMod *modInfo
 	fsnap      *funcSnap
 	fpending   []*funcInfo // reported since fsnap was built (funcSnapshot)
@@ -332,7 +336,7 @@ func New(o Options) *Analyzer {
 	}
 	a := &Analyzer{o: o, exit: -1, reusePeriod: uint32(o.ReuseSampling),
 		modules: map[uint64]*modInfo{}, byContent: map[uint64]*modInfo{}, hashes: map[profile.ModuleHash]bool{},
-		funcByID: map[uint32]*funcInfo{}, byName: map[string]*funcInfo{}, fsnap: &funcSnap{},
+		funcByID: map[uint32]*funcInfo{}, byName: map[string]*funcInfo{}, launchedName: map[string]*funcInfo{}, fsnap: &funcSnap{},
 		ctxByID: map[profile.NodeID]uint32{}, stacks: map[string][]profile.Frame{}, paths: map[string]pathEntry{},
 		launches: map[uint64]*launchInfo{}, bySeq: map[uint32]*launchInfo{}, recent: map[uint64]uint32{},
 		objIdx: map[profile.ObjectID]uint32{}, osnap: &objSnap{},
@@ -679,6 +683,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	ci := a.contextAt(frames, id, fn)
 	c := a.ctxs[ci]
 	fn.ctx, fn.hasCtx = ci, true
+	a.launchedName[fn.name] = fn
 	if fn.split == nil {
 		fn.split = newSampleSplit()
 	}
@@ -841,6 +846,23 @@ func (a *Analyzer) instAcc(ctx uint32, fn *funcInfo, off uint32) *instAcc {
 	return ia
 }
 
+// launchedAs is the function whose launches place samples of fn that carry
+// no launch: fn itself, or, if fn was never launched, the function last
+// launched under its name. The CUPTI pass names a launch's function by
+// name and a sample's by its module's CRC, so where two loaded modules
+// hold a function of one name (a framework's JIT modules), the samples of
+// the one launched can name the other; serialized collection placed them
+// at their launch, and continuous collection places them so too.
+func (a *Analyzer) launchedAs(launch uint64, fn *funcInfo) *funcInfo {
+	if launch != 0 || fn.hasCtx {
+		return fn
+	}
+	if alt := a.launchedName[fn.name]; alt != nil {
+		return alt
+	}
+	return fn
+}
+
 // splitting says whether samples of fn that carry launch id launch are
 // split over its contexts (sampleSplit): they carry no launch and fn was
 // launched from several. The shares are set at the first of a frame's.
@@ -863,18 +885,19 @@ func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
 			a.anomaly(off, f.Kind(), "function %d unknown", s.FunctionID)
 			continue
 		}
-		if a.splitting(f.LaunchID, fn, begun) {
+		by := a.launchedAs(f.LaunchID, fn)
+		if a.splitting(f.LaunchID, by, begun) {
 			a.requestStructure(fn)
 			for _, st := range s.Stalls {
 				name := a.stallName(st.Reason)
-				fn.split.take(uint64(st.Samples), func(ctx uint32, k uint64) {
+				by.split.take(uint64(st.Samples), func(ctx uint32, k uint64) {
 					a.touch(ctx)
 					a.instAcc(ctx, fn, s.Offset).addStall(name, k)
 				})
 			}
 			continue
 		}
-		ctx, ok := a.sampleCtx(f.LaunchID, fn)
+		ctx, ok := a.sampleCtx(f.LaunchID, by)
 		if !ok {
 			a.anomaly(off, f.Kind(), "samples of %s with no launch of it", fn.name)
 			continue
@@ -916,11 +939,12 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 			a.anomaly(off, f.Kind(), "function %d unknown", c.FunctionID)
 			continue
 		}
-		if c.Executed > 0 && a.splitting(f.LaunchID, fn, begun) {
+		by := a.launchedAs(f.LaunchID, fn)
+		if c.Executed > 0 && a.splitting(f.LaunchID, by, begun) {
 			// Both counts by the same shares: each context keeps the
 			// instruction's threads per execution.
 			a.requestStructure(fn)
-			fn.split.take(c.Executed, func(ctx uint32, k uint64) {
+			by.split.take(c.Executed, func(ctx uint32, k uint64) {
 				a.touch(ctx)
 				ia := a.instAcc(ctx, fn, c.Offset)
 				ia.executed += k
@@ -928,7 +952,7 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 			})
 			continue
 		}
-		ctx, ok := a.sampleCtx(f.LaunchID, fn)
+		ctx, ok := a.sampleCtx(f.LaunchID, by)
 		if !ok {
 			a.anomaly(off, f.Kind(), "counts of %s with no launch of it", fn.name)
 			continue

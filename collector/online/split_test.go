@@ -99,3 +99,46 @@ func TestContinuousSamplesSplitOverContexts(t *testing.T) {
 		t.Errorf("samples by kernel time %v: want 5 with the 4-block launch (100 ns), 15 with the 12-block one (300 ns)", samples)
 	}
 }
+
+// A sample that names a function never launched (CUPTI names a sample's
+// function by its module, the launch by name: two loaded modules with a
+// kernel of one name) goes to the function launched under that name, not
+// skipped as inconsistent.
+func TestContinuousSampleOfAnotherModulesFunction(t *testing.T) {
+	cubin := spillCubin(t)
+	other := append([]byte(nil), cubin...)
+	other[len(other)-1] ^= 0xff // another module's content, the same kernel name
+	frames := []rawstream.Frame{
+		&rawstream.Hello{Version: 3, Mode: rawstream.ModePCSampling, Flags: rawstream.HelloPCSContinuous},
+		&rawstream.Module{ModuleID: 5, ContentKey: 1, Size: uint32(len(cubin)), HasBytes: true, Bytes: cubin},
+		&rawstream.Function{FunctionID: 2, ModuleID: 5, Name: spillKernel},
+		&rawstream.Module{ModuleID: 6, ContentKey: 2, Size: uint32(len(other)), HasBytes: true, Bytes: other},
+		&rawstream.Function{FunctionID: 3, ModuleID: 6, Name: spillKernel},
+		&rawstream.Launch{LaunchID: 1, FunctionID: 3, Grid: [3]uint32{4, 1, 1}, Block: [3]uint32{128, 1, 1}, Host: []uint64{0x401234}},
+		&rawstream.PCSamples{LaunchID: 0, PCs: []rawstream.PCSample{
+			{FunctionID: 2, Offset: 0x10, Stalls: []rawstream.StallCount{{Reason: 0, Samples: 7}}},
+		}},
+		&rawstream.KernelEnd{LaunchID: 1, StartNS: 100, EndNS: 200},
+		&rawstream.End{},
+	}
+	a := New(Options{Job: "j", Rank: 0, Workers: 1})
+	defer a.Close()
+	for i, f := range frames {
+		if err := a.Add(f, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, first := a.Anomalies(); n != 0 {
+		t.Fatalf("%d inconsistent frames skipped: %s", n, first)
+	}
+	p, _ := analyseFrames(t, frames, nil, 0, 0)
+	var samples uint64
+	for _, n := range p.Nodes {
+		if n.Frame.Kind == profile.KindInstruction {
+			samples += n.Metrics.Get(profile.InstSamples)
+		}
+	}
+	if samples != 7 {
+		t.Errorf("%d samples in the profile, want the 7 of the sample", samples)
+	}
+}
