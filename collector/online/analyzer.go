@@ -236,20 +236,20 @@ type Analyzer struct {
 	hello *rawstream.Hello
 	exit  int32
 
-	modules    map[uint64]*modInfo
-	trimmed    map[uint64]*rawstream.ModuleHash // MODULE_HASH frames by module id
-	byContent  map[uint64]*modInfo              // content key -> first module with its bytes
-	hashes     map[profile.ModuleHash]bool
-	funcs      []*funcInfo
-	funcByID   map[uint32]*funcInfo
-	byName     map[string]*funcInfo // functions of known modules, by name
+	modules   map[uint64]*modInfo
+	trimmed   map[uint64]*rawstream.ModuleHash // MODULE_HASH frames by module id
+	byContent map[uint64]*modInfo              // content key -> first module with its bytes
+	hashes    map[profile.ModuleHash]bool
+	funcs     []*funcInfo
+	funcByID  map[uint32]*funcInfo
+	byName    map[string]*funcInfo // functions of known modules, by name
 	// launchedName: the function last launched under each name, for
 	// samples that carry no launch and name a function id never launched
 	// (launchedAs).
 	launchedName map[string]*funcInfo
-	unknownMod *modInfo
-	fsnap      *funcSnap
-	fpending   []*funcInfo // reported since fsnap was built (funcSnapshot)
+	unknownMod   *modInfo
+	fsnap        *funcSnap
+	fpending     []*funcInfo // reported since fsnap was built (funcSnapshot)
 
 	ctxs     []*ctxInfo
 	ctxByID  map[profile.NodeID]uint32
