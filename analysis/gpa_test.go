@@ -668,3 +668,35 @@ func TestRegisterIncreaseCountFloor(t *testing.T) {
 		}
 	}
 }
+
+// A warpgroup waiting at WARPGROUP.DEPBAR for its own asynchronous
+// tensor-core operations is not waiting for other warps: of T = 100, the
+// 40 warpgroup_arrive samples there are left out of warp balance, and the
+// 20 barrier samples after the BAR.SYNC give 100/80.
+func TestWarpBalanceLeavesAsyncMMAWaits(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 7
+		BAR.SYNC.DEFER_BLOCKING 0x0 {S1}
+		#line 8
+		LDS R8, [R7] {W1 S1}
+		#line 9
+		WARPGROUP.ARRIVE {S1}
+		WARPGROUP.DEPBAR.LE gsb0, 0x0 {S1}
+		FADD R9, R8, 1 {B1 S4}
+		STG.E desc[UR4][R10.64], R9 {S1}
+		EXIT
+	`)
+	s := sampledKernel(t, m, "k", mod1)
+	s.stall(0x10, "barrier", 20)
+	s.stall(0x30, "warpgroup_arrive", 40)
+	s.stall(0x40, "selected", 30)
+	s.stall(0x50, "selected", 10)
+	as, err := Advise(s.p, Modules{mod1: m}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := findKind(t, as, OptWarpBalance)
+	if want := 100.0 / (100 - 20); !approx(a.Speedup, want) || len(a.Hotspots) != 1 || a.Hotspots[0].Line != 7 || a.Hotspots[0].Amount != 20 {
+		t.Fatalf("speedup %v, want %v; hotspots %+v; %s", a.Speedup, want, a.Hotspots, a.Evidence)
+	}
+}

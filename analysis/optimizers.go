@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"gpuprof/analysis/blame"
 	"gpuprof/profile"
@@ -90,7 +91,10 @@ func (kv *kernelView) fastMath() *match {
 // warpBalance matches the samples of warps waiting at a barrier. CUPTI
 // records such a warp at the instruction after the BAR (the one it will
 // issue next), which may be any instruction: the samples count wherever
-// they are, and the hotspot is the BAR before them.
+// they are, and the hotspot is the BAR before them. Waits at a
+// WARPGROUP.DEPBAR are not counted: there a warpgroup waits for its own
+// asynchronous tensor-core operations (Hopper's wgmma), not for other
+// warps, so balancing the work between warps cannot shorten them.
 func (kv *kernelView) warpBalance() *match {
 	h := newHotSet()
 	m := 0.0
@@ -104,6 +108,9 @@ func (kv *kernelView) warpBalance() *match {
 			if fv.c.Model.Insts[i].Kind != blame.KSync && i > 0 && fv.c.Model.Insts[i-1].Kind == blame.KSync {
 				at = i - 1
 			}
+			if asyncMMAWait(fv.c.Model.Insts[at].Op) {
+				continue
+			}
 			m += v
 			h.add(fv, at, -1, v)
 		}
@@ -111,6 +118,12 @@ func (kv *kernelView) warpBalance() *match {
 	return &match{kind: OptWarpBalance, M: m, hots: h.list(),
 		hint:   "warps wait at barriers for the slowest warp of their block: balance the work between warps (or between the paths around the barrier), or synchronise less often.",
 		detail: "synchronisation (barrier) samples"}
+}
+
+// asyncMMAWait says whether an instruction waits for the results of
+// asynchronous warpgroup matrix operations (WARPGROUP.DEPBAR.LE gsb0, N).
+func asyncMMAWait(op string) bool {
+	return strings.HasPrefix(op, "WARPGROUP.DEPBAR") || strings.HasPrefix(op, "WARPGROUPDEPBAR")
 }
 
 func (kv *kernelView) globalTransactions() *match {
