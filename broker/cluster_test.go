@@ -84,6 +84,16 @@ func testClusterPermissions(t *testing.T, cl *brokertest.Cluster) {
 	if got, err := red.GetModule(cx, "jobA", h, broker.ModuleCubin); err != nil || !bytes.Equal(got, cubin) {
 		t.Fatalf("reducer reads the module: %d bytes, %v (async %v)", len(got), err, red.AsyncErr())
 	}
+	// A rank waiting for a listing another rank stored reads it (the
+	// object store reads chunks through an ordered consumer on the module
+	// stream); denied, the read was retried until the rank's structure
+	// bound and three of four mpirun ranks lost their kernels' structure.
+	readCx, cancelRead := context.WithTimeout(cx, 5*time.Second)
+	got, err := col.GetModule(readCx, "jobA", h, broker.ModuleSASS)
+	cancelRead()
+	if err != nil || string(got) != "parsed" {
+		t.Fatalf("a collector reads the listing another stored: %q, %v (async %v)", got, err, col.AsyncErr())
+	}
 
 	// What a collector must not do: other jobs' subjects, reducer-only
 	// subjects, stream management, reading the job's data.

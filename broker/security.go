@@ -78,6 +78,14 @@ func JobPermissions(job string, role Role) (Permissions, error) {
 				"$JS.API.STREAM.PURGE." + mod,
 				"$JS.API.DIRECT.GET." + mod,
 				"$JS.API.DIRECT.GET." + mod + ".>",
+				// Reading a listing another rank stored: the object store
+				// reads an object's chunks through an ordered consumer
+				// (create, its flow control). Without these a rank waiting
+				// for the listing retried the denied read until its
+				// structure bound, 30 s, and placed the kernel flat.
+				"$JS.API.CONSUMER.*." + mod,
+				"$JS.API.CONSUMER.*." + mod + ".>",
+				"$JS.FC." + mod + ".>",
 			},
 			Subscribe: []string{inbox},
 		}, nil
