@@ -28,6 +28,26 @@ func buildGpuprof(t *testing.T) string {
 	return bin
 }
 
+// mpirunOrSkip skips an integration test in -short mode or without
+// mpirun; otherwise it returns mpirun's path and a gpuprof built for it.
+func mpirunOrSkip(t *testing.T) (mpirun, gpuprof string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not installed (scripts/setup-debian installs openmpi-bin)")
+	}
+	return mpirun, buildGpuprof(t)
+}
+
+// mpirunEnv is the environment a test's mpirun runs in: as root in a
+// container, and every rank on this host.
+func mpirunEnv(extra ...string) []string {
+	return append(append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_plm_rsh_agent="), extra...)
+}
+
 // localMerge collects every stream in this process, without broker or tree,
 // and merges the ranks: what the distributed pipeline must reproduce.
 func localMerge(t *testing.T, job string, files []string, sassDir string) *profile.Profile {
@@ -53,14 +73,7 @@ func localMerge(t *testing.T, job string, files []string, sassDir string) *profi
 // profile must equal the in-process merge of the same streams, byte for
 // byte.
 func TestRunUnderMpirun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test")
-	}
-	mpirun, err := exec.LookPath("mpirun")
-	if err != nil {
-		t.Skip("mpirun not installed (scripts/setup-debian installs openmpi-bin)")
-	}
-	bin := buildGpuprof(t)
+	mpirun, bin := mpirunOrSkip(t)
 	streams := t.TempDir()
 	files, err := synth.WriteFiles(streams, synth.Options{Ranks: 8, Seed: 3, Imbalance: 1})
 	if err != nil {
@@ -72,7 +85,7 @@ func TestRunUnderMpirun(t *testing.T) {
 		"--batch-records", "4096", "--batch-interval", "1h", "--sass", sassDir,
 		"--replay", filepath.Join(streams, "rank{rank:4}.gpraw"),
 		"--", mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "8")
-	cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_plm_rsh_agent=")
+	cmd.Env = mpirunEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

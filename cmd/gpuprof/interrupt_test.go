@@ -192,14 +192,7 @@ func TestInterruptPlainCommand(t *testing.T) {
 // the report says so, the status is 128+signal, and no process of the job
 // (mpirun, its daemon, the collectors) is left, within 10 s.
 func TestInterruptUnderMpirun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test")
-	}
-	mpirun, err := exec.LookPath("mpirun")
-	if err != nil {
-		t.Skip("mpirun not installed (scripts/setup-debian installs openmpi-bin)")
-	}
-	bin := buildGpuprof(t)
+	mpirun, bin := mpirunOrSkip(t)
 	sassDir, _ := filepath.Abs("../../testdata/sass/probe")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(proctreeName(sig), func(t *testing.T) {
@@ -222,7 +215,7 @@ func TestInterruptUnderMpirun(t *testing.T) {
 				"--batch-records", fmt.Sprint(batch), "--batch-interval", "1h", "--sass", sassDir,
 				"--replay", filepath.Join(streams, "rank{rank:4}.gpraw"),
 				"--", mpirun, "--allow-run-as-root", "--oversubscribe", "-np", fmt.Sprint(ranks))
-			cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_plm_rsh_agent=")
+			cmd.Env = mpirunEnv()
 			if os.Getenv("GPUPROF_TEST_LOG") != "" {
 				cmd.Env = append(cmd.Env, "GPUPROF_LOG=debug")
 			}

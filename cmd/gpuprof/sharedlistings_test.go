@@ -41,14 +41,7 @@ func moduleOf(t *testing.T, path string) []byte {
 // waited out the 30 s structure bound and the report listed the kernel
 // among those without source lines.
 func TestRunUnderMpirunSharesListings(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test")
-	}
-	mpirun, err := exec.LookPath("mpirun")
-	if err != nil {
-		t.Skip("mpirun not installed (scripts/setup-debian installs openmpi-bin)")
-	}
-	bin := buildGpuprof(t)
+	mpirun, bin := mpirunOrSkip(t)
 	caps, err := filepath.Abs("../../testdata/captures")
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +59,7 @@ func TestRunUnderMpirunSharesListings(t *testing.T) {
 	cmd := exec.Command(bin, "run", "-o", out, "--job", "shared", "--rank-timeout", "60s",
 		"--replay", filepath.Join(caps, "mpi_imbalance.redundancy.rank{rank}.gpr"),
 		"--", mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "4")
-	cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_plm_rsh_agent=",
-		"PATH="+filepath.Dir(fake.Tool)+string(os.PathListSeparator)+os.Getenv("PATH"), "GPUPROF_CACHE_DIR="+t.TempDir())
+	cmd.Env = mpirunEnv("PATH="+filepath.Dir(fake.Tool)+string(os.PathListSeparator)+os.Getenv("PATH"), "GPUPROF_CACHE_DIR="+t.TempDir())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
