@@ -192,15 +192,20 @@ func (kv *kernelView) codeReordering() *match {
 		return latencyReason(e.Reason) && (k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem ||
 			k == blame.KArithFixed || k == blame.KArithVar || k == blame.KSharedMem)
 	}
-	m := kv.latencyEdgeMatch(ok, h)
-	mx := kv.latencyEdgeMatch(func(fv *fnView, e blame.Edge) bool { return ok(fv, e) && execEdge(fv, e) }, newHotSet())
+	// A load's wait with no work to move in is not counted (nothingToMove);
+	// fusing copies of a loop (below) brings work of its own.
+	movable := func(fv *fnView, e blame.Edge) bool {
+		return ok(fv, e) && (kv.gpaOnly || !fv.nothingToMove(e.Src, e.Dst))
+	}
+	m := kv.latencyEdgeMatch(movable, h)
+	mx := kv.latencyEdgeMatch(func(fv *fnView, e blame.Edge) bool { return movable(fv, e) && execEdge(fv, e) }, newHotSet())
 	r := &match{kind: OptCodeReordering, est: estHiding, M: m, A: kv.A, Mexec: mx, starved: kv.starved(), hots: h.list(),
 		hint:   "instructions wait for results computed just before them: move independent work between producer and consumer (load earlier, interleave independent computations).",
 		detail: "memory and execution dependency stalls (latency samples) hidden behind the kernel's active samples"}
 	if !kv.gpaOnly {
 		var scopes map[scopeKey]*scope
 		if kv.hasBarriers() {
-			scopes = kv.hidingScopes(ok, func(*fnView, int) bool { return true })
+			scopes = kv.hidingScopes(movable, func(*fnView, int) bool { return true })
 		}
 		fused := 0
 		for _, fv := range kv.fns {
