@@ -759,3 +759,40 @@ func TestReorderingNeedsWorkToMove(t *testing.T) {
 		}
 	}
 }
+
+// Transaction reduction widens accesses to 128 bits at most: of 80
+// throttle samples at a 32-bit load, 1 - 32/128 = 60 go (200/140); at a
+// 128-bit load there is nothing wider to issue and the advice is not
+// raised.
+func TestTransactionReductionByWidth(t *testing.T) {
+	for _, tc := range []struct {
+		op   string
+		want float64 // 0: not raised
+	}{{"LDG.E", 200.0 / 140}, {"LDG.E.64", 200.0 / 160}, {"LDG.E.128", 0}} {
+		m := parseSASS(t, "k", `
+			#line 4
+			`+tc.op+` R4, desc[UR4][R2.64] {W0 S1}
+			#line 5
+			FADD R7, R4, 1 {B0 S4}
+			STG.E desc[UR4][R2.64], R7 {S1}
+			EXIT`)
+		s := sampledKernel(t, m, "k", mod1)
+		s.stall(0x00, "lg_throttle", 80)
+		s.stall(0x00, "selected", 20)
+		s.stall(0x10, "selected", 50)
+		s.stall(0x20, "selected", 50)
+		as, err := Advise(s.p, Modules{mod1: m}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := find(as, OptGlobalTransactions)
+		switch {
+		case tc.want == 0 && a != nil:
+			t.Errorf("%s: raised at %v with nothing wider to issue", tc.op, a.Speedup)
+		case tc.want != 0 && a == nil:
+			t.Errorf("%s: not raised", tc.op)
+		case tc.want != 0 && !approx(a.Speedup, tc.want):
+			t.Errorf("%s: speedup %v, want %v (%s)", tc.op, a.Speedup, tc.want, a.Evidence)
+		}
+	}
+}

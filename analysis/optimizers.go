@@ -120,15 +120,45 @@ func (kv *kernelView) warpBalance() *match {
 		detail: "synchronisation (barrier) samples"}
 }
 
+// accessBits is a memory instruction's access width per thread, 32 when
+// the opcode does not say, 128 at most.
+func accessBits(in *sass.Instruction) int {
+	b := in.Mem.Bits
+	if b <= 0 {
+		b = 32
+	}
+	return min(b, 128)
+}
+
 // asyncMMAWait says whether an instruction waits for the results of
 // asynchronous warpgroup matrix operations (WARPGROUP.DEPBAR.LE gsb0, N).
 func asyncMMAWait(op string) bool {
 	return strings.HasPrefix(op, "WARPGROUP.DEPBAR") || strings.HasPrefix(op, "WARPGROUPDEPBAR")
 }
 
+// globalTransactions matches the throttle samples at global memory
+// instructions that wider accesses would remove. A thread's access widens
+// to 128 bits at most: an instruction of b bits becomes 128/b times fewer
+// instructions for the same bytes, and its queue's throttle shrinks with
+// them, so 1 - b/128 of its samples go (none at 128 bits); the rest wait
+// for the same bytes (docs/validation.md, item 24).
 func (kv *kernelView) globalTransactions() *match {
 	h := newHotSet()
-	m := kv.selfMatch(kindIs(blame.KGlobalMem, blame.KGenericMem, blame.KTextureMem), h, "lg_throttle", "tex_throttle")
+	global := kindIs(blame.KGlobalMem, blame.KGenericMem, blame.KTextureMem)
+	m := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			if !global(fv, i) {
+				continue
+			}
+			v := fv.self(i, "lg_throttle", "tex_throttle") * (1 - float64(accessBits(&fv.c.F.Insts[i]))/128)
+			if v <= 0 {
+				continue
+			}
+			m += v
+			h.add(fv, i, -1, v)
+		}
+	}
 	return &match{kind: OptGlobalTransactions, M: m, hots: h.list(),
 		hint:   "the load/store queues are full: issue fewer, wider global memory instructions (vector loads such as float4, fewer redundant accesses).",
 		detail: "global memory throttle samples at global memory instructions"}
