@@ -19,6 +19,8 @@ const (
 	StaticRestrict   = "read-only (__restrict__)"
 	StaticTexture    = "texture memory candidate"
 	StaticConversion = "datatype conversion"
+	// Not GPUscout's: a loop's running value kept in memory (carried.go).
+	StaticCarried = "value carried in memory"
 )
 
 // StaticCheck runs GPUscout's static SASS analyses over every function of
@@ -37,6 +39,7 @@ func StaticCheck(m *sass.Module) []Advice {
 		out = append(out, globalAtomics(c)...)
 		out = append(out, readOnly(c)...)
 		out = append(out, conversions(c)...)
+		out = append(out, carried(c)...)
 	}
 	return out
 }

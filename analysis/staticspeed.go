@@ -63,7 +63,7 @@ func joinStatic(x *Index, views map[profile.NodeID]*kernelView, m *sass.Module, 
 				ri := kv.registerIncrease()
 				cp.Speedup = ri.S
 				cp.Evidence += fmt.Sprintf("; estimated as register increase (the same fix): M = %.0f of T = %.0f samples, eq. 3%s = %.3f", ri.M, kv.T, ri.note, ri.S)
-			case StaticConversion:
+			case StaticConversion, StaticCarried:
 				cp.Speedup = StallElimination(kv.T, mm)
 				hot := map[instRef]bool{}
 				for _, r := range a.static {
