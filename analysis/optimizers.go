@@ -224,8 +224,23 @@ func (kv *kernelView) codeReordering() *match {
 	}
 	// A load's wait with no work to move in is not counted (nothingToMove);
 	// fusing copies of a loop (below) brings work of its own.
+	// Asked for each edge by every match below: decided once per edge.
+	type edgeKey struct {
+		fv       *fnView
+		src, dst int
+	}
+	stuck := map[edgeKey]bool{}
 	movable := func(fv *fnView, e blame.Edge) bool {
-		return ok(fv, e) && (kv.gpaOnly || !fv.nothingToMove(e.Src, e.Dst))
+		if !ok(fv, e) || kv.gpaOnly {
+			return ok(fv, e)
+		}
+		k := edgeKey{fv, e.Src, e.Dst}
+		v, seen := stuck[k]
+		if !seen {
+			v = fv.nothingToMove(e.Src, e.Dst)
+			stuck[k] = v
+		}
+		return !v
 	}
 	m := kv.latencyEdgeMatch(movable, h)
 	mx := kv.latencyEdgeMatch(func(fv *fnView, e blame.Edge) bool { return movable(fv, e) && execEdge(fv, e) }, newHotSet())

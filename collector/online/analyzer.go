@@ -683,11 +683,15 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	ci := a.contextAt(frames, id, fn)
 	c := a.ctxs[ci]
 	fn.ctx, fn.hasCtx = ci, true
-	a.launchedName[fn.name] = fn
-	if fn.split == nil {
-		fn.split = newSampleSplit()
+	if a.hello == nil || a.hello.Mode != rawstream.ModeRedundancy {
+		// Only PC sampling and instruction counts carry samples without
+		// a launch (launchedAs, sampleSplit).
+		a.launchedName[fn.name] = fn
+		if fn.split == nil {
+			fn.split = newSampleSplit()
+		}
+		fn.split.launched(ci, f.Blocks()*uint64(f.Block[0])*uint64(f.Block[1])*uint64(f.Block[2]))
 	}
-	fn.split.launched(ci, f.Blocks()*uint64(f.Block[0])*uint64(f.Block[1])*uint64(f.Block[2]))
 	a.touch(ci)
 	if old := a.launches[f.LaunchID]; old != nil {
 		a.anomaly(off, f.Kind(), "launch id %d reused before its KERNEL_END", f.LaunchID)
@@ -866,19 +870,22 @@ func (a *Analyzer) launchedAs(launch uint64, fn *funcInfo) *funcInfo {
 // splitting says whether samples of fn that carry launch id launch are
 // split over its contexts (sampleSplit): they carry no launch and fn was
 // launched from several. The shares are set at the first of a frame's.
-func (a *Analyzer) splitting(launch uint64, fn *funcInfo, begun map[*funcInfo]bool) bool {
+func (a *Analyzer) splitting(launch uint64, fn *funcInfo, begun *map[*funcInfo]bool) bool {
 	if launch != 0 || fn.split == nil || !fn.split.several() {
 		return false
 	}
-	if !begun[fn] {
+	if !(*begun)[fn] {
+		if *begun == nil {
+			*begun = map[*funcInfo]bool{}
+		}
 		fn.split.begin()
-		begun[fn] = true
+		(*begun)[fn] = true
 	}
 	return true
 }
 
 func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
-	begun := map[*funcInfo]bool{}
+	var begun map[*funcInfo]bool // the functions whose shares are set for this frame
 	for _, s := range f.PCs {
 		fn := a.fn(s.FunctionID)
 		if fn == nil {
@@ -886,7 +893,7 @@ func (a *Analyzer) pcSamples(f *rawstream.PCSamples, off int64) {
 			continue
 		}
 		by := a.launchedAs(f.LaunchID, fn)
-		if a.splitting(f.LaunchID, by, begun) {
+		if a.splitting(f.LaunchID, by, &begun) {
 			a.requestStructure(fn)
 			for _, st := range s.Stalls {
 				name := a.stallName(st.Reason)
@@ -932,7 +939,7 @@ func (ia *instAcc) addStall(name string, n uint64) {
 }
 
 func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
-	begun := map[*funcInfo]bool{}
+	var begun map[*funcInfo]bool // the functions whose shares are set for this frame
 	for _, c := range f.Counts {
 		fn := a.fn(c.FunctionID)
 		if fn == nil {
@@ -940,7 +947,7 @@ func (a *Analyzer) instrCounts(f *rawstream.InstrCounts, off int64) {
 			continue
 		}
 		by := a.launchedAs(f.LaunchID, fn)
-		if c.Executed > 0 && a.splitting(f.LaunchID, by, begun) {
+		if c.Executed > 0 && a.splitting(f.LaunchID, by, &begun) {
 			// Both counts by the same shares: each context keeps the
 			// instruction's threads per execution.
 			a.requestStructure(fn)
