@@ -257,6 +257,9 @@ Output &O() {
 }
 
 std::atomic<uint64_t> g_drain_ns{0}, g_drains{0}, g_drain_records{0};
+// What the device measured (gp_ctl.waited_ns): with two halves the host's
+// drain time is no longer time the GPU stood still.
+std::atomic<uint64_t> g_device_wait_ns{0};
 std::atomic<uint64_t> g_stat_ns[ST_N], g_stat_n[ST_N];
 uint64_t g_started_ns = 0; // out_start: the library's lifetime in the account
 
@@ -430,6 +433,8 @@ void stat_drain(uint64_t ns, uint64_t records) {
     g_drain_records += records;
 }
 
+void stat_device_wait(uint64_t ns) { g_device_wait_ns += ns; }
+
 bool out_start() {
     Output &o = O();
     if (o.started.load()) return o.fd >= 0;
@@ -586,9 +591,11 @@ void out_finish(int exit_code) {
         o.th.join();
         if (g_cfg.verbose || g_cfg.stats)
             log("time: %llu trace buffers drained (%llu records) in %.3f s while the GPU waited; producers waited %.3f s "
-                "for queue room (%llu times); writer %.3f s in write for %.1f MB",
-                (unsigned long long)g_drains.load(), (unsigned long long)g_drain_records.load(), g_drain_ns.load() / 1e9,
-                o.wait_ns.load() / 1e9, (unsigned long long)o.waits.load(), o.write_ns / 1e9, o.written / 1e6);
+                "for queue room (%llu times); writer %.3f s in write for %.1f MB; drains took %.3f s",
+                (unsigned long long)g_drains.load(), (unsigned long long)g_drain_records.load(),
+                g_device_wait_ns.load() / 1e9,
+                o.wait_ns.load() / 1e9, (unsigned long long)o.waits.load(), o.write_ns / 1e9, o.written / 1e6,
+                g_drain_ns.load() / 1e9);
         if (g_cfg.verbose || g_cfg.stats) {
             static const char *names[ST_N] = {"module loads", "re-patch", "unpatch", "launch begin",
                                               "traced launch end", "untraced launch end"};

@@ -83,6 +83,7 @@ void out_finish(int exit_code);
  * out to convert later) while the GPU waits. GPUPROF_STATS or
  * GPUPROF_VERBOSE prints the account at exit. */
 void stat_drain(uint64_t ns, uint64_t records);
+void stat_device_wait(uint64_t ns); // time the device's trace buffers stood full (gp_ctl.waited_ns)
 /* Time the callbacks spend in the application's threads, by what they do,
  * for the same account: where a run's wall time goes beyond the kernels. */
 enum StatKind {

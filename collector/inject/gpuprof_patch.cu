@@ -12,16 +12,20 @@
  *   - userdata is the launch's gp_ctl (device memory). period == 0 means the
  *     launch is not traced and every patch returns at once.
  *   - block b is traced iff (b + offset) % period == 0.
- *   - the lanes of a warp that run the same instruction form one record; the
- *     first of them reserves a slot (one atomic per warp access), every lane
- *     writes its address and value, the leader writes the header, then counts
- *     the record as done.
- *   - the warp that reserves slot == capacity waits until all earlier records
- *     are done, raises mbox->full and spins until the host drained the array
- *     and cleared the flag, then resets the counters; warps that got a slot
- *     past capacity wait for the reset and retry. If the host does not answer
- *     within timeout_ns the records are counted as dropped and overwritten,
- *     so a dead host thread cannot hang the application.
+ *   - the lanes of a warp that run the same instruction form one record.
+ *     They find together whether their addresses are affine in the lane and
+ *     their values uniform, so the record is written in its compact
+ *     encoding; the first lane reserves the record's bytes (one 64-bit
+ *     atomic per warp access: fill number and offset), every lane writes its
+ *     address and value where the encoding puts them, the first lane writes
+ *     the header, then counts the record as done.
+ *   - the warp whose reservation crosses the end of the current half waits
+ *     until all earlier records are done, raises the half's full flag and
+ *     opens the next fill in the other half as soon as the host has drained
+ *     that one; warps that reserved past the end wait for the next fill and
+ *     retry. If the host does not answer within timeout_ns the records are
+ *     counted as dropped and overwritten, so a dead host thread cannot hang
+ *     the application.
  */
 #include <stdint.h>
 #include <sanitizer_patching.h>
@@ -74,56 +78,75 @@ static __device__ __forceinline__ bool gp_traced(const gp_ctl *c, uint32_t space
     return ((gp_flat_block() + __ldg(&c->offset)) % period) == 0;
 }
 
-static __device__ __forceinline__ uint32_t gp_vload_u32(const uint32_t *p) { return *(const volatile uint32_t *)p; }
+static __device__ __forceinline__ unsigned long long gp_vload_u64(const unsigned long long *p) {
+    return *(const volatile unsigned long long *)p;
+}
 
-/* Reserve one record slot; called by one lane per warp access. */
-static __device__ uint32_t gp_reserve(gp_ctl *c) {
+/* Hand the full half of fill `fill` (off bytes reserved before the crossing
+ * reservation) to the host and open the next fill in the other half. */
+static __device__ void gp_handover(gp_ctl *c, uint32_t fill, uint32_t off, uint64_t timeout) {
+    gp_mailbox *m = c->mbox;
+    gp_half *h = &m->half[fill & 1u];
+    gp_half *o = &m->half[(fill + 1u) & 1u];
+    unsigned long long d;
+    const uint64_t start = gp_now();
+    uint64_t t0 = start;
+    bool lost = false;
+    /* Wait for every earlier writer of this fill. */
+    while ((uint32_t)(d = gp_vload_u64(&c->done)) != off) {
+        if (gp_now() - t0 > timeout) {
+            lost = true;
+            break;
+        }
+        __nanosleep(64);
+    }
+    if (lost) {
+        atomicAdd((unsigned long long *)&c->dropped, d >> 32);
+    } else if (off > 0) {
+        __threadfence_system();
+        h->bytes = off;
+        h->records = (uint32_t)(d >> 32);
+        h->fill = fill;
+        __threadfence_system();
+        h->full = 1u;
+        __threadfence_system();
+    }
+    /* The next fill goes to the other half: wait until the host drained it. */
+    t0 = gp_now();
+    while (o->full != 0u) {
+        if (gp_now() - t0 > timeout) {
+            /* The host did not answer: give that half's records up. */
+            atomicAdd((unsigned long long *)&c->dropped, (unsigned long long)o->records);
+            o->full = 0u;
+            break;
+        }
+        __nanosleep(256);
+    }
+    m->fills = m->fills + 1u;
+    atomicAdd((unsigned long long *)&c->waited_ns, (unsigned long long)(gp_now() - start));
+    __threadfence_system();
+    atomicExch(&c->done, 0ull);
+    __threadfence();
+    atomicExch(&c->tail, (unsigned long long)(fill + 1u) << 32);
+}
+
+/* Reserve len bytes for one record; called by one lane per warp access.
+ * Returns where the record goes. */
+static __device__ uint8_t *gp_reserve(gp_ctl *c, uint32_t len) {
     const uint32_t cap = __ldg(&c->capacity);
     const uint64_t timeout = __ldg((const unsigned long long *)&c->timeout_ns);
+    uint8_t *const recs = (uint8_t *)__ldg((const unsigned long long *)&c->records);
     for (;;) {
-        uint32_t slot = atomicAdd(&c->tail, 1u);
-        if (slot < cap) return slot;
-        if (slot == cap) {
-            /* This warp drains: wait for every earlier writer of this fill. */
-            uint64_t t0 = gp_now();
-            bool lost = false;
-            while (gp_vload_u32(&c->done) < cap) {
-                if (gp_now() - t0 > timeout) {
-                    lost = true;
-                    break;
-                }
-                __nanosleep(64);
-            }
-            gp_mailbox *m = c->mbox;
-            if (!lost) {
-                __threadfence_system();
-                m->count = cap;
-                __threadfence_system();
-                m->full = 1u;
-                __threadfence_system();
-                t0 = gp_now();
-                while (m->full != 0u) {
-                    if (gp_now() - t0 > timeout) {
-                        lost = true;
-                        break;
-                    }
-                    __nanosleep(256);
-                }
-            }
-            if (lost) {
-                /* The host did not answer: give the records up. */
-                atomicAdd((unsigned long long *)&c->dropped, (unsigned long long)cap);
-                m->full = 0u;
-            }
-            m->fills = m->fills + 1u;
-            __threadfence_system();
-            atomicExch(&c->done, 0u);
-            __threadfence();
-            atomicExch(&c->tail, 0u);
-            continue; /* retry: slot 0.. of the next fill */
+        const unsigned long long t = atomicAdd(&c->tail, (unsigned long long)len);
+        const uint32_t fill = (uint32_t)(t >> 32), off = (uint32_t)t;
+        if ((uint64_t)off + len <= cap) return recs + (size_t)(fill & 1u) * cap + off;
+        if (off <= cap) {
+            /* This reservation holds the half's last byte: hand it over. */
+            gp_handover(c, fill, off, timeout);
+            continue;
         }
-        /* Past capacity: wait until the draining warp reset the counters. */
-        while (gp_vload_u32(&c->tail) >= cap) __nanosleep(128);
+        /* Past the end: wait until the next fill is open. */
+        while ((uint32_t)(gp_vload_u64(&c->tail) >> 32) == fill) __nanosleep(128);
     }
 }
 
@@ -188,21 +211,59 @@ static __device__ __forceinline__ void gp_store_value(uint8_t *dst, uint32_t siz
 /* Write one warp-level record. Every lane of the calling group passes its own
  * address and value; lanes are grouped by pc because independent thread
  * scheduling may run two different patched instructions through this function
- * together. */
+ * together. The encodings are the host's (gpw_lanes_compact), decided
+ * together by the lanes, so the wire carries the same bytes as before. */
 static __device__ __forceinline__ void gp_emit(gp_ctl *c, uint64_t pc, uint32_t space, uint32_t flags, uint32_t size,
                                                uint64_t addr, const uint64_t v[2]) {
     const uint32_t active = __activemask();
     const uint32_t group = __match_any_sync(active, pc);
     const uint32_t lane = gp_laneid();
     const uint32_t leader = __ffs(group) - 1;
-    uint32_t slot = 0;
-    if (lane == leader) slot = gp_reserve(c);
-    slot = __shfl_sync(group, slot, leader);
-
-    uint8_t *rec = c->records + (size_t)slot * GP_REC_STRIDE;
+    const uint32_t n = __popc(group);
+    const uint32_t rank = __popc(group & ((1u << lane) - 1u));
+    uint32_t enc = 0, len = 24;
+    uint64_t base = 0, step = 0;
     if (size != 0) {
-        ((uint64_t *)(rec + GP_REC_ADDR_OFF))[lane] = addr;
-        gp_store_value(rec + GP_REC_VAL_OFF + lane * size, size, v);
+        if (__ldg(&c->encode)) {
+            const uint64_t a0 = __shfl_sync(group, addr, leader);
+            const uint32_t rest = group & (group - 1u);
+            bool ok = true;
+            if (rest) {
+                const uint32_t l1 = __ffs(rest) - 1;
+                const uint64_t a1 = __shfl_sync(group, addr, l1);
+                const int64_t dl = (int64_t)l1 - (int64_t)leader;
+                const int64_t d = (int64_t)(a1 - a0);
+                ok = d % dl == 0;
+                step = (uint64_t)(d / dl);
+            }
+            base = a0 - step * (uint64_t)leader;
+            if (__all_sync(group, ok && addr == base + step * (uint64_t)lane)) enc |= GP_ENC_AFFINE;
+            const uint64_t w0 = __shfl_sync(group, v[0], leader), w1 = __shfl_sync(group, v[1], leader);
+            if (__all_sync(group, v[0] == w0 && v[1] == w1)) enc |= GP_ENC_UNIFORM;
+        }
+        len += (enc & GP_ENC_AFFINE) ? 16u : 8u * n;
+        len += (enc & GP_ENC_UNIFORM) ? size : n * size;
+        len = (len + 7u) & ~7u;
+    }
+    unsigned long long at = 0;
+    if (lane == leader) at = (unsigned long long)(uintptr_t)gp_reserve(c, len);
+    uint8_t *rec = (uint8_t *)(uintptr_t)__shfl_sync(group, at, leader);
+    if (size != 0) {
+        uint8_t *body = rec + 24;
+        if (enc & GP_ENC_AFFINE) {
+            if (lane == leader) {
+                ((uint64_t *)body)[0] = base;
+                ((uint64_t *)body)[1] = step;
+            }
+            body += 16;
+        } else {
+            ((uint64_t *)body)[rank] = addr;
+            body += 8u * n;
+        }
+        if (!(enc & GP_ENC_UNIFORM))
+            gp_store_value(body + rank * size, size, v);
+        else if (lane == leader)
+            gp_store_value(body, size, v);
     }
     if (lane == leader) {
         uint64_t *h = (uint64_t *)rec;
@@ -210,12 +271,11 @@ static __device__ __forceinline__ void gp_emit(gp_ctl *c, uint64_t pc, uint32_t 
         h[0] = pc;
         h[1] = (uint64_t)gp_flat_block() | ((uint64_t)(warp & 0xffffu) << 32) | ((uint64_t)(space & 0xffu) << 48) |
                ((uint64_t)(flags & 0xffu) << 56);
-        h[2] = (uint64_t)group | ((uint64_t)(size & 0xffu) << 32);
-        h[3] = 0;
+        h[2] = (uint64_t)group | ((uint64_t)(size & 0xffu) << 32) | ((uint64_t)enc << 40) | ((uint64_t)len << 48);
     }
     __threadfence();
     __syncwarp(group);
-    if (lane == leader) atomicAdd(&c->done, 1u);
+    if (lane == leader) atomicAdd(&c->done, (1ull << 32) | len);
 }
 
 static __device__ __forceinline__ SanitizerPatchResult gp_access(void *userdata, uint64_t pc, void *ptr, uint32_t size,

@@ -64,8 +64,8 @@ struct Buf {
     gp_ctl *dev = nullptr;       // device memory
     void *host = nullptr;        // pinned host memory: mailbox + records
     gp_mailbox *mbox = nullptr;
-    uint8_t *recs = nullptr;
-    uint32_t cap = 0;
+    uint8_t *recs = nullptr;     // two halves of cap bytes
+    uint32_t cap = 0;            // bytes per half
     gp_ctl cfg;                  // host image copied to dev at launch begin
     std::mutex mu;               // guards draining
     uint64_t launch_id = 0;
@@ -114,86 +114,63 @@ struct Converted {
     uint32_t records;
 };
 
-/* Convert n records of a trace array (device slot layout) of launch
- * launch_id into ACCESS frames, queued at once or, with held, appended to
- * it for the caller to queue; returns the records delivered. The wire
- * layout of a record is the device header's first 24 bytes, then its lane
- * entries (compact unless GPUPROF_COMPACT=0); the frame is reserved once
- * and written with plain copies (this runs at GPU trace rates). */
-uint64_t emit_array(const uint8_t *recs, uint32_t n, uint64_t launch_id, std::vector<Converted> *held = nullptr) {
+/* Convert nbytes of device records (patch_abi.h) of launch launch_id
+ * into ACCESS frames, queued at once or, with held, appended to it for the
+ * caller to queue; returns the records delivered. The device wrote each
+ * record in its wire encoding already, so this is mostly copying: plain
+ * records get their addresses and values interleaved (gp_dev_to_wire). A
+ * record whose header does not fit its length ends the array with a
+ * message: the bytes after it cannot be framed. */
+uint64_t emit_array(const uint8_t *recs, uint32_t nbytes, uint64_t launch_id, std::vector<Converted> *held = nullptr) {
     uint64_t delivered = 0;
-    for (uint32_t start = 0; start < n; start += kFrameRecords) {
-        uint32_t end = std::min(n, start + kFrameRecords);
-        size_t worst = 64;
-        for (uint32_t i = start; i < end; i++) {
-            const gp_rec_hdr *h = (const gp_rec_hdr *)(recs + (size_t)i * GP_REC_STRIDE);
-            worst += GPW_ACCESS_RECORD_HEADER_SIZE + (size_t)__builtin_popcount(h->active) * (8 + (h->size & 31));
-        }
+    uint32_t at = 0;
+    while (at < nbytes) {
         gpw_buf f;
         gpw_buf_init(&f);
         size_t off = gpw_access_begin(&f, launch_id);
+        const size_t worst = std::min<size_t>(nbytes - at, (size_t)kFrameRecords * GP_REC_MAX);
         if (!gpw_reserve(&f, worst)) {
             gpw_buf_free(&f);
-            log("out of memory converting %u records", end - start);
-            continue;
+            log("out of memory converting %u bytes of trace records", nbytes - at);
+            break;
         }
         uint8_t *p = f.data + f.len;
-        uint32_t good = 0;
-        for (uint32_t i = start; i < end; i++) {
-            const uint8_t *r = recs + (size_t)i * GP_REC_STRIDE;
-            gp_rec_hdr h;
-            memcpy(&h, r, sizeof h);
-            const uint32_t sz = h.size;
-            if (!(sz == 0 || sz == 1 || sz == 2 || sz == 4 || sz == 8 || sz == 16) || h.active == 0) continue;
-            memcpy(p, r, GPW_ACCESS_RECORD_HEADER_SIZE);
-            p[21] = p[22] = p[23] = 0;
-            if (sz && g_cfg.compact) {
-                // Affine addresses and uniform values stored once (docs/wire.md).
-                const uint64_t *addrs = (const uint64_t *)(r + GP_REC_ADDR_OFF);
-                uint8_t enc = 0;
-                size_t n = gpw_lanes_compact(p + GPW_ACCESS_RECORD_HEADER_SIZE, h.active, sz, addrs, r + GP_REC_VAL_OFF, &enc);
-                p[21] = enc;
-                p += GPW_ACCESS_RECORD_HEADER_SIZE + n;
-                good++;
-                continue;
-            }
-            p += GPW_ACCESS_RECORD_HEADER_SIZE;
-            if (sz) {
-                const uint8_t *addrs = r + GP_REC_ADDR_OFF, *vals = r + GP_REC_VAL_OFF;
-                for (uint32_t m = h.active; m; m &= m - 1) {
-                    const uint32_t lane = (uint32_t)__builtin_ctz(m);
-                    memcpy(p, addrs + 8 * lane, 8);
-                    memcpy(p + 8, vals + lane * sz, sz);
-                    p += 8 + sz;
-                }
-            }
+        uint32_t good = 0, len = 0;
+        while (at < nbytes && good < kFrameRecords && (len = gp_dev_len(recs + at, nbytes - at)) != 0) {
+            p += gp_dev_to_wire(p, recs + at, len);
+            at += len;
             good++;
         }
         f.len = (size_t)(p - f.data);
-        if (good == 0) {
+        const bool bad = at < nbytes && good < kFrameRecords;
+        if (good > 0 && gpw_access_finish(&f, off, good)) {
+            delivered += good;
+            if (held)
+                held->push_back(Converted{f, good});
+            else
+                out_push(&f, true, good);
+        } else {
+            if (good > 0) log("ACCESS frame too large; dropped");
             gpw_buf_free(&f);
-            continue;
         }
-        if (!gpw_access_finish(&f, off, good)) {
-            log("ACCESS frame too large; dropped");
-            gpw_buf_free(&f);
-            continue;
+        if (bad) {
+            log("trace records of launch %llu: the record at byte %u of %u has a header the device does not write; "
+                "the rest of the array is dropped",
+                (unsigned long long)launch_id, at, nbytes);
+            break;
         }
-        delivered += good;
-        if (held)
-            held->push_back(Converted{f, good});
-        else
-            out_push(&f, true, good);
     }
     return delivered;
 }
 
-/* Convert n records of b's array. Caller holds b->mu. */
-void emit_records(Buf *b, uint32_t n) { b->delivered += emit_array(b->recs, n, b->launch_id); }
+/* Convert nbytes of the half at recs. Caller holds b->mu. */
+void emit_records(Buf *b, const uint8_t *recs, uint32_t nbytes) { b->delivered += emit_array(recs, nbytes, b->launch_id); }
 
-/* Staged conversion. A full trace array is copied out of pinned memory and
- * the device released at once; converter threads turn the copies into
- * frames while the GPU fills the array again, so the kernel waits for a
+static_assert(sizeof(gp_mailbox) <= 256, "the mailbox sits in the first 256 bytes of the pinned buffer");
+
+/* Staged conversion. A full half is copied out of pinned memory and handed
+ * back to the device at once; converter threads turn the copies into
+ * frames while the GPU fills the halves again, so the kernel waits for a
  * copy, not for the conversion (measured on the H100: the conversion was
  * most of the GPU's waiting). At most max_staged() copies wait: slow
  * converters (or a full output queue behind them) hold the device back as
@@ -204,7 +181,7 @@ void emit_records(Buf *b, uint32_t n) { b->delivered += emit_array(b->recs, n, b
 struct Staged {
     Buf *b;
     uint8_t *data;
-    uint32_t n;
+    uint32_t n; // bytes
     uint64_t launch_id;
     uint64_t seq;
 };
@@ -213,7 +190,7 @@ std::condition_variable g_conv_cv;   // work for the converters
 std::condition_variable g_conv_done; // a copy converted and queued: room, or flushed
 std::condition_variable g_conv_turn; // g_conv_next moved
 std::deque<Staged> g_conv_q;
-std::vector<uint8_t *> g_conv_free; // copies' buffers for reuse (cap x stride each)
+std::vector<uint8_t *> g_conv_free; // copies' buffers for reuse (a half's bytes each)
 uint32_t g_conv_inflight = 0;       // staged and not yet queued
 uint64_t g_conv_seq = 0;            // the next copy's number
 uint64_t g_conv_next = 0;           // the copy whose frames go out next
@@ -228,8 +205,9 @@ uint32_t max_staged() { return std::max<uint32_t>(4, 2 * (uint32_t)g_converters.
 /* Copies out of pinned memory, split over the caller and helper threads
  * (GPUPROF_COPY_THREADS in all, default 4): one thread read the pinned
  * array at about 3 GB/s on the H100's host (2.3 s of loop_reload's 7.6 GB
- * with 4 converters), and the GPU waits for the copy. One copy at a time
- * (call_mu): the drainer and a launch's end may both drain. */
+ * with 4 converters, when records took fixed slots), and the half cannot
+ * be refilled before its copy ends. One copy at a time (call_mu): the
+ * drainer and a launch's end may both drain. */
 struct CopyPool {
     std::mutex call_mu;
     std::mutex mu;
@@ -245,8 +223,10 @@ struct CopyPool {
 CopyPool g_copy;
 
 void copy_part(uint32_t k, uint32_t parts) {
-    const uint32_t lo = (uint32_t)((uint64_t)g_copy.n * k / parts), hi = (uint32_t)((uint64_t)g_copy.n * (k + 1) / parts);
-    gp_copy_slots(g_copy.dst + (size_t)lo * GP_REC_STRIDE, g_copy.src + (size_t)lo * GP_REC_STRIDE, hi - lo);
+    // parts on 64-byte boundaries: no two threads write one cache line
+    const uint32_t lo = (uint32_t)((uint64_t)g_copy.n * k / parts) & ~63u;
+    const uint32_t hi = k + 1 == parts ? g_copy.n : (uint32_t)((uint64_t)g_copy.n * (k + 1) / parts) & ~63u;
+    if (hi > lo) memcpy(g_copy.dst + lo, g_copy.src + lo, hi - lo);
 }
 
 void copy_helper(uint32_t k) {
@@ -264,9 +244,9 @@ void copy_helper(uint32_t k) {
     }
 }
 
-void copy_slots(uint8_t *dst, const uint8_t *src, uint32_t n) {
-    if (g_copy.helpers.empty() || n < 1024) {
-        gp_copy_slots(dst, src, n);
+void copy_bytes(uint8_t *dst, const uint8_t *src, uint32_t n) {
+    if (g_copy.helpers.empty() || n < (1u << 20)) {
+        memcpy(dst, src, n);
         return;
     }
     std::lock_guard<std::mutex> call(g_copy.call_mu);
@@ -314,9 +294,9 @@ void converter_main() {
     }
 }
 
-/* Stage n records of b (its array is full; caller holds b->mu). Returns
- * false when no copy could be made: the caller converts in place. */
-bool conv_stage(Buf *b, uint32_t n) {
+/* Stage n bytes of records at src, a full half of b (caller holds b->mu).
+ * Returns false when no copy could be made: the caller converts in place. */
+bool conv_stage(Buf *b, const uint8_t *src, uint32_t n) {
     std::unique_lock<std::mutex> lk(g_conv_mu);
     if (g_converters.empty() || g_conv_stop) return false;
     const uint64_t w0 = stat_clock();
@@ -328,10 +308,10 @@ bool conv_stage(Buf *b, uint32_t n) {
         g_conv_free.pop_back();
     }
     lk.unlock();
-    if (!data) data = (uint8_t *)malloc((size_t)g_cfg.device_records * GP_REC_STRIDE);
+    if (!data) data = (uint8_t *)malloc(b->cap);
     if (!data) return false;
     const uint64_t c0 = stat_clock();
-    copy_slots(data, b->recs, n);
+    copy_bytes(data, src, n);
     g_st_copy_ns += stat_clock() - c0;
     lk.lock();
     g_conv_q.push_back(Staged{b, data, n, b->launch_id, g_conv_seq++});
@@ -347,22 +327,39 @@ void conv_flush() {
     g_conv_done.wait(lk, [] { return g_conv_inflight == 0; });
 }
 
-/* Drain a full array if the device raised the flag. Caller holds b->mu. */
+/* Drain the halves the device handed over, the older fill first. Caller
+ * holds b->mu. */
 bool drain_if_full(Buf *b) {
-    if (b->mbox->full == 0) return false;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    uint32_t n = b->mbox->count;
-    if (n > b->cap) n = b->cap;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!g_cfg.staged || !conv_stage(b, n)) emit_records(b, n);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    stat_drain((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec, n);
-    vlog("drained a full trace buffer: %u records of launch %llu", n, (unsigned long long)b->launch_id);
-    std::atomic_thread_fence(std::memory_order_release);
-    b->mbox->full = 0;
-    return true;
+    bool any = false;
+    for (;;) {
+        gp_half *h0 = &b->mbox->half[0], *h1 = &b->mbox->half[1], *h = nullptr;
+        if (h0->full && h1->full)
+            h = (int32_t)(h0->fill - h1->fill) < 0 ? h0 : h1;
+        else if (h0->full)
+            h = h0;
+        else if (h1->full)
+            h = h1;
+        if (!h) return any;
+        std::atomic_thread_fence(std::memory_order_acquire);
+        uint32_t n = h->bytes;
+        if (n > b->cap) n = b->cap;
+        const uint8_t *src = b->recs + (size_t)(h == h1) * b->cap;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (!g_cfg.staged || !conv_stage(b, src, n)) emit_records(b, src, n);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        stat_drain((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec,
+                   h->records);
+        vlog("drained a full trace buffer half: %u records, %u bytes of launch %llu", h->records, n,
+             (unsigned long long)b->launch_id);
+        std::atomic_thread_fence(std::memory_order_release);
+        h->full = 0;
+        any = true;
+    }
 }
+
+/* Does the device wait for b to be drained? */
+bool has_full(const Buf *b) { return b->mbox->half[0].full != 0 || b->mbox->half[1].full != 0; }
 
 void drainer_main() {
     for (;;) {
@@ -375,7 +372,7 @@ void drainer_main() {
         }
         bool any = false;
         for (Buf *b : act) {
-            if (b->mbox->full == 0) continue;
+            if (!has_full(b)) continue;
             std::lock_guard<std::mutex> lk(b->mu);
             any |= drain_if_full(b);
         }
@@ -410,8 +407,10 @@ Buf *acquire_buf(CtxState &cs, CUcontext ctx) {
     }
     Buf *b = new Buf();
     b->ctx = ctx;
-    b->cap = g_cfg.device_records;
-    size_t host_bytes = 256 + (size_t)b->cap * GP_REC_STRIDE;
+    // Two halves; GPUPROF_DEVICE_RECORDS counts records of up to 800 bytes
+    // (the fixed slots of before), so the pinned memory is as large as it was.
+    b->cap = g_cfg.device_records * 400u;
+    size_t host_bytes = 256 + 2 * (size_t)b->cap;
     void *dev = nullptr;
     if (!SAN(sanitizerAlloc(ctx, &dev, sizeof(gp_ctl)))) {
         delete b;
@@ -427,7 +426,7 @@ Buf *acquire_buf(CtxState &cs, CUcontext ctx) {
     b->mbox = (gp_mailbox *)b->host;
     b->recs = (uint8_t *)b->host + 256;
     cs.all_bufs.push_back(b);
-    vlog("trace buffer: %u records, %zu bytes of pinned host memory", b->cap, host_bytes);
+    vlog("trace buffer: two halves of %u bytes, %zu bytes of pinned host memory", b->cap, host_bytes);
     return b;
 }
 
@@ -551,11 +550,13 @@ void finish_launch(LaunchState &st, Sanitizer_StreamHandle hs) {
             std::lock_guard<std::mutex> lk(b->mu);
             drain_if_full(b);
             conv_flush(); // this launch's staged copies go out first
-            uint32_t n = h.tail < b->cap ? h.tail : b->cap;
-            emit_records(b, n);
+            // the last fill, never handed over: its half and its bytes
+            const uint32_t fill = (uint32_t)(h.tail >> 32), used = (uint32_t)h.tail;
+            emit_records(b, b->recs + (size_t)(fill & 1u) * b->cap, used < b->cap ? used : b->cap);
             records = b->delivered;
         }
         dropped = h.dropped;
+        stat_device_wait(h.waited_ns);
         deactivate(b);
         std::lock_guard<std::mutex> lk(g_mu);
         g_ctxs[b->ctx].free_bufs.push_back(b);
@@ -634,8 +635,7 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
             std::lock_guard<std::mutex> lk(buf->mu);
             buf->launch_id = lid;
             buf->delivered = 0;
-            buf->mbox->full = 0;
-            buf->mbox->count = 0;
+            memset((void *)buf->mbox, 0, sizeof(gp_mailbox));
         }
         gp_ctl &c = buf->cfg;
         memset(&c, 0, sizeof c);
@@ -646,6 +646,7 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
         c.timeout_ns = g_cfg.device_timeout_ns;
         c.mbox = buf->mbox;
         c.records = buf->recs;
+        c.encode = g_cfg.compact ? 1u : 0u;
         bool ok = SAN(sanitizerMemcpyHostToDeviceAsync(buf->dev, &c, sizeof c, ld->hStream)) &&
                   SAN(sanitizerSetLaunchCallbackData(ld->hLaunch, ld->function, ld->hStream, buf->dev));
         if (!ok) {
