@@ -18,17 +18,21 @@ import (
 )
 
 // The held-out validation (docs/validation.md, "Held-out set"): public
-// programs the analysis was not developed on (PolyBench/GPU), measured by
-// gpu-check's heldout phase. Its results are an unpacked gpu-check
-// tarball's heldout/ folder (captures/, sass/, timings.tsv, correct.tsv),
-// given by -heldout.dir or GPUPROF_HELDOUT_DIR; CI has none, so these tests
-// run only where that folder is given.
+// programs the analysis was not developed on, measured by gpu-check's
+// heldout phases: set 1 (PolyBench/GPU, phase heldout, specs in
+// testdata/validation/heldout) and set 2 (HeCBench, phase heldout2, specs
+// in testdata/validation/heldout2), chosen by -heldout.set. Its results are
+// an unpacked gpu-check tarball's heldout/ or heldout2/ folder (captures/,
+// sass/, timings.tsv, correct.tsv), given by -heldout.dir or
+// GPUPROF_HELDOUT_DIR; CI has none, so these tests run only where that
+// folder is given.
 //
 // Two steps, in this order, with a commit between them:
 //  1. -heldout.select lists each hot kernel's top three advices (rank,
 //     kind, place, hint) WITHOUT their estimates, so that the fixes are
-//     written, and their specs committed (testdata/validation/heldout/
-//     specs.tsv and fixes/), before any estimate of them is looked at;
+//     written, and their specs committed (testdata/validation/heldout/ or
+//     heldout2/: specs.tsv and fixes/), before any estimate of them is
+//     looked at;
 //  2. TestHeldOutPairs, on the frozen estimator, sets each spec's
 //     estimate against the speedup its fix achieved.
 
@@ -36,7 +40,21 @@ var (
 	heldoutDir    = flag.String("heldout.dir", os.Getenv("GPUPROF_HELDOUT_DIR"), "unpacked gpu-check heldout/ folder")
 	heldoutSelect = flag.Bool("heldout.select", false, "list the top three advices of each hot kernel, without estimates")
 	heldoutTable  = flag.Bool("heldout.table", false, "print the held-out table in docs/validation.md's format")
+	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU) or 2 (HeCBench)")
 )
+
+// heldoutSpecsPath is the chosen set's specs.tsv.
+func heldoutSpecsPath(t *testing.T) string {
+	t.Helper()
+	switch *heldoutSet {
+	case 1:
+		return "../testdata/validation/heldout/specs.tsv"
+	case 2:
+		return "../testdata/validation/heldout2/specs.tsv"
+	}
+	t.Fatalf("-heldout.set %d: there are sets 1 and 2", *heldoutSet)
+	return ""
+}
 
 // hotShare is the share of a program's GPU time from which a kernel is hot.
 const hotShare = 0.10
@@ -51,7 +69,7 @@ type heldoutSpec struct {
 
 func heldoutSpecs(t *testing.T) []heldoutSpec {
 	t.Helper()
-	b, err := os.ReadFile("../testdata/validation/heldout/specs.tsv")
+	b, err := os.ReadFile(heldoutSpecsPath(t))
 	if err != nil {
 		t.Fatalf("no held-out specs: %v", err)
 	}
