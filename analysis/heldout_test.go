@@ -190,6 +190,23 @@ func runTimes(t *testing.T) map[[3]string][]float64 {
 // baseName is a demangled kernel name without its parameter list: a fix
 // may change the parameters' types (const __restrict__ pointers).
 func baseName(s string) string {
+	// The parameter list is the last top-level parenthesis: template
+	// arguments may hold parentheses of their own ("(DeviceMemoryType)1"),
+	// and two instances of one template are two kernels.
+	if strings.HasSuffix(s, ")") {
+		depth := 0
+		for i := len(s) - 1; i >= 0; i-- {
+			switch s[i] {
+			case ')':
+				depth++
+			case '(':
+				depth--
+				if depth == 0 && i > 0 {
+					return s[:i]
+				}
+			}
+		}
+	}
 	if i := strings.IndexByte(s, '('); i > 0 {
 		return s[:i]
 	}
@@ -318,4 +335,20 @@ func errText(r heldoutRow) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.1f%%", 100*r.err)
+}
+
+// TestBaseName: two instances of one template whose arguments hold
+// parentheses stay two kernels; plain names lose their parameter list.
+func TestBaseName(t *testing.T) {
+	for in, want := range map[string]string{
+		"atax_kernel2(int, int, float*, float*, float*)":                                      "atax_kernel2",
+		"void bincount<int, float, int, (DeviceMemoryType)1>(int*, float const*, int, float)": "void bincount<int, float, int, (DeviceMemoryType)1>",
+		"void bincount<int, float, int, (DeviceMemoryType)0>(int*, float const*, int, float)": "void bincount<int, float, int, (DeviceMemoryType)0>",
+		"_Z12atax_kernel1iiPfS_S_": "_Z12atax_kernel1iiPfS_S_",
+		"f(int (*)(int), float)":   "f",
+	} {
+		if got := baseName(in); got != want {
+			t.Errorf("baseName(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
