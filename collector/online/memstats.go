@@ -270,6 +270,17 @@ type memAcc struct {
 	divs      keyTable[*divAcc]
 	lastCtx   uint32
 	lastReuse *reuseAcc
+	// bankIdx indexes banks likewise, by packed PC and context + 1.
+	bankIdx keyTable[*bankAcc]
+}
+
+// bankOf returns the bank-conflict accumulator of a shared instruction.
+func (a *memAcc) bankOf(ctx uint32, pc uint64) *bankAcc {
+	b, added := a.bankIdx.get(pc, uint64(ctx)+1)
+	if added {
+		*b = entry(a.banks, bankKey{ctx, pc})
+	}
+	return *b
 }
 
 // divOf returns the divergence accumulator of an instruction.
@@ -552,7 +563,7 @@ func (w *memWorker) bank(l *launchInfo, r *rawstream.Record) {
 	}
 	w.units = words
 	degree, distinct := bankDegree(words)
-	b := entry(w.acc.banks, bankKey{l.ctx, w.packed(l, r.PC)})
+	b := w.acc.bankOf(l.ctx, w.packed(l, r.PC))
 	b.warps++
 	b.wavefronts += uint64(degree)
 	b.ideal += uint64((distinct + 31) / 32)
@@ -561,7 +572,10 @@ func (w *memWorker) bank(l *launchInfo, r *rawstream.Record) {
 // bankDegree returns the most distinct words of one bank and the number
 // of distinct words (words is sorted in place).
 func bankDegree(words []uint64) (int, int) {
-	slices.Sort(words)
+	// Lanes in ascending order (a tile's rows and columns) need no sort.
+	if !slices.IsSorted(words) {
+		slices.Sort(words)
+	}
 	var per [32]int
 	degree, distinct := 0, 0
 	for i, x := range words {
