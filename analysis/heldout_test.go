@@ -245,6 +245,33 @@ type heldoutRow struct {
 	est, ach, lo, hi, err float64
 	na, fp                bool
 	estTxt                string
+	unfixable             string // why the advice could not be implemented correctly
+}
+
+// heldoutUnfixable reads unfixable.tsv beside the set's specs: pairs
+// whose fix, written as the advice says, cannot keep the program's own
+// check passing (id, reason). They are listed, not measured.
+func heldoutUnfixable(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(heldoutSpecsPath(t)), "unfixable.tsv"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for i, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		id, why, ok := strings.Cut(line, "\t")
+		if !ok {
+			t.Fatalf("unfixable.tsv line %d: want id<TAB>reason", i+1)
+		}
+		out[id] = why
+	}
+	return out
 }
 
 // TestHeldOutPairs measures the pre-registered pairs.
@@ -253,6 +280,7 @@ func TestHeldOutPairs(t *testing.T) {
 		t.Skip("held-out measurement: give -heldout.dir")
 	}
 	times := runTimes(t)
+	unfixable := heldoutUnfixable(t)
 	var rows []heldoutRow
 	for _, s := range heldoutSpecs(t) {
 		as, _ := heldoutAdvice(t, s.prog)
@@ -265,6 +293,11 @@ func TestHeldOutPairs(t *testing.T) {
 			r.est = ka[i].Speedup
 		} else {
 			t.Errorf("%s: the kernel's advice #%d is not %s at %s:%d", s.id, s.rank, s.kind, s.file, s.line)
+		}
+		if why, ok := unfixable[s.id]; ok {
+			r.unfixable = why
+			rows = append(rows, r)
+			continue
 		}
 		orig, fixed := times[[3]string{s.prog, "orig", baseName(s.kernel)}], times[[3]string{s.prog, s.fix, baseName(s.kernel)}]
 		if len(orig) == 0 || len(fixed) == 0 {
@@ -296,7 +329,14 @@ func TestHeldOutPairs(t *testing.T) {
 	var errs []float64
 	logSum := 0.0
 	top1, top1ok := 0, 0
+	var unfixed []heldoutRow
 	for _, r := range rows {
+		if r.unfixable != "" {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s (%d) | %s:%d | %.3f× | not implementable | – | – |\n", r.spec.id, r.spec.prog, r.spec.kernel, r.spec.kind, r.spec.rank,
+				r.spec.file, r.spec.line, r.est)
+			unfixed = append(unfixed, r)
+			continue
+		}
 		wide := ""
 		if !r.na && r.hi-r.lo > r.err*r.ach {
 			wide = " (interval wider than the error)"
@@ -321,7 +361,10 @@ func TestHeldOutPairs(t *testing.T) {
 			mean += e
 		}
 		fmt.Fprintf(&b, "\n%d pairs with an estimate (%d n/a): arithmetic-mean error %.1f%%, median %.1f%%, worst %.1f%%, geometric mean %.1f%%\n",
-			n, len(rows)-n, 100*mean/float64(n), 100*median(errs), 100*errs[n-1], 100*math.Exp(logSum/float64(n)))
+			n, len(rows)-len(unfixed)-n, 100*mean/float64(n), 100*median(errs), 100*errs[n-1], 100*math.Exp(logSum/float64(n)))
+	}
+	for _, r := range unfixed {
+		fmt.Fprintf(&b, "%s (%s) not implementable: %s\n", r.spec.id, r.spec.kind, r.unfixable)
 	}
 	fmt.Fprintf(&b, "top-1 precision: %d of %d kernels whose top advice estimates at least 1.10x achieved at least 1.05x\n", top1ok, top1)
 	if *heldoutTable {
