@@ -796,3 +796,29 @@ func TestTransactionReductionByWidth(t *testing.T) {
 		}
 	}
 }
+
+// At the register ceiling (item 26): 248 registers per thread and a
+// 64-byte frame need 248 + 16 = 264 registers to keep the spilled values,
+// more than the H100's 255, so register increase and register spilling
+// say n/a; with 200 registers (216 needed) both keep their estimate.
+func TestRegisterIncreaseAtCeiling(t *testing.T) {
+	for _, regs := range []uint64{248, 200} {
+		m, s := spilledKernel(t)
+		s.launches(1, 128, 132, regs)
+		s.p.Add(s.k.ID, profile.LaunchFrameBytes, 64)
+		as, err := Advise(s.p, Modules{mod1: m}, Options{Static: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, st := findKind(t, as, OptRegisterIncrease), findKind(t, as, StaticSpill)
+		if regs == 248 {
+			if a.Speedup != 0 || !strings.Contains(a.SpeedupNA, "about 264, more than the 255") || st.Speedup != 0 || st.SpeedupNA != a.SpeedupNA {
+				t.Fatalf("248 registers: register increase %v %q, register spilling %v %q", a.Speedup, a.SpeedupNA, st.Speedup, st.SpeedupNA)
+			}
+			continue
+		}
+		if a.Speedup <= 1 || a.SpeedupNA != "" || st.Speedup != a.Speedup {
+			t.Fatalf("200 registers: register increase %v %q, register spilling %v", a.Speedup, a.SpeedupNA, st.Speedup)
+		}
+	}
+}

@@ -41,8 +41,8 @@ func (kv *kernelView) registerIncrease() *match {
 		}
 	}
 	m += kv.throttleRelief(spills)
-	s, note := kv.registerIncreaseSpeedup(m)
-	return &match{kind: OptRegisterIncrease, est: estGiven, S: s, note: note, M: m, hots: h.list(),
+	s, note, na := kv.registerIncreaseSpeedup(m)
+	return &match{kind: OptRegisterIncrease, est: estGiven, S: s, note: note, na: na, M: m, hots: h.list(),
 		hint:   "local-memory loads and stores (register spills) stall the kernel: give it more registers (__launch_bounds__ with fewer blocks per SM, -maxrregcount) or shrink the live state so nothing spills.",
 		detail: "samples at LDL/STL, stalls blamed on them and their share of the other instructions' lg_throttle"}
 }

@@ -213,11 +213,20 @@ func (kv *kernelView) parallelismOptimizers() []match {
 // registers the fix needs: each 4-byte slot of the local frame holds a
 // value that then lives in a register, which may lower the resident
 // warps; the issue floor at the new occupancy bounds what is left.
-func (kv *kernelView) registerIncreaseSpeedup(M float64) (float64, string) {
+func (kv *kernelView) registerIncreaseSpeedup(M float64) (float64, string, string) {
 	p := kv.parallelism()
 	local := kindIs(blame.KLocalMem)
 	if p == nil || kv.gpaOnly {
-		return StallElimination(kv.T, M), ""
+		return StallElimination(kv.T, M), "", ""
+	}
+	// At the register ceiling (docs/validation.md, item 26): when the
+	// registers the kernel has and its local frame's words together exceed
+	// what a thread can have, more registers cannot keep the spilled values
+	// and the fix is a smaller live state, whose saving this model does not
+	// know.
+	if need := p.cfg.Regs + math.Ceil(p.cfg.FrameBytes/4); p.cfg.FrameBytes > 0 && need > float64(p.g.MaxRegsPerThread) {
+		return 0, "", fmt.Sprintf("the kernel has %.0f registers per thread and a %.0f-byte local frame: keeping the spilled values in registers would take about %.0f, more than the %d a thread can have, so more registers cannot remove the spills (a smaller live state could; how much it would save is not modelled)",
+			p.cfg.Regs, p.cfg.FrameBytes, need, p.g.MaxRegsPerThread)
 	}
 	regs := p.cfg.Regs
 	bpsNew := float64(p.occ.BlocksPerSM)
@@ -238,7 +247,7 @@ func (kv *kernelView) registerIncreaseSpeedup(M float64) (float64, string) {
 		}
 		note += fmt.Sprintf("; the instructions left need %.0f samples to issue (issue floor, from %s) rather than T-M = %.0f", rest, from, kv.T-M)
 	}
-	return s, note
+	return s, note, ""
 }
 
 // moreWarpsBound is the largest speedup more resident warps on the same

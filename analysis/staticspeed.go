@@ -61,6 +61,10 @@ func joinStatic(x *Index, views map[profile.NodeID]*kernelView, m *sass.Module, 
 				// spills' cost and the throttle they cause), the registers
 				// the values need and the issue floor of what is left.
 				ri := kv.registerIncrease()
+				if ri.na != "" {
+					cp.Speedup, cp.SpeedupNA = 0, ri.na
+					break
+				}
 				cp.Speedup = ri.S
 				cp.Evidence += fmt.Sprintf("; estimated as register increase (the same fix): M = %.0f of T = %.0f samples, eq. 3%s = %.3f", ri.M, kv.T, ri.note, ri.S)
 			case StaticConversion, StaticCarried:
