@@ -629,7 +629,15 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
         }
     }
     uint32_t P = g_cfg.block_sampling;
-    uint32_t r = (buf && P > 1) ? (uint32_t)(rng_next() % P) : 0;
+    // Block b is traced iff (b + r) % P == 0. A grid of fewer than P blocks
+    // would often have none traced (a 32-block grid at P=50: 36% of its
+    // traced launches), so there the traced block is drawn among the
+    // grid's blocks; larger grids keep r uniform in [0, P).
+    uint32_t r = 0;
+    if (buf && P > 1) {
+        const uint32_t b0 = (uint32_t)(rng_next() % (blocks > 0 && blocks < P ? blocks : P));
+        r = (P - b0) % P;
+    }
     if (buf) {
         {
             std::lock_guard<std::mutex> lk(buf->mu);
