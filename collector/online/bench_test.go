@@ -181,22 +181,7 @@ func BenchmarkAnalyzeSteady(b *testing.B) {
 				cpu0 := cpuTime()
 				for i := 0; i < b.N; i++ {
 					a := New(Options{Job: "bench", Workers: w, Structures: st})
-					seq := uint32(0)
-					for j, fr := range frames {
-						if err := a.Add(fr, int64(j)); err != nil {
-							b.Fatal(err)
-						}
-						if a.Pending() >= 1<<18 {
-							if _, err := a.Flush(seq); err != nil {
-								b.Fatal(err)
-							}
-							seq++
-						}
-					}
-					a.Final()
-					if _, err := a.Flush(seq); err != nil {
-						b.Fatal(err)
-					}
+					replayFrames(b, a, frames)
 					bz := a.Busy()
 					barriers, early = bz.Barriers, bz.EarlyBarriers
 					busy += bz.WorkerBusy + bz.MemBusy
@@ -261,4 +246,25 @@ func steadyFrames(b *testing.B, data []byte) (frames []rawstream.Frame, total ui
 		}
 	}
 	return frames, recs * replays
+}
+
+// replayFrames adds frames to a, flushing every 2^18 pending records as a
+// live collector does, then finishes it.
+func replayFrames(b *testing.B, a *Analyzer, frames []rawstream.Frame) {
+	seq := uint32(0)
+	for j, fr := range frames {
+		if err := a.Add(fr, int64(j)); err != nil {
+			b.Fatal(err)
+		}
+		if a.Pending() >= 1<<18 {
+			if _, err := a.Flush(seq); err != nil {
+				b.Fatal(err)
+			}
+			seq++
+		}
+	}
+	a.Final()
+	if _, err := a.Flush(seq); err != nil {
+		b.Fatal(err)
+	}
 }

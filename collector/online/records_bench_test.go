@@ -2,10 +2,10 @@ package online
 
 import (
 	"os"
-
-	"gpuprof/collector/rawstream"
 	"strings"
 	"testing"
+
+	"gpuprof/collector/rawstream"
 )
 
 // BenchmarkAnalyzeRecords measures the per-record cost of the online
@@ -43,22 +43,7 @@ func benchRecords(b *testing.B, name string, st StructureSource, frames []rawstr
 		cpu0 := cpuTime()
 		for i := 0; i < b.N; i++ {
 			a := New(Options{Job: "bench", Workers: 1, Structures: st})
-			seq := uint32(0)
-			for j, fr := range frames {
-				if err := a.Add(fr, int64(j)); err != nil {
-					b.Fatal(err)
-				}
-				if a.Pending() >= 1<<18 {
-					if _, err := a.Flush(seq); err != nil {
-						b.Fatal(err)
-					}
-					seq++
-				}
-			}
-			a.Final()
-			if _, err := a.Flush(seq); err != nil {
-				b.Fatal(err)
-			}
+			replayFrames(b, a, frames)
 			a.Close()
 		}
 		cpu := cpuTime() - cpu0
