@@ -395,3 +395,31 @@ func TestBaseName(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldOutSpecsFiles checks the committed held-out sets without their
+// captures: every spec parses, names a fix patch that exists, unless it
+// is listed as not implementable, and every such listing names a spec.
+func TestHeldOutSpecsFiles(t *testing.T) {
+	defer func(s int) { *heldoutSet = s }(*heldoutSet)
+	for _, set := range []int{1, 2} {
+		*heldoutSet = set
+		dir := filepath.Dir(heldoutSpecsPath(t))
+		unfixable := heldoutUnfixable(t)
+		ids := map[string]bool{}
+		for _, s := range heldoutSpecs(t) {
+			ids[s.id] = true
+			_, err := os.Stat(filepath.Join(dir, "fixes", s.prog+"."+s.fix+".patch"))
+			if _, listed := unfixable[s.id]; listed != (err != nil) {
+				t.Errorf("set %d %s: fix %s.%s.patch exists %v, listed as not implementable %v", set, s.id, s.prog, s.fix, err == nil, listed)
+			}
+		}
+		for id := range unfixable {
+			if !ids[id] {
+				t.Errorf("set %d: unfixable.tsv names %s, which is no spec", set, id)
+			}
+		}
+		if len(ids) < 20 {
+			t.Errorf("set %d: %d specs", set, len(ids))
+		}
+	}
+}
