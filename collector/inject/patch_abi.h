@@ -71,6 +71,7 @@ typedef struct gp_ctl {
     uint64_t waited_ns;      /* time warps stood at full halves (handovers, device clock) */
     uint32_t encode;         /* 1: compact encodings; 0: plain (GPUPROF_COMPACT=0) */
     uint32_t pad;
+    uint64_t block_magic;    /* 2^64 / period rounded up (0 for period 1): the sampling test */
 } gp_ctl;
 
 #define GP_SPACE_GLOBAL_BIT 0x1u

@@ -649,6 +649,7 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
         memset(&c, 0, sizeof c);
         c.capacity = buf->cap;
         c.period = P;
+        c.block_magic = P > 1 ? UINT64_MAX / P + 1 : 0; // P = 1: n * 0 <= 2^64 - 1, every block
         c.offset = r;
         c.spaces = g_cfg.spaces;
         c.timeout_ns = g_cfg.device_timeout_ns;
