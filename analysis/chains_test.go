@@ -50,10 +50,7 @@ func TestChainedLoadsLeaveTheTrafficModel(t *testing.T) {
 			s.p.Add(s.node[off], profile.MemSectors, sectors)
 			s.p.Add(s.node[off], profile.MemLoads, 320)
 		}
-		as, err := Advise(s.p, Modules{mod1: m}, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		as := s.advise(t, m, Options{})
 		a := findKind(t, as, OptGlobalAdjust)
 		if streamSectors == 160 {
 			if !approx(a.Speedup, 100.0/80) || !strings.Contains(a.Evidence, "dependent chain") {
@@ -98,10 +95,7 @@ func TestNarrowerChainIsNA(t *testing.T) {
 		os.Values.AddN(v, 80)
 	}
 	s.p.Spatial[profile.SpatialKey{Context: s.k.ID, Object: next, PC: pc, Access: profile.Load}] = 316
-	as, err := Advise(s.p, Modules{mod1: m}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := s.advise(t, m, Options{})
 	a := findKind(t, as, KindNarrowType)
 	if a.Speedup != 0 || !strings.Contains(a.SpeedupNA, "dependent chain") {
 		t.Fatalf("narrower type on the chase: speedup %v, n/a %q; %s", a.Speedup, a.SpeedupNA, a.Evidence)

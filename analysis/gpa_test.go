@@ -61,10 +61,7 @@ func TestAdviseBlamesThroughSASS(t *testing.T) {
 	s.stall(0x10, "selected", 1)
 	s.stall(0x30, "long_scoreboard", 100)
 	s.stall(0x40, "selected", 5)
-	as, err := Advise(s.p, Modules{mod1: m}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := s.advise(t, m, Options{})
 	a := findKind(t, as, OptCodeReordering)
 	if want := 110.0 / 100; !approx(a.Speedup, want) || !approx(a.Importance, 100.0/110) {
 		t.Fatalf("speedup %v importance %v, want %v and %v", a.Speedup, a.Importance, want, 100.0/110)
@@ -101,10 +98,7 @@ func TestAdviseLoopUnrolling(t *testing.T) {
 	s.stall(0x30, "selected", 5)
 	s.stall(0x30, "long_scoreboard", 80)
 	s.stall(0x60, "selected", 10) // outside the loop
-	as, err := Advise(s.p, Modules{mod1: m}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := s.advise(t, m, Options{})
 	a := findKind(t, as, OptLoopUnrolling)
 	T := 100.0
 	if want := T / (T - 10); !approx(a.Speedup, want) { // min(A_loop = 10, M = 80)
@@ -141,10 +135,7 @@ func spilledKernel(t *testing.T) (*sass.Module, *sampled) {
 
 func TestAdviseRegisterIncrease(t *testing.T) {
 	m, s := spilledKernel(t)
-	as, err := Advise(s.p, Modules{mod1: m}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := s.advise(t, m, Options{})
 	a := findKind(t, as, OptRegisterIncrease)
 	if want := 60.0 / (60 - 52); !approx(a.Speedup, want) || a.Hotspots[0].Line != 7 {
 		t.Fatalf("register increase %v (want %v), hotspot %+v", a.Speedup, want, a.Hotspots[0])
@@ -260,10 +251,7 @@ func scalarReplacement(t *testing.T, s *sampled, m *sass.Module, offs ...uint32)
 	}
 	pc := profile.PC{Func: fid, Offset: offs[0]}
 	s.p.Temporal[profile.TemporalKey{Context: s.k.ID, Old: pc, New: pc, Access: profile.Load}] = 990
-	as, err := Advise(s.p, Modules{mod1: m}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := s.advise(t, m, Options{})
 	return findKind(t, as, KindScalarRepl)
 }
 
@@ -497,10 +485,7 @@ func TestSharedAdjustBarrierAndMIO(t *testing.T) {
 		s.p.Add(s.node[0x20], mSharedIdeal, 10)
 		s.p.Add(s.node[0x10], profile.MemWarpAccess, 10)
 		s.p.Add(s.node[0x60], profile.MemWarpAccess, 10)
-		as, err := Advise(s.p, Modules{mod1: m}, Options{GPAOnly: gpa})
-		if err != nil {
-			t.Fatal(err)
-		}
+		as := s.advise(t, m, Options{GPAOnly: gpa})
 		a := findKind(t, as, OptSharedAdjust)
 		M := (40-30+16)*0.75 + 30*30/70.0
 		if gpa {
@@ -566,10 +551,7 @@ func TestCodeReorderingFusesLoopCopies(t *testing.T) {
 		}
 		s.stall(0xf0, "selected", 4)
 		s.stall(0x100, "selected", 4)
-		as, err := Advise(s.p, Modules{mod1: m}, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		as := s.advise(t, m, Options{})
 		a := findKind(t, as, OptCodeReordering)
 		T, M := 200.0, 130.0+21
 		if dependent {
@@ -604,10 +586,7 @@ func TestWarpBalanceAfterBarrier(t *testing.T) {
 	s.stall(0x20, "selected", 5)
 	s.stall(0x30, "selected", 40)
 	s.stall(0x40, "selected", 10)
-	as, err := Advise(s.p, Modules{mod1: m}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := s.advise(t, m, Options{})
 	a := findKind(t, as, OptWarpBalance)
 	if want := 100.0 / (100 - 35); !approx(a.Speedup, want) || len(a.Hotspots) != 1 || a.Hotspots[0].Line != 8 || a.Hotspots[0].Amount != 35 {
 		t.Fatalf("speedup %v, want %v; hotspots %+v; %s", a.Speedup, want, a.Hotspots, a.Evidence)
@@ -654,10 +633,7 @@ func TestRegisterIncreaseCountFloor(t *testing.T) {
 				s.p.Add(s.node[off], profile.InstExecuted, 2112)
 			}
 		}
-		as, err := Advise(s.p, Modules{mod1: m}, Options{Static: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		as := s.advise(t, m, Options{Static: true})
 		a, st := findKind(t, as, OptRegisterIncrease), findKind(t, as, StaticSpill)
 		want := 60.0 / 32
 		if counted {
@@ -694,10 +670,7 @@ func TestWarpBalanceLeavesAsyncMMAWaits(t *testing.T) {
 	s.stall(0x30, "warpgroup_arrive", 40)
 	s.stall(0x40, "selected", 30)
 	s.stall(0x50, "selected", 10)
-	as, err := Advise(s.p, Modules{mod1: m}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := s.advise(t, m, Options{})
 	a := findKind(t, as, OptWarpBalance)
 	if want := 100.0 / (100 - 20); !approx(a.Speedup, want) || len(a.Hotspots) != 1 || a.Hotspots[0].Line != 7 || a.Hotspots[0].Amount != 20 {
 		t.Fatalf("speedup %v, want %v; hotspots %+v; %s", a.Speedup, want, a.Hotspots, a.Evidence)
@@ -740,10 +713,7 @@ func TestReorderingNeedsWorkToMove(t *testing.T) {
 		s.stall(0x50, "long_scoreboard", 150)
 		s.stall(0x60, "selected", 5)
 		s.stall(0x70, "selected", 10)
-		as, err := Advise(s.p, Modules{mod1: m}, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		as := s.advise(t, m, Options{})
 		a := find(as, OptCodeReordering)
 		if !independent {
 			if a != nil {
@@ -781,10 +751,7 @@ func TestTransactionReductionByWidth(t *testing.T) {
 		s.stall(0x00, "selected", 20)
 		s.stall(0x10, "selected", 50)
 		s.stall(0x20, "selected", 50)
-		as, err := Advise(s.p, Modules{mod1: m}, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		as := s.advise(t, m, Options{})
 		a := find(as, OptGlobalTransactions)
 		switch {
 		case tc.want == 0 && a != nil:
@@ -806,10 +773,7 @@ func TestRegisterIncreaseAtCeiling(t *testing.T) {
 		m, s := spilledKernel(t)
 		s.launches(1, 128, 132, regs)
 		s.p.Add(s.k.ID, profile.LaunchFrameBytes, 64)
-		as, err := Advise(s.p, Modules{mod1: m}, Options{Static: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		as := s.advise(t, m, Options{Static: true})
 		a, st := findKind(t, as, OptRegisterIncrease), findKind(t, as, StaticSpill)
 		if regs == 248 {
 			if a.Speedup != 0 || !strings.Contains(a.SpeedupNA, "about 264, more than the 255") || st.Speedup != 0 || st.SpeedupNA != a.SpeedupNA {

@@ -143,10 +143,7 @@ func TestOccupancyIncreaseBounds(t *testing.T) {
 		s.stall(0x10, "long_scoreboard_not_issued", c.lsb)
 		s.stall(0x00, "lg_throttle", c.throt)
 		s.stall(0x00, "lg_throttle_not_issued", c.throt)
-		as, err := Advise(s.p, Modules{mod1: m}, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		as := s.advise(t, m, Options{})
 		a := findKind(t, as, OptOccupancyIncrease)
 		switch {
 		case c.na == "" && (!approx(a.Speedup, model) || a.SpeedupNA != ""):
@@ -176,10 +173,7 @@ func TestThreadIncreaseBarrierWaits(t *testing.T) {
 		s.stall(0x10, reason+"_not_issued", 80)
 		s.stall(0x00, "lg_throttle", 10)
 		s.stall(0x00, "lg_throttle_not_issued", 10)
-		as, err := Advise(s.p, Modules{mod1: m}, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		as := s.advise(t, m, Options{})
 		a := findKind(t, as, OptThreadIncrease)
 		if reason == "long_scoreboard" && (!approx(a.Speedup, model) || a.SpeedupNA != "") {
 			t.Errorf("latency: speedup %v (n/a %q), want %v", a.Speedup, a.SpeedupNA, model)

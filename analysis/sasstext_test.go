@@ -142,6 +142,16 @@ func (s *sampled) launches(n, threads, grid, regs uint64) {
 	}
 }
 
+// advise runs Advise over the sampled kernel's profile and module m.
+func (s *sampled) advise(t *testing.T, m *sass.Module, o Options) []Advice {
+	t.Helper()
+	as, err := Advise(s.p, Modules{mod1: m}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return as
+}
+
 // stall adds samples of reason at the instruction at offset off.
 func (s *sampled) stall(off uint64, reason string, n uint64) {
 	s.p.Add(s.node[off], profile.StallMetric(reason), n)

@@ -221,10 +221,7 @@ func TestEstimateNA(t *testing.T) {
 	s := sampledKernel(t, m, "k", mod1)
 	s.stall(0x00, "no_instructions", 995)
 	s.stall(0x10, "selected", 5)
-	as, err := Advise(s.p, Modules{mod1: m}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := s.advise(t, m, Options{})
 	a := findKind(t, as, OptFunctionSplit)
 	if a.Speedup != 0 || !strings.Contains(a.SpeedupNA, "eq. 3 cannot bound") {
 		t.Fatalf("function split: speedup %v, n/a %q", a.Speedup, a.SpeedupNA)

@@ -574,6 +574,14 @@ void out_pc_samples_dropped(uint64_t n) {
     o.drop_pc_samples += n;
 }
 
+void out_records_dropped(uint64_t n) {
+    if (n == 0) return;
+    Output &o = O();
+    std::lock_guard<std::mutex> lk(o.mu);
+    o.drop_records += n;
+    o.total_drop_records += n;
+}
+
 void out_finish(int exit_code) {
     Output &o = O();
     if (!o.th.joinable()) return;

@@ -76,6 +76,9 @@ bool out_hello_set();
 // Counts PC samples the sampling hardware dropped; they go out in the next
 // DROPPED frame.
 void out_pc_samples_dropped(uint64_t n);
+// Counts access records the library lost after the device wrote them (a
+// record it could not convert); they go out in the next DROPPED frame.
+void out_records_dropped(uint64_t n);
 // Writes pending frames, DROPPED if needed and END, then stops the writer.
 void out_finish(int exit_code);
 /* Where the library's own time goes:

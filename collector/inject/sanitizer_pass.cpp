@@ -70,6 +70,7 @@ struct Buf {
     std::mutex mu;               // guards draining
     uint64_t launch_id = 0;
     uint64_t delivered = 0;
+    uint64_t written = 0;        // records the device handed over (its own count)
 };
 
 struct CtxState {
@@ -350,6 +351,7 @@ bool drain_if_full(Buf *b) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         stat_drain((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec,
                    h->records);
+        b->written += h->records;
         vlog("drained a full trace buffer half: %u records, %u bytes of launch %llu", h->records, n,
              (unsigned long long)b->launch_id);
         std::atomic_thread_fence(std::memory_order_release);
@@ -554,6 +556,16 @@ void finish_launch(LaunchState &st, Sanitizer_StreamHandle hs) {
             const uint32_t fill = (uint32_t)(h.tail >> 32), used = (uint32_t)h.tail;
             emit_records(b, b->recs + (size_t)(fill & 1u) * b->cap, used < b->cap ? used : b->cap);
             records = b->delivered;
+            // What the device wrote and the conversion could not frame
+            // (a damaged header, no memory) is counted as dropped, so the
+            // report does not look complete without it.
+            const uint64_t written = b->written + (h.done >> 32);
+            if (written > records) {
+                log("launch %llu: %llu of the device's %llu records could not be converted; counted as dropped",
+                    (unsigned long long)st.launch_id, (unsigned long long)(written - records),
+                    (unsigned long long)written);
+                out_records_dropped(written - records);
+            }
         }
         dropped = h.dropped;
         stat_device_wait(h.waited_ns);
@@ -643,6 +655,7 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
             std::lock_guard<std::mutex> lk(buf->mu);
             buf->launch_id = lid;
             buf->delivered = 0;
+            buf->written = 0;
             memset((void *)buf->mbox, 0, sizeof(gp_mailbox));
         }
         gp_ctl &c = buf->cfg;
