@@ -162,10 +162,11 @@ func (s *ValueSketch) AddN(raw uint64, n uint64) {
 		if s.Bits > 0 && s.Bits < 64 {
 			raw &= 1<<s.Bits - 1 // bits beyond the unit are not part of the value
 		}
-		if s.Total == 0 || s.less(raw, s.Min) {
+		if k := s.orderKey(raw); s.Total == 0 {
+			s.Min, s.Max = raw, raw
+		} else if k < s.orderKey(s.Min) {
 			s.Min = raw
-		}
-		if s.Total == 0 || s.less(s.Max, raw) {
+		} else if k > s.orderKey(s.Max) {
 			s.Max = raw
 		}
 	}
@@ -181,7 +182,17 @@ func (s *ValueSketch) AddN(raw uint64, n uint64) {
 	if rho > s.HLL[idx] {
 		s.HLL[idx] = rho
 	}
-	i := sort.Search(len(s.Top), func(i int) bool { return s.Top[i].Value >= raw })
+	// raw's place in Top (sorted by value): a binary search written out,
+	// as sort.Search's closure is not inlined and this runs per value.
+	i, j := 0, len(s.Top)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if s.Top[h].Value < raw {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
 	if i < len(s.Top) && s.Top[i].Value == raw {
 		s.Top[i].Count += n
 		return

@@ -283,6 +283,7 @@ type Analyzer struct {
 	pending             uint64 // access records since the last flush
 	// access records since the last barrier
 	sinceResolve uint64
+	lanesTo      []int64 // dispatch's scratch: lanes of a frame per worker
 
 	places map[uint64]*Placement
 	ss     structState // waiting for structure (placement.go)

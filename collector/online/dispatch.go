@@ -1,6 +1,10 @@
 package online
 
-import "gpuprof/collector/rawstream"
+import (
+	"math/bits"
+
+	"gpuprof/collector/rawstream"
+)
 
 // The dispatch loop's part of an ACCESS frame: its records' work units
 // dealt to the workers and memory workers (docs/collector.md,
@@ -14,6 +18,10 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 		a.per = make([]*[]recRef, n)
 	}
 	per := a.per
+	if len(a.lanesTo) != n {
+		a.lanesTo = make([]int64, n)
+	}
+	lanesTo := a.lanesTo
 	// The memory workers' records are split in the same pass, so no worker
 	// reads records that are not its own.
 	mem := a.x.ms.split()
@@ -39,15 +47,18 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 			w := s % n
 			if per[w] == nil {
 				per[w] = recRefs.get()
+				lanesTo[w] = 0
 			}
 			*per[w] = append(*per[w], recRef{idx: uint32(it.Index()), off: uint32(off), lanes: lanes, shard: uint8(s)})
+			lanesTo[w] += int64(bits.OnesCount32(lanes))
 		}
 		mem.add(r, uint32(off), bunit, l.splitGrains)
 	}
 	for i, w := range a.workers {
 		if per[i] != nil {
 			l.sent |= sentBit(i)
-			a.tBlocked += w.send(msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq, recs: per[i]})
+			w.sent += lanesTo[i]
+			a.tBlocked += w.send(msg{kind: msgAccess, acc: f, l: l, fseq: a.fseq, recs: per[i], lanes: lanesTo[i]})
 			per[i] = nil
 		}
 	}

@@ -1,7 +1,6 @@
 package online
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"slices"
 	"sort"
@@ -512,7 +511,9 @@ func (w *memWorker) run() {
 func (w *memWorker) frame(f *rawstream.Access, refs []memRef, l *launchInfo) {
 	var rec rawstream.Record
 	for _, ref := range refs {
-		if _, err := rawstream.ParseRecord(f.Data[ref.off:], &rec); err != nil {
+		// Addresses only: this pool never reads values, so compact
+		// records stay unexpanded.
+		if _, err := rawstream.ParseRecordHeader(f.Data[ref.off:], &rec); err != nil {
 			return // cannot happen: the dispatcher parsed it
 		}
 		r := &rec
@@ -554,9 +555,8 @@ func (w *memWorker) packed(l *launchInfo, pc uint64) uint64 {
 // 4-byte words the active lanes touch.
 func (w *memWorker) bank(l *launchInfo, r *rawstream.Record) {
 	words := w.units[:0]
-	stride := 8 + int(r.Size)
-	for e := 0; e < r.NumLanes(); e++ {
-		a := binary.LittleEndian.Uint64(r.Lanes[e*stride:])
+	w.addrs = r.AppendAddrs(w.addrs[:0])
+	for _, a := range w.addrs {
 		for x := a >> 2; x <= (a+uint64(r.Size)-1)>>2; x++ {
 			words = append(words, x)
 		}
@@ -717,29 +717,24 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 // sort; repeats of the previous lane's address (a warp reading one
 // element) are dropped as they come.
 func sortedAddrs(buf []uint64, r *rawstream.Record) []uint64 {
-	n := r.NumLanes()
-	stride := 8 + int(r.Size)
-	addrs := slices.Grow(buf[:0], n)[:n]
-	if n == 0 {
-		return addrs
+	all := r.AppendAddrs(buf[:0])
+	if len(all) == 0 {
+		return all
 	}
-	lanes := r.Lanes[:n*stride]
-	prev := binary.LittleEndian.Uint64(lanes)
-	addrs[0] = prev
+	prev := all[0]
 	k, sorted := 1, true
-	for off := stride; off+8 <= len(lanes) && k < len(addrs); off += stride {
-		a := binary.LittleEndian.Uint64(lanes[off : off+8])
+	for _, a := range all[1:] {
 		if a == prev {
 			continue
 		}
 		if a < prev {
 			sorted = false
 		}
-		addrs[k] = a
+		all[k] = a
 		k++
 		prev = a
 	}
-	addrs = addrs[:k]
+	addrs := all[:k]
 	if !sorted {
 		slices.Sort(addrs)
 		addrs = slices.Compact(addrs)

@@ -34,16 +34,35 @@ func firstTableSize(limit int64, parts int) int {
 // tests can make early barriers frequent.
 var candLimit int64 = 1 << 15
 
-// candidatesFull says whether some worker holds candLimit candidates (as
-// of its last frame: the workers run behind the dispatcher).
+// candidatesFull says whether some worker holds, or will hold once the
+// frames queued for it are analysed, candLimit candidates. The workers
+// run up to a queue of frames behind the dispatcher: counting only what
+// they report let a stream of new values (a pointer chase, every lane a
+// candidate) queue sixteen frames' worth before the first report, and
+// the candidate tables grew to 4 MB each, rehashed into fresh memory at
+// every doubling (a quarter of the collector's CPU on the H100). The
+// queued lanes are counted at the worker's candidates per lane so far in
+// this window, or in the last one before its first report.
 func (a *Analyzer) candidatesFull() bool {
 	for _, w := range a.workers {
-		if w.candN.Load() >= a.o.CandidateLimit {
+		c, done := w.candN.Load(), w.lanesDone.Load()
+		if c >= a.o.CandidateLimit {
+			return true
+		}
+		r := w.ratio
+		if done >= minRatioLanes {
+			r = float64(c) / float64(done)
+		}
+		if queued := w.sent - done; queued > 0 && float64(c)+r*float64(queued) >= float64(a.o.CandidateLimit) {
 			return true
 		}
 	}
 	return false
 }
+
+// minRatioLanes is how many lanes a worker analyses in a window before
+// its own candidates per lane replace the last window's.
+const minRatioLanes = 1 << 12
 
 // barrier waits until every worker has analysed every frame sent so far,
 // then resolves the spatial candidates: per partition (in parallel), the
@@ -82,7 +101,12 @@ func (a *Analyzer) barrier() error {
 		return err
 	}
 	for _, w := range a.workers {
+		if done := w.lanesDone.Load(); done >= minRatioLanes {
+			w.ratio = float64(w.candN.Load()) / float64(done)
+		}
 		w.candN.Store(0)
+		w.lanesDone.Store(0)
+		w.sent = 0
 	}
 	for _, f := range firsts {
 		for k, n := range f {

@@ -458,8 +458,16 @@ type worker struct {
 	// dispatcher's; see endLaunch)
 	ends []*launchInfo
 	// candN: candidates held since the last barrier, published after each
-	// frame for the dispatcher (candLimit).
-	candN atomic.Int64
+	// frame for the dispatcher (candLimit); lanesDone: the lanes of the
+	// records analysed since the last barrier, published with it, so that
+	// the dispatcher can tell what the frames still queued will bring
+	// (Analyzer.candidatesFull).
+	candN     atomic.Int64
+	lanesDone atomic.Int64
+	// sent and ratio are the dispatcher's: lanes sent since the last
+	// barrier, and candidates per lane at the last barrier.
+	sent  int64
+	ratio float64
 	// recent: (launch << 32 | object << 1 | kind, value) pairs looked up
 	// since the last barrier (a direct-mapped cache by their hash): they
 	// are candidates here or were seen, so an access that brings one again
@@ -523,13 +531,14 @@ type recRef struct {
 }
 
 type msg struct {
-	kind msgKind
-	ends []*launchInfo // launches ended before this message (see endLaunch)
-	acc  *rawstream.Access
-	recs *[]recRef // this worker's parts of the frame's records (from recRefs)
-	l    *launchInfo
-	fseq uint32
-	done chan<- error
+	kind  msgKind
+	ends  []*launchInfo // launches ended before this message (see endLaunch)
+	acc   *rawstream.Access
+	recs  *[]recRef // this worker's parts of the frame's records (from recRefs)
+	lanes int64     // their active lanes
+	l     *launchInfo
+	fseq  uint32
+	done  chan<- error
 }
 
 func (w *worker) run() {
@@ -549,6 +558,7 @@ func (w *worker) run() {
 				for p := range w.cand {
 					n += w.cand[p].n
 				}
+				w.lanesDone.Add(m.lanes)
 				w.candN.Store(int64(n))
 			}
 		case msgEndLaunch:

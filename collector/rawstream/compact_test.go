@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -265,4 +266,39 @@ func TestCompactCaptures(t *testing.T) {
 		t.Logf("%-45s %8d records: %9d -> %9d bytes (%.2fx)", filepath.Base(f), n, len(plain), len(compact), float64(len(plain))/float64(len(compact)))
 	}
 	t.Logf("all captures: %d -> %d bytes (%.2fx)", tp, tc, float64(tp)/float64(tc))
+}
+
+// TestAppendAddrs: the addresses read from a record's wire lanes, compact
+// or plain, are those of its expanded lanes.
+func TestAppendAddrs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 2000; i++ {
+		r := randomRecord(rng, rng.IntN(2) == 0, rng.IntN(2) == 0)
+		for _, compact := range []bool{false, true} {
+			a := &Access{LaunchID: 1}
+			if compact {
+				a.AppendCompact(&r)
+			} else {
+				a.Append(&r)
+			}
+			var full, head Record
+			if _, err := ParseRecord(a.Data, &full); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ParseRecordHeader(a.Data, &head); err != nil {
+				t.Fatal(err)
+			}
+			var want []uint64
+			for e := 0; e < full.NumLanes(); e++ {
+				addr, _ := full.Lane(e)
+				want = append(want, addr)
+			}
+			if got := head.AppendAddrs(nil); !slices.Equal(got, want) {
+				t.Fatalf("record %d (compact %v, encoding %d): addresses %x, want %x", i, compact, head.Enc, got, want)
+			}
+			if got := full.AppendAddrs(nil); !slices.Equal(got, want) {
+				t.Fatalf("record %d (compact %v): expanded record's addresses %x, want %x", i, compact, got, want)
+			}
+		}
+	}
 }
