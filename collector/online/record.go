@@ -109,8 +109,7 @@ func (w *worker) units(l *launchInfo, r *rawstream.Record, lanes uint32, ub int)
 	nl := bits.OnesCount32(lanes)
 	// The group's lanes are contiguous, so are their entries: the first is
 	// after those of the active lanes below the group.
-	off := bits.OnesCount32(r.Active&(lanes&-lanes-1)) * stride
-	ents := r.Lanes[off : off+nl*stride]
+	e0 := bits.OnesCount32(r.Active & (lanes&-lanes - 1))
 	n := nl * nu
 	us := w.us
 	if cap(us) < n {
@@ -125,6 +124,70 @@ func (w *worker) units(l *launchInfo, r *rawstream.Record, lanes uint32, ub int)
 	case rawstream.SpaceLocal:
 		obj = l.local
 	}
+	if wire, ok := r.Wire(); ok && nu == 1 && (ub == 4 || ub == 8) {
+		wireUnits(us, wire, lanes, e0, ub, obj)
+	} else {
+		r.Expand()
+		plainUnits(us, r.Lanes[e0*stride:(e0+nl)*stride], lanes, stride, nu, ub, obj)
+	}
+	if r.Space == rawstream.SpaceGlobal {
+		// The units' data objects: runs of units in one object are the
+		// rule, each found where the previous one was.
+		var cur objEntry
+		hint := 0
+		for i := 0; i < len(us); {
+			for ; i < len(us) && us[i].addr-cur.start < cur.end-cur.start; i++ {
+				us[i].obj = cur.idx
+			}
+			if i == len(us) {
+				break
+			}
+			obj, hint = l.objs.find(us[i].addr, hint)
+			us[i].obj = obj
+			if obj != noObj {
+				cur = l.objs.e[hint]
+			}
+			i++
+		}
+	}
+	return us
+}
+
+// wireUnits fills us with the units of a compact record's lanes in lanes
+// (one unit of ub = 4 or 8 bytes a lane; e0 is the first one's entry),
+// read from the wire form in place.
+func wireUnits(us []laneUnit, w rawstream.Wire, lanes uint32, e0, ub int, obj uint32) {
+	le := binary.LittleEndian
+	var v uint64
+	if w.Uniform {
+		v = readUnit(w.Vals, ub)
+	}
+	m := lanes
+	for k := range us {
+		lane := bits.TrailingZeros32(m)
+		m &= m - 1
+		e := e0 + k
+		u := &us[k]
+		if w.Affine {
+			u.addr = w.Base + w.Step*uint64(lane)
+		} else {
+			u.addr = le.Uint64(w.Addrs[8*e:])
+		}
+		switch {
+		case w.Uniform:
+			u.v = v
+		case ub == 4:
+			u.v = uint64(le.Uint32(w.Vals[4*e:]))
+		default:
+			u.v = le.Uint64(w.Vals[8*e:])
+		}
+		u.obj, u.lane, u.u = obj, uint8(lane), 0
+	}
+}
+
+// plainUnits fills us with the units of the plain lane entries ents of
+// the lanes in lanes (nu units of ub bytes a lane).
+func plainUnits(us []laneUnit, ents []byte, lanes uint32, stride, nu, ub int, obj uint32) {
 	switch {
 	case nu == 1 && ub == 4:
 		m := lanes
@@ -154,27 +217,6 @@ func (w *worker) units(l *launchInfo, r *rawstream.Record, lanes uint32, ub int)
 			ents = ents[stride:]
 		}
 	}
-	if r.Space == rawstream.SpaceGlobal {
-		// The units' data objects: runs of units in one object are the
-		// rule, each found where the previous one was.
-		var cur objEntry
-		hint := 0
-		for i := 0; i < len(us); {
-			for ; i < len(us) && us[i].addr-cur.start < cur.end-cur.start; i++ {
-				us[i].obj = cur.idx
-			}
-			if i == len(us) {
-				break
-			}
-			obj, hint = l.objs.find(us[i].addr, hint)
-			us[i].obj = obj
-			if obj != noObj {
-				cur = l.objs.e[hint]
-			}
-			i++
-		}
-	}
-	return us
 }
 
 // temporal updates the warp's temporal state with the units (III.1-2: a

@@ -18,7 +18,8 @@ import (
 // BenchmarkAnalyzeSteady: every launch's values are new, the spatial
 // candidates weigh most); long, each launch's records again within the
 // launch, as in the H100 runs' launches of 10^5 records and more, where
-// most values were seen before. It reports records/s and ns/record of
+// most values were seen before; long-compact, the long replay with the
+// records re-encoded as the library writes them now. It reports records/s and ns/record of
 // wall time and cpu-ns/record of the process's CPU time (dispatch,
 // worker, memory worker, items, garbage collection).
 func BenchmarkAnalyzeRecords(b *testing.B) {
@@ -27,10 +28,19 @@ func BenchmarkAnalyzeRecords(b *testing.B) {
 		glob = captureGlob("*.redundancy.p1.gpr")
 	}
 	for _, c := range loadCaptures(b, glob) {
-		for _, mode := range []string{"fresh", "long"} {
+		// The library now writes compact records (affine addresses,
+		// uniform values), which the workers read in place.
+		compact, err := rawstream.CompactStream(c.data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, mode := range []string{"fresh", "long", "long-compact"} {
 			frames, total := steadyFrames(b, c.data)
-			if mode == "long" {
+			switch mode {
+			case "long":
 				frames, total = longFrames(b, c.data)
+			case "long-compact":
+				frames, total = longFrames(b, compact)
 			}
 			benchRecords(b, strings.TrimSuffix(c.name, ".gpr")+"/"+mode, c.st, frames, total)
 		}

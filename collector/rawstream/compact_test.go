@@ -269,7 +269,8 @@ func TestCompactCaptures(t *testing.T) {
 }
 
 // TestAppendAddrs: the addresses read from a record's wire lanes, compact
-// or plain, are those of its expanded lanes.
+// or plain, are those of its expanded lanes, as are the lanes read from
+// its wire form and those Expand makes.
 func TestAppendAddrs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 2000; i++ {
@@ -298,6 +299,33 @@ func TestAppendAddrs(t *testing.T) {
 			}
 			if got := full.AppendAddrs(nil); !slices.Equal(got, want) {
 				t.Fatalf("record %d (compact %v): expanded record's addresses %x, want %x", i, compact, got, want)
+			}
+			// The wire form read in place gives the same lanes.
+			if w, ok := head.Wire(); ok != (head.Enc != 0) {
+				t.Fatalf("record %d: Wire ok %v for encoding %d", i, ok, head.Enc)
+			} else if ok {
+				var lanes []byte
+				e := 0
+				for m := head.Active; m != 0; m &= m - 1 {
+					addr := w.Base + w.Step*uint64(bitsTrailing(m))
+					if !w.Affine {
+						addr = binary.LittleEndian.Uint64(w.Addrs[8*e:])
+					}
+					lanes = binary.LittleEndian.AppendUint64(lanes, addr)
+					if w.Uniform {
+						lanes = append(lanes, w.Vals[:head.Size]...)
+					} else {
+						lanes = append(lanes, w.Vals[e*int(head.Size):(e+1)*int(head.Size)]...)
+					}
+					e++
+				}
+				if !bytes.Equal(lanes, full.Lanes) {
+					t.Fatalf("record %d: lanes from the wire form %x, want %x", i, lanes, full.Lanes)
+				}
+			}
+			head.Expand()
+			if !bytes.Equal(head.Lanes, full.Lanes) {
+				t.Fatalf("record %d (compact %v): Expand gave %x, want %x", i, compact, head.Lanes, full.Lanes)
 			}
 		}
 	}

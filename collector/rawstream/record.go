@@ -314,6 +314,49 @@ func (r *Record) AppendAddrs(dst []uint64) []uint64 {
 	return dst
 }
 
+// Wire is a compact record's lane entries as the wire carries them: for
+// passes that read them in place rather than expanded.
+type Wire struct {
+	Affine, Uniform bool
+	Base, Step      uint64 // Affine: lane l's address is Base + Step·l
+	Addrs           []byte // not Affine: one u64 address per active lane
+	Vals            []byte // Uniform: one value; else one per active lane
+}
+
+// Wire returns the wire form of a record parsed without its lanes
+// expanded (ParseRecordHeader, RecordHeaders); ok is false for a record
+// whose Lanes are plain, which are then to be read instead.
+func (r *Record) Wire() (w Wire, ok bool) {
+	if r.Lanes != nil || r.Enc == 0 || r.NumLanes() == 0 {
+		return Wire{}, false
+	}
+	le := binary.LittleEndian
+	w.Affine, w.Uniform = r.Enc&EncAffine != 0, r.Enc&EncUniform != 0
+	raw := r.raw
+	if w.Affine {
+		w.Base, w.Step = le.Uint64(raw), le.Uint64(raw[8:])
+		w.Vals = raw[16:]
+	} else {
+		na := r.NumLanes()
+		w.Addrs, w.Vals = raw[:8*na], raw[8*na:]
+	}
+	return w, true
+}
+
+// Expand expands the lanes of a record parsed without them (Lanes nil)
+// into the plain layout; a plain record is left as it is.
+func (r *Record) Expand() {
+	if r.Lanes != nil || r.Size == 0 {
+		return
+	}
+	if r.Enc == 0 {
+		r.Lanes = r.raw
+		return
+	}
+	r.buf = expandLanes(r.buf, r.raw, r.Active, int(r.Size), r.Enc)
+	r.Lanes = r.buf
+}
+
 // Records iterates over the records of an Access frame without copying
 // (compact records are expanded into a buffer the iterator reuses).
 type Records struct {
