@@ -651,6 +651,26 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 		return
 	}
 	load := kind == kLoad && r.Flags&rawstream.FlagAtomic == 0 // an atomic writes (in L2): it restarts the unit
+	if parts&reuseMask == 0 && parts&(1<<partDiv) != 0 {
+		if lo, hi, n, ok := span(r); ok {
+			// A block whose reuse is not tracked needs only the counts,
+			// and a coalesced access's follow from its span.
+			d := w.acc.divOf(l.ctx, kind, w.packed(l, r.PC))
+			d.warps++
+			d.sectors += hi>>sectorShift - lo>>sectorShift + 1
+			if load {
+				h := w.acc.reuseOf(l.ctx)
+				for g, gr := range reuseGrains {
+					if gr.shift == 0 {
+						h.loads[g] += uint64(n) // the element: a lane's address
+					} else {
+						h.loads[g] += hi>>gr.shift - lo>>gr.shift + 1
+					}
+				}
+			}
+			return
+		}
+	}
 	// The lanes' addresses, sorted once (coalesced accesses come in
 	// order); a coarser granularity's units follow from them in order.
 	addrs := sortedAddrs(w.addrs, r)
@@ -710,6 +730,35 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 			}
 		}
 	}
+}
+
+// span returns, for a compact record whose active lanes are consecutive
+// and whose affine addresses leave no gap between lanes (stride 0, or
+// positive and at most the access size: a coalesced access), the first
+// and last byte its lanes touch and its number of distinct addresses;
+// ok is false for any other record, whose addresses are then read.
+func span(r *rawstream.Record) (lo, hi uint64, n int, ok bool) {
+	wire, ok := r.Wire()
+	if !ok || !wire.Affine {
+		return 0, 0, 0, false
+	}
+	l0 := bits.TrailingZeros32(r.Active)
+	if m := r.Active >> l0; m&(m+1) != 0 {
+		return 0, 0, 0, false // a gap among the active lanes
+	}
+	na, size := bits.OnesCount32(r.Active), uint64(r.Size)
+	switch {
+	case wire.Step == 0:
+		return wire.Base, wire.Base + size - 1, 1, true
+	case wire.Step <= size:
+		lo = wire.Base + wire.Step*uint64(l0)
+		hi = wire.Base + wire.Step*uint64(l0+na-1) + size - 1
+		if hi < lo { // wrapped past the top of the address space
+			return 0, 0, 0, false
+		}
+		return lo, hi, na, true
+	}
+	return 0, 0, 0, false
 }
 
 // sortedAddrs returns the distinct addresses of r's lanes in ascending

@@ -496,3 +496,62 @@ func TestSortedAddrsAndCountUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestSpan: a coalesced compact record's byte span and distinct
+// addresses, by hand; records with gaps are left to the addresses.
+func TestSpan(t *testing.T) {
+	rec := func(active uint32, size uint8, base, step uint64, uniform bool) rawstream.Record {
+		var plain rawstream.Record
+		plain.Active, plain.Size, plain.Space, plain.Flags = active, size, rawstream.SpaceGlobal, rawstream.FlagRead
+		for m := active; m != 0; m &= m - 1 {
+			plain.Lanes = binary.LittleEndian.AppendUint64(plain.Lanes, base+step*uint64(bits.TrailingZeros32(m)))
+			v := make([]byte, size)
+			if !uniform {
+				v[0] = byte(bits.TrailingZeros32(m))
+			}
+			plain.Lanes = append(plain.Lanes, v...)
+		}
+		var a rawstream.Access
+		a.AppendCompact(&plain)
+		var r rawstream.Record
+		if _, err := rawstream.ParseRecordHeader(a.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name           string
+		r              rawstream.Record
+		lo, hi         uint64
+		n              int
+		ok             bool
+		sectors, lines uint64
+	}{
+		{"32 lanes of 4 bytes", rec(^uint32(0), 4, 0x1000, 4, false), 0x1000, 0x107f, 32, true, 4, 1},
+		{"lanes 8-15 of 8 bytes", rec(0xff00, 8, 0x2010, 8, false), 0x2050, 0x208f, 8, true, 3, 2},
+		{"one address, one value", rec(^uint32(0), 4, 0x3004, 0, true), 0x3004, 0x3007, 1, true, 1, 1},
+		{"stride 2, size 4 (overlapping)", rec(0xf, 4, 0x4000, 2, false), 0x4000, 0x4009, 4, true, 1, 1},
+		{"stride 8, size 4 (gaps)", rec(^uint32(0), 4, 0x1000, 8, false), 0, 0, 0, false, 0, 0},
+		{"lanes 0 and 2", rec(0x5, 4, 0x1000, 4, false), 0, 0, 0, false, 0, 0},
+	} {
+		lo, hi, n, ok := span(&tc.r)
+		if ok != tc.ok || lo != tc.lo || hi != tc.hi || n != tc.n {
+			t.Errorf("%s: span %#x-%#x, %d addresses, ok %v; want %#x-%#x, %d, %v", tc.name, lo, hi, n, ok, tc.lo, tc.hi, tc.n, tc.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		// The same counts as the addresses give.
+		addrs := sortedAddrs(nil, &tc.r)
+		if s := uint64(countUnits(addrs, uint64(tc.r.Size), sectorShift)); s != tc.sectors || hi>>sectorShift-lo>>sectorShift+1 != s {
+			t.Errorf("%s: %d sectors from the addresses, want %d", tc.name, s, tc.sectors)
+		}
+		if l := uint64(countUnits(addrs, uint64(tc.r.Size), lineShift)); l != tc.lines || hi>>lineShift-lo>>lineShift+1 != l {
+			t.Errorf("%s: %d lines from the addresses, want %d", tc.name, l, tc.lines)
+		}
+		if len(addrs) != n {
+			t.Errorf("%s: %d distinct addresses, span says %d", tc.name, len(addrs), n)
+		}
+	}
+}

@@ -377,7 +377,9 @@ type spNew struct {
 // counter, in order, after loading the counter's slots for them.
 func (w *worker) count(oa *opAcc, us []laneUnit, ak AccessKind) {
 	c := &oa.vals
-	if n := len(c.keys); n > 0 && !c.direct && len(us) > 2 {
+	// The table's slots are loaded first where it outgrows the L1 cache;
+	// a smaller one costs the hashes and nothing else.
+	if n := len(c.keys); n > preloadKeys && !c.direct && len(us) > 2 {
 		mask := uint64(n - 1)
 		var x uint64
 		last := us[0].v + 1
@@ -394,6 +396,11 @@ func (w *worker) count(oa *opAcc, us []laneUnit, ak AccessKind) {
 		c.add(us[i].v, ak)
 	}
 }
+
+// preloadKeys is the size of a value table above which count loads the
+// slots of a record's values before counting them (1024 keys and counts:
+// 16 KiB).
+const preloadKeys = 1 << 10
 
 // candidates makes a record's new spatial values candidates where they
 // were not seen before the last barrier, in order; the seen sets' and
