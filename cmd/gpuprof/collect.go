@@ -78,7 +78,7 @@ torchrun; written by hand:
 	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
 	hostSyms := fs.String("host-symbols", os.Getenv("GPUPROF_HOST_SYMBOLS"), "symbol tables (files, or directories of *.syms; comma-separated) for host binaries that are not on this machine, as 'gpuprof symtab' writes beside captures")
-	fs.Uint64Var(&o.BatchRecords, "batch-records", uint64(max(0, envInt("GPUPROF_BATCH_RECORDS"))), "publish a batch every this many access records (default $GPUPROF_BATCH_RECORDS or 262144)")
+	fs.Uint64Var(&o.BatchRecords, "batch-records", uint64(max(0, envInt("GPUPROF_BATCH_RECORDS"))), "publish a batch every this many access records (default $GPUPROF_BATCH_RECORDS or 1048576)")
 	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "also publish a batch at least this often, however few records (default 5s)")
 	analysisFlags(fs, &o.Analysis)
 	window := fs.Int("window", 64, "batches published and not yet acknowledged at most (backpressure)")
@@ -171,7 +171,7 @@ func analysisFlags(fs *flag.FlagSet, a *online.Options) {
 	fs.IntVar(&a.MemWorkers, "mem-workers", envInt("GPUPROF_MEM_WORKERS"), "goroutines for reuse distances and bank conflicts (default $GPUPROF_MEM_WORKERS or --workers)")
 	fs.IntVar(&a.ReuseSampling, "reuse-sampling", envInt("GPUPROF_REUSE_SAMPLING"), "measure reuse distances in one traced block in this many of each launch; 1: every block (default $GPUPROF_REUSE_SAMPLING or 4)")
 	fs.Int64Var(&a.CandidateLimit, "candidate-limit", int64(max(0, envInt("GPUPROF_CANDIDATE_LIMIT"))), "spatial candidates a worker holds before a resolution is brought forward (default $GPUPROF_CANDIDATE_LIMIT or 32768)")
-	fs.Uint64Var(&a.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 16384)")
+	fs.Uint64Var(&a.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 65536)")
 	fs.IntVar(&a.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 16)")
 	sw := time.Duration(0)
 	if v, err := time.ParseDuration(os.Getenv("GPUPROF_STRUCTURE_WAIT")); err == nil {

@@ -126,7 +126,7 @@ status applications rarely use.
 	k := cf.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
 	reuse := cf.Int("reuse-sampling", 0, "measure reuse distances in one traced block in this many of each launch; 1: every block (default 4)")
 	cf.Bool("python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks name Python functions")
-	cf.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 262144)")
+	cf.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 1048576)")
 	batchInterval := cf.Duration("batch-interval", 0, "collectors also publish a batch at least this often, however few records (default 5s)")
 	replay := cf.Path("replay", "", "collectors replay recorded streams instead of measuring ({rank} or {rank:N} is the rank)", absPath)
 	sassFiles := cf.Path("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent", absList)

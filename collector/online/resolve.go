@@ -11,13 +11,16 @@ import (
 
 // resolveEvery is the default of Options.ResolveEvery, how many access
 // records per worker may pass between barriers: enough to keep the
-// workers busy between them. candLimit bounds a worker's candidates
+// workers busy between them (every barrier drains the workers' queues
+// before the dispatcher sends more; 2^14 records a worker, with items at
+// 2^18 records, made barriers a quarter of loop_reload's replay on the
+// H100, and 2^16 with items at 2^20 took 24% off it). candLimit bounds a worker's candidates
 // between barriers: with values that are mostly new (every lane a new
 // value, 32 candidates a record) 2^14 records made 32 MB tables, where
 // every insert missed the cache; 2^15 entries keep them at 2 MB, while
 // streams of recurring values keep the long interval and its few
 // barriers.
-const resolveEvery = 1 << 14
+const resolveEvery = 1 << 16
 
 // firstTableSize is the first size of a worker's candidate table of one
 // partition: room for its share of the candidate limit at load 1/2 (a
