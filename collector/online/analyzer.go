@@ -60,9 +60,10 @@ type Options struct {
 	// many spatial candidates (default candLimit).
 	CandidateLimit int64
 	// QueueDepth is how many frames each worker's queue holds (default
-	// 16): deeper queues even out the load of workers whose records come
+	// 4): deeper queues even out the load of workers whose records come
 	// in bursts from a few blocks, at the price of longer drains at
-	// barriers.
+	// barriers (with 16, replays on the H100 waited 1.5-2x longer at
+	// barriers and were up to 15% slower, docs/overhead.md).
 	QueueDepth int
 	// Host resolves host call stacks (default: a symbolize.Symbolizer).
 	Host HostResolver
@@ -330,7 +331,7 @@ func New(o Options) *Analyzer {
 		o.CandidateLimit = candLimit
 	}
 	if o.QueueDepth <= 0 {
-		o.QueueDepth = 16
+		o.QueueDepth = 4
 	}
 	if o.ReuseSampling <= 0 {
 		o.ReuseSampling = DefaultReuseSampling
