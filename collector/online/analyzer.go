@@ -203,6 +203,10 @@ type launchInfo struct {
 	splitGrains bool
 	wunits      map[uint64]uint64 // warp unit << 32 | its block's unit
 	bunits      map[uint32]uint32
+	// ucache caches wunits (direct-mapped by warp: the records of a few
+	// dozen warps interleave, and the map lookup at each change of warp
+	// was 40% of the dispatch loop's time on loop_reload).
+	ucache *[numUnitCache]unitCacheEntry
 	// sent and memSent: the workers and memory workers given records of
 	// the launch (a bit each), the ones to tell of its end
 	sent, memSent uint64
@@ -767,7 +771,7 @@ func (a *Analyzer) endLaunch(l *launchInfo) {
 	delete(a.launches, l.wireID)
 	l.ended = true
 	a.ended = append(a.ended, l)
-	l.wunits, l.bunits = nil, nil
+	l.wunits, l.bunits, l.ucache = nil, nil, nil
 	// Only the workers given its records hold state of the launch.
 	for i, w := range a.workers {
 		if sentTo(l.sent, i) {

@@ -85,11 +85,21 @@ func sentTo(sent uint64, i int) bool { return i >= 64 || sent&(1<<i) != 0 }
 // indices (spaced by the block-sampling period) would not do.
 func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, blockUnit uint32) {
 	k := uint64(block)<<16 | uint64(warp)
+	var c *unitCacheEntry
+	if l.ucache != nil {
+		c = &l.ucache[(k*0x9e3779b97f4a7c15)>>(64-numUnitCacheBits)]
+		if c.k == k|unitCached {
+			return uint32(c.u >> 32), uint32(c.u)
+		}
+	}
 	if u, ok := l.wunits[k]; ok { // one lookup on the hot path: both units
+		c.k, c.u = k|unitCached, u // c is set: wunits is made with it
 		return uint32(u >> 32), uint32(u)
 	}
 	if l.wunits == nil { // the launch's first record: most launches have none
 		l.wunits, l.bunits = map[uint64]uint64{}, map[uint32]uint32{}
+		l.ucache = new([numUnitCache]unitCacheEntry)
+		c = &l.ucache[(k*0x9e3779b97f4a7c15)>>(64-numUnitCacheBits)]
 	}
 	b, ok := l.bunits[block]
 	if !ok {
@@ -108,5 +118,16 @@ func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, bl
 	u := a.nextWarp
 	a.nextWarp++
 	l.wunits[k] = uint64(u)<<32 | uint64(b)
+	c.k, c.u = k|unitCached, uint64(u)<<32|uint64(b)
 	return u, b
 }
+
+// A launch's cache of warp units: numUnitCache entries, each a warp key
+// (block << 16 | warp, with unitCached set) and its units as in wunits.
+const (
+	numUnitCacheBits = 8
+	numUnitCache     = 1 << numUnitCacheBits
+	unitCached       = 1 << 63 // keys are at most 48 bits: marks a used entry
+)
+
+type unitCacheEntry struct{ k, u uint64 }
