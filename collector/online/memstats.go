@@ -335,8 +335,6 @@ type memWorker struct {
 	grainUnits   [len(reuseGrains)][]uint64
 	// busy: nanoseconds spent on records (Analyzer.Busy)
 	busy atomic.Int64
-	// sink keeps the loads of records ahead (frame).
-	sink byte
 }
 
 // memStats runs the memory workers.
@@ -512,10 +510,7 @@ func (w *memWorker) run() {
 // records were validated by the decoder).
 func (w *memWorker) frame(f *rawstream.Access, refs []memRef, l *launchInfo) {
 	var rec rawstream.Record
-	for i, ref := range refs {
-		if i+2 < len(refs) { // loaded ahead, as in worker.access
-			w.sink += f.Data[refs[i+2].off]
-		}
+	for _, ref := range refs {
 		// Addresses only: this pool never reads values, so compact
 		// records stay unexpanded.
 		if _, err := rawstream.ParseRecordHeader(f.Data[ref.off:], &rec); err != nil {

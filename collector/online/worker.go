@@ -686,13 +686,7 @@ func (w *worker) seenSet(l *launchInfo, p int, ok uint32) *valSet {
 func (w *worker) access(a *rawstream.Access, l *launchInfo, fseq uint32, recs []recRef) {
 	var r rawstream.Record
 	parsed := ^uint32(0)
-	for i, ref := range recs {
-		// The next records' headers, loaded ahead: the frame was written by
-		// the reader on another core, and the first load of each record
-		// was three quarters of its parsing on the H100.
-		if i+2 < len(recs) {
-			w.sink += uint64(a.Data[recs[i+2].off])
-		}
+	for _, ref := range recs {
 		if ref.off != parsed { // a record's groups that share this worker come one after the other
 			// Compact records stay as the wire has them: units reads
 			// their 4- and 8-byte lanes in place (expanding them was a
