@@ -194,12 +194,8 @@ func expandLanes(dst, raw []byte, active uint32, size int, enc uint8) []byte {
 	} else {
 		vals = raw[8*na:]
 	}
-	switch size {
-	case 4:
-		expand4(dst, raw, vals, active, base, step, affine, uniform)
-		return dst
-	case 8:
-		expand8(dst, raw, vals, active, base, step, affine, uniform)
+	if size == 4 || size == 8 {
+		expandWords(dst, raw, vals, active, base, step, affine, uniform, size)
 		return dst
 	}
 	for m, e := active, 0; m != 0; m, e = m&(m-1), e+1 {
@@ -218,46 +214,39 @@ func expandLanes(dst, raw []byte, active uint32, size int, enc uint8) []byte {
 	return dst
 }
 
-// expand4 is expandLanes for 4-byte lanes (12-byte entries).
-func expand4(dst, raw, vals []byte, active uint32, base, step uint64, affine, uniform bool) {
+// expandWords is expandLanes for 4- and 8-byte lanes (size), whose
+// values are stored as whole words.
+func expandWords(dst, raw, vals []byte, active uint32, base, step uint64, affine, uniform bool, size int) {
 	le := binary.LittleEndian
-	var v uint32
+	stride := 8 + size
+	var v uint64
 	if uniform {
-		v = le.Uint32(vals)
+		v = readWord(vals, size)
 	}
 	for m, e := active, 0; m != 0; m, e = m&(m-1), e+1 {
-		ent := dst[e*12 : e*12+12 : e*12+12]
+		ent := dst[e*stride : (e+1)*stride : (e+1)*stride]
 		if affine {
 			le.PutUint64(ent, base+step*uint64(bits.TrailingZeros32(m)))
 		} else {
 			le.PutUint64(ent, le.Uint64(raw[8*e:]))
 		}
 		if !uniform {
-			v = le.Uint32(vals[4*e:])
+			v = readWord(vals[size*e:], size)
 		}
-		le.PutUint32(ent[8:], v)
+		if size == 4 {
+			le.PutUint32(ent[8:], uint32(v))
+		} else {
+			le.PutUint64(ent[8:], v)
+		}
 	}
 }
 
-// expand8 is expandLanes for 8-byte lanes (16-byte entries).
-func expand8(dst, raw, vals []byte, active uint32, base, step uint64, affine, uniform bool) {
-	le := binary.LittleEndian
-	var v uint64
-	if uniform {
-		v = le.Uint64(vals)
+// readWord reads a 4- or 8-byte little-endian value.
+func readWord(b []byte, size int) uint64 {
+	if size == 4 {
+		return uint64(binary.LittleEndian.Uint32(b))
 	}
-	for m, e := active, 0; m != 0; m, e = m&(m-1), e+1 {
-		ent := dst[e*16 : e*16+16 : e*16+16]
-		if affine {
-			le.PutUint64(ent, base+step*uint64(bits.TrailingZeros32(m)))
-		} else {
-			le.PutUint64(ent, le.Uint64(raw[8*e:]))
-		}
-		if !uniform {
-			v = le.Uint64(vals[8*e:])
-		}
-		le.PutUint64(ent[8:], v)
-	}
+	return binary.LittleEndian.Uint64(b)
 }
 
 // ParseRecord reads the record at the start of b (Access.Data from some
