@@ -176,10 +176,11 @@ func parseRecord(b []byte, r *Record, expand bool) (int, *recordError) {
 }
 
 // expandLanes writes the plain lane entries of a compact record's raw
-// lanes into dst. 4- and 8-byte lanes, nearly every record, take loops
-// of their own that store whole words: the general loop's two copies per
-// lane were a quarter of a live collector's CPU on the H100 (both worker
-// pools expand every record they own).
+// lanes into dst. 4- and 8-byte lanes, nearly every record, take a loop
+// of their own that stores whole words: the general loop's two copies
+// per lane were a quarter of a live collector's CPU on the H100 when both
+// worker pools expanded every record (they now read them in place:
+// Record.Wire, AppendAddrs).
 func expandLanes(dst, raw []byte, active uint32, size int, enc uint8) []byte {
 	le := binary.LittleEndian
 	na := bits.OnesCount32(active)
