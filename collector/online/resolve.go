@@ -12,14 +12,13 @@ import (
 // resolveEvery is the default of Options.ResolveEvery, how many access
 // records per worker may pass between barriers: enough to keep the
 // workers busy between them (every barrier drains the workers' queues
-// before the dispatcher sends more; 2^14 records a worker, with items at
-// 2^18 records, made barriers a quarter of loop_reload's replay on the
-// H100, and 2^16 with items at 2^20 took 24% off it). candLimit bounds a worker's candidates
-// between barriers: with values that are mostly new (every lane a new
-// value, 32 candidates a record) 2^14 records made 32 MB tables, where
-// every insert missed the cache; 2^15 entries keep them at 2 MB, while
-// streams of recurring values keep the long interval and its few
-// barriers.
+// before the dispatcher sends more: 2^16, with items every 2^20 records,
+// took a quarter off loop_reload's replay on the H100 against 2^14 and
+// 2^18). candLimit bounds a worker's candidates between barriers: with
+// values that are mostly new (every lane a new value, 32 candidates a
+// record) 2^14 records made 32 MB tables, where every insert missed the
+// cache; 2^15 entries keep them at 2 MB, while streams of recurring
+// values keep the long interval and its few barriers.
 const resolveEvery = 1 << 16
 
 // firstTableSize is the first size of a worker's candidate table of one
@@ -39,13 +38,11 @@ var candLimit int64 = 1 << 15
 
 // candidatesFull says whether some worker holds, or will hold once the
 // frames queued for it are analysed, candLimit candidates. The workers
-// run up to a queue of frames behind the dispatcher: counting only what
-// they report let a stream of new values (a pointer chase, every lane a
-// candidate) queue sixteen frames' worth before the first report, and
-// the candidate tables grew to 4 MB each, rehashed into fresh memory at
-// every doubling (a quarter of the collector's CPU on the H100). The
-// queued lanes are counted at the worker's candidates per lane so far in
-// this window, or in the last one before its first report.
+// run up to a queue of frames behind the dispatcher, so what they report
+// lags: the queued lanes are counted at the worker's candidates per lane
+// so far in this window, or in the last one before its first report.
+// (On the H100 a pointer chase's candidate tables grew a quarter of its
+// collector's CPU; this bound alone did not stop that, docs/overhead.md.)
 func (a *Analyzer) candidatesFull() bool {
 	for _, w := range a.workers {
 		c, done := w.candN.Load(), w.lanesDone.Load()
