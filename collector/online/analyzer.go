@@ -355,7 +355,7 @@ func New(o Options) *Analyzer {
 	a.sinks = make([]uint64, o.Workers)
 	a.scratch = make([]pairSet, o.Workers)
 	for w := 0; w < o.Workers; w++ {
-		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}}
+		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}, ratio: 1}
 		wk.cand = make([]spTable, o.Workers)
 		for p := range wk.cand {
 			wk.cand[p].first = firstTableSize(o.CandidateLimit, o.Workers)

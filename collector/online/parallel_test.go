@@ -40,3 +40,34 @@ func TestParallel(t *testing.T) {
 		t.Fatalf("rethrown failure changed:\n%v\nwant\n%v", rethrown, err)
 	}
 }
+
+// TestCandidatesFullCountsQueuedLanes: the early barrier counts the lanes
+// sent to a worker and not yet analysed, at the worker's candidates per
+// lane in this window, or the last window's before it reports, or one
+// per lane before any window (hand-computed, limit 32768).
+func TestCandidatesFullCountsQueuedLanes(t *testing.T) {
+	a := New(Options{Job: "t", Workers: 2, CandidateLimit: 1 << 15})
+	defer a.Close()
+	w := a.workers[1]
+	for _, tc := range []struct {
+		name             string
+		sent, done, cand int64
+		ratio            float64
+		want             bool
+	}{
+		{"nothing reported yet: every queued lane a candidate", 40000, 0, 0, 1, true},
+		{"nothing reported yet, under the limit", 30000, 0, 0, 1, false},
+		{"last window's ratio 0.01", 40000, 0, 0, 0.01, false},
+		{"this window's ratio 0.5: 5000 + 0.5 x 60000", 70000, 10000, 5000, 0.01, true},
+		{"this window's ratio 0.2: 2000 + 0.2 x 60000", 70000, 10000, 2000, 1, false},
+		{"held already", 0, 0, 1 << 15, 0, true},
+		{"too few lanes for its own ratio: 100 + 1 x 40000", 40100, 100, 100, 1, true},
+	} {
+		w.sent, w.ratio = tc.sent, tc.ratio
+		w.lanesDone.Store(tc.done)
+		w.candN.Store(tc.cand)
+		if got := a.candidatesFull(); got != tc.want {
+			t.Errorf("%s: candidatesFull %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -40,7 +40,9 @@ var candLimit int64 = 1 << 15
 // frames queued for it are analysed, candLimit candidates. The workers
 // run up to a queue of frames behind the dispatcher, so what they report
 // lags: the queued lanes are counted at the worker's candidates per lane
-// so far in this window, or in the last one before its first report.
+// so far in this window, or in the last one before its first report (one
+// a lane before any: with none, the first window of a stream of new
+// values ran until the queues were full, and its tables grew to hold it).
 // (On the H100 a pointer chase's candidate tables grew a quarter of its
 // collector's CPU; this bound alone did not stop that, docs/overhead.md.)
 func (a *Analyzer) candidatesFull() bool {

@@ -465,7 +465,9 @@ type worker struct {
 	candN     atomic.Int64
 	lanesDone atomic.Int64
 	// sent and ratio are the dispatcher's: lanes sent since the last
-	// barrier, and candidates per lane at the last barrier.
+	// barrier, and candidates per lane at the last barrier (1 before the
+	// first: until a worker has reported, every lane it was sent may be a
+	// candidate, so a stream of new values gets no oversized first window).
 	sent  int64
 	ratio float64
 	// recent: (launch << 32 | object << 1 | kind, value) pairs looked up
