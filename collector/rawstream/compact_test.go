@@ -330,3 +330,49 @@ func TestAppendAddrs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRecord: any bytes either fail to parse, with ParseRecord and
+// ParseRecordHeader alike, or give one record whose addresses, wire form
+// and expansion read from the header-only parse agree with the full one.
+func FuzzParseRecord(f *testing.F) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 8; i++ {
+		r := randomRecord(rng, i%2 == 0, i%4 < 2)
+		a := &Access{LaunchID: 1}
+		if i%3 == 0 {
+			a.Append(&r)
+		} else {
+			a.AppendCompact(&r)
+		}
+		f.Add(a.Data)
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var full, head Record
+		n, err := ParseRecord(b, &full)
+		nh, errh := ParseRecordHeader(b, &head)
+		if (err == nil) != (errh == nil) || n != nh {
+			t.Fatalf("ParseRecord: %d, %v; ParseRecordHeader: %d, %v", n, err, nh, errh)
+		}
+		if err != nil {
+			return
+		}
+		var want []uint64
+		for e := 0; e < full.NumLanes(); e++ {
+			addr, _ := full.Lane(e)
+			want = append(want, addr)
+		}
+		if got := head.AppendAddrs(nil); !slices.Equal(got, want) {
+			t.Fatalf("addresses %x, want %x", got, want)
+		}
+		if w, ok := head.Wire(); ok {
+			if w.Affine && len(w.Addrs) != 0 || !w.Affine && len(w.Addrs) != 8*head.NumLanes() {
+				t.Fatalf("wire form of encoding %d: %d address bytes for %d lanes", head.Enc, len(w.Addrs), head.NumLanes())
+			}
+		}
+		head.Expand()
+		if !bytes.Equal(head.Lanes, full.Lanes) {
+			t.Fatalf("Expand gave %x, want %x", head.Lanes, full.Lanes)
+		}
+	})
+}
