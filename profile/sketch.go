@@ -220,10 +220,15 @@ func (s *ValueSketch) AddN(raw uint64, n uint64) {
 // minTop returns the index of the smallest counter (lowest value on ties, so
 // the choice is deterministic).
 func (s *ValueSketch) minTop() int {
-	m := 0
-	for i, t := range s.Top {
-		if t.Count < s.Top[m].Count {
-			m = i
+	if len(s.Top) == 0 {
+		return 0
+	}
+	// The running minimum in a register: reloading Top[m] at each step
+	// was most of the scan, which runs for every new value of a full list.
+	m, c := 0, s.Top[0].Count
+	for i := 1; i < len(s.Top); i++ {
+		if x := s.Top[i].Count; x < c {
+			m, c = i, x
 		}
 	}
 	return m

@@ -421,7 +421,12 @@ func addNReference(s *ValueSketch, raw uint64, n uint64) {
 		s.Top[i] = TopValue{Value: raw, Count: n}
 		return
 	}
-	m := s.minTop()
+	m := 0 // the smallest counter, the lowest value on ties
+	for i, t := range s.Top {
+		if t.Count < s.Top[m].Count {
+			m = i
+		}
+	}
 	min := s.Top[m]
 	s.Top = append(s.Top[:m], s.Top[m+1:]...)
 	i = sort.Search(len(s.Top), func(i int) bool { return s.Top[i].Value >= raw })
