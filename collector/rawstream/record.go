@@ -260,10 +260,10 @@ func ParseRecord(b []byte, r *Record) (int, error) {
 	return n, nil
 }
 
-// ParseRecordHeader is ParseRecord for passes that need a record's
-// addresses but not its values: a compact record's lanes are checked but
-// not expanded (Lanes is nil); AppendAddrs reads the addresses of either
-// kind.
+// ParseRecordHeader is ParseRecord without the expansion: a compact
+// record's lanes are checked but left as the wire has them (Lanes is
+// nil), for passes that read them in place (Wire, AppendAddrs) or expand
+// them only where they must (Expand).
 func ParseRecordHeader(b []byte, r *Record) (int, error) {
 	n, e := parseRecord(b, r, false)
 	if e != nil {
