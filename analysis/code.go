@@ -37,9 +37,19 @@ type code struct {
 	libmOnce sync.Once
 	libm     []bool // libmConversions
 
+	divOnce sync.Once
+	div     []bool // divisionSequences
+
 	barOnce   sync.Once
 	interval  []int // barrierIntervals
 	nInterval int
+}
+
+// division says whether instruction i is part of an IEEE float
+// division that fast math removes (divisionSequences).
+func (c *code) division(i int) bool {
+	c.divOnce.Do(func() { c.div = divisionSequences(c.F) })
+	return i < len(c.div) && c.div[i]
 }
 
 // libmConversion says whether instruction i is a conversion of the math
@@ -265,15 +275,16 @@ func instIndex(m *sass.Module, name string, off uint64) (*sass.Function, int) {
 }
 
 // libraryCode is mathCode on a function's code alone: the library's
-// subroutines, code inlined from its headers, and the conversions of
+// subroutines, code inlined from its headers, the conversions of
 // libdevice's trigonometric range reduction, which has no line
-// information of its own (libm.go).
+// information of its own (libm.go), and the IEEE float division's
+// inlined sequence, which fast math replaces (divide.go).
 func libraryCode(c *code, i int) bool {
 	name := c.F.Name
 	if strings.Contains(name, "__internal_") || strings.Contains(name, "__nv_") || strings.Contains(name, "__cuda_sm") {
 		return true
 	}
-	if c.libmConversion(i) {
+	if c.libmConversion(i) || c.division(i) {
 		return true
 	}
 	for _, f := range c.inlinedFiles(i) {

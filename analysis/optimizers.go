@@ -67,9 +67,26 @@ func (kv *kernelView) functionSplit() *match {
 		detail: "instruction fetch (no_instructions) samples"}
 }
 
-// mathCode reports whether instruction i comes from the CUDA math library:
-// inlined from its headers or in one of its internal subroutines.
-func mathCode(fv *fnView, i int) bool { return libraryCode(fv.c, i) }
+// mathCode reports whether instruction i comes from the CUDA math library
+// and is code fast math replaces: inlined from its headers, in one of its
+// internal subroutines, or an IEEE float division's sequence; not the
+// integer division and remainder subroutines, which fast math leaves as
+// they are.
+func mathCode(fv *fnView, i int) bool {
+	return libraryCode(fv.c, i) && !integerDivision(fv.c.F.Name)
+}
+
+// integerDivision reports whether a subroutine is the compiler's integer
+// division or remainder (__cuda_sm20_div_s64, __cuda_sm20_rem_u64 and
+// the like).
+func integerDivision(name string) bool {
+	for _, p := range []string{"_div_s", "_div_u", "_rem_s", "_rem_u"} {
+		if strings.Contains(name, "__cuda_sm") && strings.Contains(name, p) {
+			return true
+		}
+	}
+	return false
+}
 
 func (kv *kernelView) fastMath() *match {
 	h := newHotSet()

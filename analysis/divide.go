@@ -1,0 +1,136 @@
+package analysis
+
+import (
+	"strings"
+
+	"gpuprof/sass"
+)
+
+// IEEE float division (issue 25, item 27). nvcc compiles x / y to an
+// inlined fast path (a reciprocal, MUFU.RCP, refined by multiply-adds into
+// the quotient), an FCHK that tests whether that quotient is exact, and a
+// branch around a call of the accurate slow path
+// (__cuda_sm3x_div_rn_*_slowpath). Fast math (__fdividef, -use_fast_math)
+// keeps the reciprocal and one multiply; the refinement, the check, the
+// branch and the call go. None of it comes from a math header, so the
+// line table names the user's line and libraryCode did not see it: fast
+// math advice on a division-heavy kernel counted only the slow path's own
+// samples.
+
+// divisionSequences marks, per FCHK of f, the instructions of its
+// division that fast math removes: the FCHK; the multiply-adds and moves
+// of its block that the quotient (the block's last FFMA after the FCHK)
+// is computed from, back to the dividend and the divisor (the values the
+// FCHK checks, which are the user's and stay unmarked) and not through
+// the reciprocal (which stays); the guarded branch that ends the block;
+// and the block of the slow path's call (the return address, the CALL,
+// the result's move). The one multiply that __fdividef keeps is marked
+// with the rest: the estimate errs by one FFMA a division.
+func divisionSequences(f *sass.Function) []bool {
+	out := make([]bool, len(f.Insts))
+	var g *sass.CFG
+	var du *sass.DefUse
+	for i := range f.Insts {
+		if f.Insts[i].Op != "FCHK" {
+			continue
+		}
+		if g == nil {
+			g, du = f.CFG(), f.DefUse()
+		}
+		b := g.BlockOf(i)
+		if b < 0 {
+			continue
+		}
+		blk := g.Blocks[b]
+		out[i] = true
+		// The operands' own definitions are the user's code.
+		user := map[int32]bool{}
+		for _, o := range f.Insts[i].Operands {
+			if o.Kind == sass.OperandReg && o.Reg.Kind() == sass.KindR {
+				for _, d := range du.Reaching(i, o.Reg) {
+					user[d] = true
+				}
+			}
+		}
+		q := -1
+		for j := i + 1; j < blk.End; j++ {
+			if f.Insts[j].Op == "FFMA" {
+				q = j
+			}
+		}
+		if q >= 0 {
+			markSlice(f, du, blk, q, user, out)
+		}
+		if last := blk.End - 1; last > i && f.Insts[last].Op == "BRA" && f.Insts[last].Guarded() {
+			out[last] = true
+		}
+		for _, s := range blk.Succs {
+			sb := g.Blocks[s]
+			if !callsDivisionSlowPath(f, sb) {
+				continue
+			}
+			for j := sb.Start; j < sb.End; j++ {
+				if f.Insts[j].Op != "BSYNC" {
+					out[j] = true
+				}
+			}
+			// The slow path's result moved into the quotient's register,
+			// in the block the call returns to.
+			if j := sb.End; j < len(f.Insts) && isMove(&f.Insts[j]) {
+				out[j] = true
+			}
+		}
+	}
+	return out
+}
+
+// markSlice marks the instructions of block blk, from q back, that q's
+// value is computed from by multiply-adds and moves, leaving out those in
+// user and the reciprocal.
+func markSlice(f *sass.Function, du *sass.DefUse, blk sass.Block, q int, user map[int32]bool, out []bool) {
+	seen := map[int]bool{}
+	work := []int{q}
+	for len(work) > 0 {
+		j := work[len(work)-1]
+		work = work[:len(work)-1]
+		if seen[j] || user[int32(j)] || j < blk.Start || j >= blk.End {
+			continue
+		}
+		seen[j] = true
+		in := &f.Insts[j]
+		switch {
+		case in.Op == "FFMA" || in.Op == "FMUL" || isMove(in):
+			out[j] = true
+		case in.Op == "MUFU" && hasModifier(in, "RCP"):
+			continue // fast math keeps the reciprocal
+		default:
+			continue // anything else is not the division's
+		}
+		for _, r := range du.Uses[j] {
+			if r.Kind() != sass.KindR {
+				continue
+			}
+			for _, d := range du.Reaching(j, r) {
+				work = append(work, int(d))
+			}
+		}
+	}
+}
+
+// isMove reports whether in copies a register or a constant (MOV, or
+// IMAD.MOV as ptxas writes one).
+func isMove(in *sass.Instruction) bool {
+	return in.Op == "MOV" || in.Op == "IMAD" && hasModifier(in, "MOV")
+}
+
+// callsDivisionSlowPath reports whether block b calls the accurate
+// division's slow path.
+func callsDivisionSlowPath(f *sass.Function, b sass.Block) bool {
+	for j := b.Start; j < b.End; j++ {
+		c := f.Insts[j].Callee
+		if f.Insts[j].Op == "CALL" && strings.Contains(c, "_div_") && strings.Contains(c, "slowpath") {
+			return true
+		}
+	}
+	return false
+}

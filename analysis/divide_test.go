@@ -1,0 +1,207 @@
+package analysis
+
+import (
+	"os"
+	"testing"
+
+	"gpuprof/sass"
+)
+
+// TestDivisionSequences: the instructions fast math removes from an IEEE
+// float division, by hand from two listings: nvcc's division by a
+// constant (the cflow test kernel, H100) and a division of two loaded
+// values written out as nvcc lays it out, with the user's own
+// multiply-add of the dividend in the same block.
+func TestDivisionSequences(t *testing.T) {
+	b, err := os.ReadFile("../testdata/sass/cflow/c.sm90.sass.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cflow, err := sass.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := sass.Parse([]byte(divisionListing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		m        *sass.Module
+		fn       string
+		division []uint64 // offsets of the division's removable instructions
+		user     []uint64 // offsets around it that are not
+	}{
+		// out[i] / 3.0f: the constants' moves, the five multiply-adds, the
+		// FCHK, the branch and the slow path's call block; not the load of
+		// the dividend, the BSSY or the BSYNC.
+		{cflow, "_Z2swPKiPfi",
+			[]uint64{0x12f0, 0x1300, 0x1320, 0x1330, 0x1340, 0x1350, 0x1360, 0x1370, 0x1380, 0x1390, 0x13a0, 0x13b0},
+			[]uint64{0x12e0, 0x1310, 0x13c0, 0x13d0, 0x13e0}},
+		// (a*b + c) / d: not the loads, not the user's FFMA making the
+		// dividend, not the reciprocal, not the store of the quotient.
+		{two, "_Z3divPfPKfS1_",
+			[]uint64{0x0b0, 0x0c0, 0x0d0, 0x0e0, 0x0f0, 0x100, 0x110, 0x120, 0x130, 0x140},
+			[]uint64{0x040, 0x050, 0x060, 0x070, 0x080, 0x090, 0x0a0, 0x150, 0x160}},
+	} {
+		f := c.m.Func(c.fn)
+		if f == nil {
+			t.Fatalf("no function %s", c.fn)
+		}
+		marked := divisionSequences(f)
+		want := map[uint64]bool{}
+		for _, o := range c.division {
+			want[o] = true
+		}
+		for _, o := range c.user {
+			want[o] = false
+		}
+		for i := range f.Insts {
+			in := &f.Insts[i]
+			w, listed := want[in.Offset]
+			if !listed {
+				if marked[i] {
+					t.Errorf("%s %#x %s: marked, not expected", c.fn, in.Offset, in.Opcode)
+				}
+				continue
+			}
+			if marked[i] != w {
+				t.Errorf("%s %#x %s: division %v, want %v", c.fn, in.Offset, in.Opcode, marked[i], w)
+			}
+			delete(want, in.Offset)
+		}
+		for o := range want {
+			t.Errorf("%s: no instruction at %#x", c.fn, o)
+		}
+	}
+}
+
+// divisionListing is out[i] = (a[i] * b[i] + 1) / b[i + 1] as nvcc lays
+// out an IEEE division on sm_90 (the register allocation is made up).
+const divisionListing = `
+	.section	.text._Z3divPfPKfS1_,"ax",@progbits
+        .type           _Z3divPfPKfS1_,@function
+_Z3divPfPKfS1_:
+.text._Z3divPfPKfS1_:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   S2R R0, SR_TID.X ;
+        /*0020*/                   ULDC.64 UR4, c[0x0][0x208] ;
+        /*0030*/                   IMAD.WIDE R2, R0, 0x4, RZ ;
+        /*0040*/                   LDG.E R4, desc[UR4][R2.64] ;
+        /*0050*/                   LDG.E R5, desc[UR4][R2.64+0x100] ;
+        /*0060*/                   LDG.E R6, desc[UR4][R2.64+0x4] ;
+        /*0070*/                   BSSY B0, ` + "`(.L_x_1)" + ` ;
+        /*0080*/                   FFMA R4, R4, R5, 1 ;
+        /*0090*/                   MUFU.RCP R7, R6 ;
+        /*00a0*/                   NOP ;
+        /*00b0*/                   FFMA R8, -R6, R7, 1 ;
+        /*00c0*/                   FFMA R8, R7, R8, R7 ;
+        /*00d0*/                   FCHK P0, R4, R6 ;
+        /*00e0*/                   FFMA R9, R4, R8, RZ ;
+        /*00f0*/                   FFMA R10, -R6, R9, R4 ;
+        /*0100*/                   FFMA R9, R8, R10, R9 ;
+        /*0110*/              @!P0 BRA ` + "`(.L_x_2)" + ` ;
+        /*0120*/                   MOV R2, 0x140 ;
+        /*0130*/                   CALL.REL.NOINC ` + "`($__internal_0_$__cuda_sm3x_div_rn_noftz_f32_slowpath)" + ` ;
+        /*0140*/                   IMAD.MOV.U32 R9, RZ, RZ, R4 ;
+.L_x_2:
+        /*0150*/                   BSYNC B0 ;
+.L_x_1:
+        /*0160*/                   STG.E desc[UR4][R2.64], R9 ;
+        /*0170*/                   EXIT ;
+.L_x_3:
+        /*0180*/                   BRA ` + "`(.L_x_3)" + `;
+        .type           $__internal_0_$__cuda_sm3x_div_rn_noftz_f32_slowpath,@function
+$__internal_0_$__cuda_sm3x_div_rn_noftz_f32_slowpath:
+        /*0190*/                   FFMA R4, R4, 0.5, RZ ;
+        /*01a0*/                   RET.REL.NODEC R2 ` + "`(_Z3divPfPKfS1_)" + ` ;
+`
+
+// divisionLoop is a loop summing a[i] / b[i] (an IEEE division, laid out
+// as nvcc does): the reciprocal at 0x50, the refinement and quotient at
+// 0x60-0xb0 with the FCHK at 0x80, the branch around the slow path's call
+// at 0xc0 and the call block at 0xd0-0xf0.
+func divisionLoop(t *testing.T) (Modules, *sampled) {
+	t.Helper()
+	m := parseSASS(t, "k", `
+		#line 3
+		MOV R4, RZ {S1}
+		.L_x_1:
+		#line 4
+		LDG.E R5, desc[UR4][R10.64] {W0 S1}
+		LDG.E R6, desc[UR4][R10.64+0x4] {W1 S1}
+		IADD3 R10, R10, 0x8, RZ {S1}
+		BSSY B0, `+"`(.L_x_3)"+` {S1}
+		MUFU.RCP R7, R6 {B1 W2 S1}
+		FFMA R8, -R6, R7, 1 {B2 S4}
+		FFMA R8, R7, R8, R7 {S4}
+		FCHK P0, R5, R6 {B0 S1}
+		FFMA R9, R5, R8, RZ {S4}
+		FFMA R12, -R6, R9, R5 {S4}
+		FFMA R9, R8, R12, R9 {S4}
+		@!P0 BRA `+"`(.L_x_2)"+` {S1}
+		MOV R2, 0xf0 {S1}
+		CALL.REL.NOINC `+"`($__internal_0_$__cuda_sm3x_div_rn_noftz_f32_slowpath)"+` {S1}
+		IMAD.MOV.U32 R9, RZ, RZ, R5 {S1}
+		.L_x_2:
+		BSYNC B0 {S1}
+		.L_x_3:
+		FADD R4, R4, R9 {S4}
+		ISETP.NE.AND P1, PT, R10, R13, PT {S4}
+		@P1 BRA `+"`(.L_x_1)"+` {S1}
+		#line 6
+		STG.E desc[UR4][R14.64], R4 {S1}
+		EXIT
+	`)
+	s := sampledKernel(t, m, "k", mod1)
+	for _, o := range []uint64{0x10, 0x20, 0x50, 0x110, 0x120, 0x130} {
+		s.stall(o, "selected", 10) // the loads, the reciprocal, the sum and the loop control
+	}
+	for _, o := range []uint64{0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0} {
+		s.stall(o, "selected", 10) // the refinement, the check and the branch
+	}
+	return Modules{mod1: m}, s
+}
+
+// TestFastMathCountsDivisions: fast math on a loop of IEEE divisions
+// removes the division's inlined sequence. T = 130 samples, all issued;
+// the refinement, the FCHK and the branch hold M = 70 of them; the
+// reciprocal's 10 stay. Eq. 3: 130 / (130 - 70). Before item 27 the
+// sequence was the user's line's code and fast math found nothing.
+func TestFastMathCountsDivisions(t *testing.T) {
+	mods, s := divisionLoop(t)
+	as, err := Advise(s.p, mods, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := findKind(t, as, OptFastMath)
+	if want := 130.0 / 60; !approx(fm.Speedup, want) {
+		t.Errorf("fast math %v, want %v; %s", fm.Speedup, want, fm.Evidence)
+	}
+	// The static datatype-conversion check is not concerned: the
+	// sequence holds no conversion.
+	if a := find(as, StaticConversion); a != nil {
+		t.Errorf("conversion finding on a division loop: %+v", a)
+	}
+}
+
+// TestIntegerDivisionIsNotFastMath: the compiler's integer division and
+// remainder subroutines are library code (their conversions are not the
+// user's) but not code fast math replaces; the float division's and
+// square root's slow paths and the trigonometric reduction are.
+func TestIntegerDivisionIsNotFastMath(t *testing.T) {
+	for name, want := range map[string]bool{
+		"$__internal_10_$__cuda_sm20_div_s64":                  true,
+		"$__internal_3_$__cuda_sm20_div_u64":                   true,
+		"__cuda_sm20_rem_u64":                                  true,
+		"$__internal_0_$__cuda_sm20_rem_s64":                   true,
+		"$__internal_1_$__cuda_sm3x_div_rn_noftz_f32_slowpath": false,
+		"$__internal_0_$__cuda_sm20_sqrt_rn_f32_slowpath":      false,
+		"__cuda_sm20_div_rn_f64_full":                          false,
+		"__internal_trig_reduction_slowpathd":                  false,
+		"_Z3divPfPKfS1_":                                       false,
+	} {
+		if got := integerDivision(name); got != want {
+			t.Errorf("%s: integer division %v, want %v", name, got, want)
+		}
+	}
+}
