@@ -38,18 +38,24 @@ type code struct {
 	libm     []bool // libmConversions
 
 	divOnce sync.Once
-	div     []bool // divisionSequences
+	div     *divisions // divisionSequences
 
 	barOnce   sync.Once
 	interval  []int // barrierIntervals
 	nInterval int
 }
 
-// division says whether instruction i is part of an IEEE float
-// division that fast math removes (divisionSequences).
-func (c *code) division(i int) bool {
+// divisions returns the function's IEEE float divisions (divide.go).
+func (c *code) divisions() *divisions {
 	c.divOnce.Do(func() { c.div = divisionSequences(c.F) })
-	return i < len(c.div) && c.div[i]
+	return c.div
+}
+
+// division says whether instruction i is part of an IEEE float
+// division that fast math removes.
+func (c *code) division(i int) bool {
+	d := c.divisions()
+	return i < len(d.of) && d.removed(i)
 }
 
 // libmConversion says whether instruction i is a conversion of the math

@@ -17,16 +17,32 @@ import (
 // math advice on a division-heavy kernel counted only the slow path's own
 // samples.
 
-// divisionSequences marks, per FCHK of f, the instructions of its
-// division that fast math removes: the FCHK; the multiply-adds and moves
-// of its block that the quotient (the block's last FFMA after the FCHK)
-// is computed from, back to the dividend and the divisor (the values the
-// FCHK checks, which are the user's and stay unmarked) and not through
-// the reciprocal (which stays); the guarded branch that ends the block;
-// and the block of the slow path's call (the return address, the CALL,
-// the result's move). The one multiply that __fdividef keeps is marked
-// with the rest: the estimate errs by one FFMA a division.
-func divisionSequences(f *sass.Function) []bool {
+// divisions are a function's IEEE float divisions: of[i] is the FCHK of
+// the division whose sequence holds instruction i (-1: none), rcp[i]
+// says that i is that division's reciprocal.
+type divisions struct {
+	of  []int32
+	rcp []bool
+}
+
+// removed says whether instruction i is code fast math removes: its
+// division's sequence less the reciprocal, which __fdividef keeps.
+func (d *divisions) removed(i int) bool { return d.of[i] >= 0 && !d.rcp[i] }
+
+// divisionSequences finds, per FCHK of f, the instructions of its
+// division: the FCHK; the multiply-adds and moves of its block that the
+// quotient (the block's last FFMA after the FCHK) is computed from, back
+// to the dividend and the divisor (the values the FCHK checks, which are
+// the user's) and through the reciprocal (MUFU.RCP, which fast math
+// keeps); the guarded branch that ends the block; and the block of the
+// slow path's call (the return address, the CALL, the result's move).
+// The one multiply that __fdividef keeps is counted with the rest: fast
+// math's estimate errs by one FFMA a division.
+func divisionSequences(f *sass.Function) *divisions {
+	d := &divisions{of: make([]int32, len(f.Insts)), rcp: make([]bool, len(f.Insts))}
+	for i := range d.of {
+		d.of[i] = -1
+	}
 	out := make([]bool, len(f.Insts))
 	var g *sass.CFG
 	var du *sass.DefUse
@@ -59,7 +75,7 @@ func divisionSequences(f *sass.Function) []bool {
 			}
 		}
 		if q >= 0 {
-			markSlice(f, du, blk, q, user, out)
+			markSlice(f, du, blk, q, user, out, d.rcp)
 		}
 		if last := blk.End - 1; last > i && f.Insts[last].Op == "BRA" && f.Insts[last].Guarded() {
 			out[last] = true
@@ -80,14 +96,19 @@ func divisionSequences(f *sass.Function) []bool {
 				out[j] = true
 			}
 		}
+		for j, m := range out {
+			if m && d.of[j] < 0 {
+				d.of[j] = int32(i)
+			}
+		}
 	}
-	return out
+	return d
 }
 
 // markSlice marks the instructions of block blk, from q back, that q's
 // value is computed from by multiply-adds and moves, leaving out those in
-// user and the reciprocal.
-func markSlice(f *sass.Function, du *sass.DefUse, blk sass.Block, q int, user map[int32]bool, out []bool) {
+// user; the reciprocal is marked in out and rcp, and not followed.
+func markSlice(f *sass.Function, du *sass.DefUse, blk sass.Block, q int, user map[int32]bool, out, rcp []bool) {
 	seen := map[int]bool{}
 	work := []int{q}
 	for len(work) > 0 {
@@ -102,7 +123,8 @@ func markSlice(f *sass.Function, du *sass.DefUse, blk sass.Block, q int, user ma
 		case in.Op == "FFMA" || in.Op == "FMUL" || isMove(in):
 			out[j] = true
 		case in.Op == "MUFU" && hasModifier(in, "RCP"):
-			continue // fast math keeps the reciprocal
+			out[j], rcp[j] = true, true // fast math keeps it; its source is the divisor
+			continue
 		default:
 			continue // anything else is not the division's
 		}
@@ -133,4 +155,35 @@ func callsDivisionSlowPath(f *sass.Function, b sass.Block) bool {
 		}
 	}
 	return false
+}
+
+// divisorInvariant reports whether the divisor of the division checked by
+// FCHK i is the same in every iteration of the innermost loop holding it
+// (a constant, or a register defined outside the loop): then the
+// reciprocal can be computed once before the loop and the division
+// becomes a multiply.
+func divisorInvariant(c *code, i int) bool {
+	li := c.Loop[i]
+	ops := c.F.Insts[i].Operands
+	if li < 0 || len(ops) == 0 {
+		return false
+	}
+	o := ops[len(ops)-1]
+	switch o.Kind {
+	case sass.OperandImm, sass.OperandFloat:
+		return true
+	case sass.OperandReg:
+	default:
+		return false
+	}
+	defs := c.F.DefUse().Reaching(i, o.Reg)
+	if len(defs) == 0 {
+		return false // a parameter in a register, or unknown: not claimed
+	}
+	for _, d := range defs {
+		if c.inLoop(int(d), li) {
+			return false
+		}
+	}
+	return true
 }

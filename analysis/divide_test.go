@@ -47,7 +47,14 @@ func TestDivisionSequences(t *testing.T) {
 		if f == nil {
 			t.Fatalf("no function %s", c.fn)
 		}
-		marked := divisionSequences(f)
+		d := divisionSequences(f)
+		marked := make([]bool, len(f.Insts))
+		for i := range marked {
+			marked[i] = d.removed(i)
+			if d.rcp[i] != (f.Insts[i].Op == "MUFU" && c.fn == "_Z3divPfPKfS1_") {
+				t.Errorf("%s %#x %s: reciprocal %v", c.fn, f.Insts[i].Offset, f.Insts[i].Opcode, d.rcp[i])
+			}
+		}
 		want := map[uint64]bool{}
 		for _, o := range c.division {
 			want[o] = true
@@ -120,15 +127,25 @@ $__internal_0_$__cuda_sm3x_div_rn_noftz_f32_slowpath:
 // as nvcc does): the reciprocal at 0x50, the refinement and quotient at
 // 0x60-0xb0 with the FCHK at 0x80, the branch around the slow path's call
 // at 0xc0 and the call block at 0xd0-0xf0.
-func divisionLoop(t *testing.T) (Modules, *sampled) {
+// With invariant, the divisor is loaded once before the loop (at 0x10)
+// instead of in every iteration.
+func divisionLoop(t *testing.T, invariant bool) (Modules, *sampled) {
 	t.Helper()
-	m := parseSASS(t, "k", `
-		#line 3
-		MOV R4, RZ {S1}
+	loads := `
 		.L_x_1:
 		#line 4
 		LDG.E R5, desc[UR4][R10.64] {W0 S1}
-		LDG.E R6, desc[UR4][R10.64+0x4] {W1 S1}
+		LDG.E R6, desc[UR4][R10.64+0x4] {W1 S1}`
+	if invariant {
+		loads = `
+		LDG.E R6, desc[UR4][R16.64] {W1 S1}
+		.L_x_1:
+		#line 4
+		LDG.E R5, desc[UR4][R10.64] {W0 S1}`
+	}
+	m := parseSASS(t, "k", `
+		#line 3
+		MOV R4, RZ {S1}`+loads+`
 		IADD3 R10, R10, 0x8, RZ {S1}
 		BSSY B0, `+"`(.L_x_3)"+` {S1}
 		MUFU.RCP R7, R6 {B1 W2 S1}
@@ -165,22 +182,34 @@ func divisionLoop(t *testing.T) (Modules, *sampled) {
 // TestFastMathCountsDivisions: fast math on a loop of IEEE divisions
 // removes the division's inlined sequence. T = 130 samples, all issued;
 // the refinement, the FCHK and the branch hold M = 70 of them; the
-// reciprocal's 10 stay. Eq. 3: 130 / (130 - 70). Before item 27 the
-// sequence was the user's line's code and fast math found nothing.
+// reciprocal's 10 stay. Eq. 3: 130 / (130 - 70). Strength reduction
+// (multiply by a reciprocal computed before the loop) applies only where
+// the divisor is the same in every iteration, and then removes the
+// reciprocal too: 130 / (130 - 80). Before item 27 the sequence was the
+// user's line's code and neither found anything.
 func TestFastMathCountsDivisions(t *testing.T) {
-	mods, s := divisionLoop(t)
-	as, err := Advise(s.p, mods, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fm := findKind(t, as, OptFastMath)
-	if want := 130.0 / 60; !approx(fm.Speedup, want) {
-		t.Errorf("fast math %v, want %v; %s", fm.Speedup, want, fm.Evidence)
-	}
-	// The static datatype-conversion check is not concerned: the
-	// sequence holds no conversion.
-	if a := find(as, StaticConversion); a != nil {
-		t.Errorf("conversion finding on a division loop: %+v", a)
+	for _, invariant := range []bool{false, true} {
+		mods, s := divisionLoop(t, invariant)
+		as, err := Advise(s.p, mods, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fm := findKind(t, as, OptFastMath)
+		if want := 130.0 / 60; !approx(fm.Speedup, want) {
+			t.Errorf("invariant %v: fast math %v, want %v; %s", invariant, fm.Speedup, want, fm.Evidence)
+		}
+		sr := find(as, OptStrengthReduction)
+		switch {
+		case invariant && (sr == nil || !approx(sr.Speedup, 130.0/50)):
+			t.Errorf("invariant divisor: strength reduction %+v, want 130/50", sr)
+		case !invariant && sr != nil && sr.Speedup > 1.0001:
+			t.Errorf("divisor loaded in the loop: strength reduction %v; %s", sr.Speedup, sr.Evidence)
+		}
+		// The static datatype-conversion check is not concerned: the
+		// sequence holds no conversion.
+		if a := find(as, StaticConversion); a != nil {
+			t.Errorf("conversion finding on a division loop: %+v", a)
+		}
 	}
 }
 

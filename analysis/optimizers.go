@@ -53,8 +53,29 @@ func (kv *kernelView) strengthReduction() *match {
 		in := &fv.c.F.Insts[i]
 		return fv.c.Model.Insts[i].Kind == blame.KArithVar && (in.Class == sass.ClassFloat || in.Class == sass.ClassConvert || in.Class == sass.ClassInteger)
 	}
-	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return longArith(fv, e.Src) }, h)
-	return &match{kind: OptStrengthReduction, M: m, hots: h.list(),
+	// A division by a divisor the loop does not change becomes a multiply
+	// by a reciprocal computed once before the loop: its whole sequence
+	// goes, the reciprocal included (item 27).
+	invariant := func(fv *fnView, i int) bool {
+		d := fv.c.divisions()
+		return d.of[i] >= 0 && divisorInvariant(fv.c, int(d.of[i]))
+	}
+	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return longArith(fv, e.Src) && !invariant(fv, e.Dst) }, h)
+	div := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			if invariant(fv, i) {
+				div += fv.total(i)
+				h.add(fv, i, -1, fv.total(i))
+			}
+		}
+	}
+	note := ""
+	if div > 0 {
+		note = fmt.Sprintf("; %.0f samples in float divisions whose divisor the loop does not change: a reciprocal before the loop turns each into a multiply", div)
+	}
+	m += div
+	return &match{kind: OptStrengthReduction, M: m, hots: h.list(), note: note,
 		hint:   "results of long-latency arithmetic (MUFU, conversions, FP64, integer division) are waited for: replace them by cheaper operations (multiply by a reciprocal, shifts for powers of two, float instead of double, fewer conversions).",
 		detail: "execution-dependency stalls blamed on long-latency arithmetic"}
 }
