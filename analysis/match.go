@@ -205,6 +205,21 @@ func (kv *kernelView) edgeMatch(ok func(fv *fnView, e blame.Edge) bool, h *hotSe
 	return t
 }
 
+// totalMatch adds every sample of the instructions ok selects (their own
+// and the stalls sampled at them) and records them as hotspots.
+func (kv *kernelView) totalMatch(ok func(fv *fnView, i int) bool, h *hotSet) float64 {
+	t := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			if ok(fv, i) {
+				t += fv.total(i)
+				h.add(fv, i, -1, fv.total(i))
+			}
+		}
+	}
+	return t
+}
+
 // latencyEdgeMatch is edgeMatch counting only each edge's latency samples
 // (GPA's M^L of eq. 4-6): a stall sampled while the scheduler issued
 // another warp's instruction cost no time, so hiding it saves none. The

@@ -61,15 +61,7 @@ func (kv *kernelView) strengthReduction() *match {
 		return d.of[i] >= 0 && divisorInvariant(fv.c, int(d.of[i]))
 	}
 	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return longArith(fv, e.Src) && !invariant(fv, e.Dst) }, h)
-	div := 0.0
-	for _, fv := range kv.fns {
-		for i := range fv.s {
-			if invariant(fv, i) {
-				div += fv.total(i)
-				h.add(fv, i, -1, fv.total(i))
-			}
-		}
-	}
+	div := kv.totalMatch(invariant, h)
 	note := ""
 	if div > 0 {
 		note = fmt.Sprintf("; %.0f samples in float divisions whose divisor the loop does not change: a reciprocal before the loop turns each into a multiply", div)
@@ -111,15 +103,7 @@ func integerDivision(name string) bool {
 
 func (kv *kernelView) fastMath() *match {
 	h := newHotSet()
-	m := 0.0
-	for _, fv := range kv.fns {
-		for i := range fv.s {
-			if mathCode(fv, i) {
-				m += fv.total(i)
-				h.add(fv, i, -1, fv.total(i))
-			}
-		}
-	}
+	m := kv.totalMatch(mathCode, h)
 	m += kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return mathCode(fv, e.Src) && !mathCode(fv, e.Dst) }, h)
 	return &match{kind: OptFastMath, M: m, hots: h.list(),
 		hint:   "time goes to CUDA math library code (accurate sinf/expf/pow with slow paths): use the intrinsics (__sinf, __expf, __fdividef) or -use_fast_math where the accuracy allows.",
