@@ -159,9 +159,9 @@ func callsDivisionSlowPath(f *sass.Function, b sass.Block) bool {
 
 // divisorInvariant reports whether the divisor of the division checked by
 // FCHK i is the same in every iteration of the innermost loop holding it
-// (a constant, or a register defined outside the loop): then the
-// reciprocal can be computed once before the loop and the division
-// becomes a multiply.
+// (a constant or a kernel parameter, or a register defined outside the
+// loop): then the reciprocal can be computed once before the loop and the
+// division becomes a multiply.
 func divisorInvariant(c *code, i int) bool {
 	li := c.Loop[i]
 	ops := c.F.Insts[i].Operands
@@ -172,6 +172,8 @@ func divisorInvariant(c *code, i int) bool {
 	switch o.Kind {
 	case sass.OperandImm, sass.OperandFloat:
 		return true
+	case sass.OperandConst: // a kernel parameter; not one indexed by a register
+		return o.Base == 0 && o.BankReg == 0
 	case sass.OperandReg:
 	default:
 		return false

@@ -234,3 +234,26 @@ func TestIntegerDivisionIsNotFastMath(t *testing.T) {
 		}
 	}
 }
+
+// TestDivisorInvariant: a kernel parameter divides the same in every
+// iteration; a register loaded in the loop does not; a division outside
+// any loop is not strength reduction's to move.
+func TestDivisorInvariant(t *testing.T) {
+	m := parseSASS(t, "k", `
+		FCHK P0, R5, R6 {S1}
+		.L_x_1:
+		LDG.E R7, desc[UR4][R10.64] {W0 S1}
+		FCHK P1, R5, c[0x0][0x210] {S1}
+		FCHK P2, R5, R7 {B0 S1}
+		IADD3 R10, R10, 0x4, RZ {S1}
+		ISETP.NE.AND P3, PT, R10, R13, PT {S4}
+		@P3 BRA `+"`(.L_x_1)"+` {S1}
+		EXIT
+	`)
+	c := codeOf(m, m.Func("k"))
+	for i, want := range map[int]bool{0: false, 2: true, 3: false} {
+		if got := divisorInvariant(c, i); got != want {
+			t.Errorf("%s: divisor invariant %v, want %v", c.F.Insts[i].Opcode, got, want)
+		}
+	}
+}
