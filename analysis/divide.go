@@ -63,8 +63,8 @@ func divisionSequences(f *sass.Function) *divisions {
 		user := map[int32]bool{}
 		for _, o := range f.Insts[i].Operands {
 			if o.Kind == sass.OperandReg && o.Reg.Kind() == sass.KindR {
-				for _, d := range du.Reaching(i, o.Reg) {
-					user[d] = true
+				for _, def := range du.Reaching(i, o.Reg) {
+					user[def] = true
 				}
 			}
 		}
