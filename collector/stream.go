@@ -149,6 +149,9 @@ func (rs *rankState) logAnalysis(a *online.Analyzer, source string, recs uint64,
 		(b.Blocked + b.MemBlocked + b.BarrierWait + b.Resolve + b.Build).Round(time.Millisecond), b.Blocked.Round(time.Millisecond), b.MemBlocked.Round(time.Millisecond),
 		(b.BarrierWait + b.Resolve).Round(time.Millisecond), b.Resolve.Round(time.Millisecond), b.Build.Round(time.Millisecond), readerWait.Round(time.Millisecond),
 		b.Barriers, b.EarlyBarriers, b.MemBusy.Round(time.Millisecond))
+	if b.Sampled > 0 {
+		msg += fmt.Sprintf("; spatial values sampled by hash in %d (launch, object, access kind), level up to %d", b.Sampled, b.MaxLevel)
+	}
 	if endAt > 0 {
 		// The analysis' tail: what the run waited for after the application's END.
 		msg += fmt.Sprintf("; END read at %v, the analysis finished %v after it", endAt.Round(time.Millisecond), (wall - endAt).Round(time.Millisecond))

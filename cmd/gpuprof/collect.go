@@ -172,6 +172,7 @@ func analysisFlags(fs *flag.FlagSet, a *online.Options) {
 	fs.IntVar(&a.ReuseSampling, "reuse-sampling", envInt("GPUPROF_REUSE_SAMPLING"), "measure reuse distances in one traced block in this many of each launch; 1: every block (default $GPUPROF_REUSE_SAMPLING or 4)")
 	fs.Int64Var(&a.CandidateLimit, "candidate-limit", int64(max(0, envInt("GPUPROF_CANDIDATE_LIMIT"))), "spatial candidates a worker holds before a resolution is brought forward (default $GPUPROF_CANDIDATE_LIMIT or 32768)")
 	fs.Uint64Var(&a.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 65536)")
+	fs.Int64Var(&a.SpatialKeep, "spatial-keep", int64(envInt("GPUPROF_SPATIAL_KEEP")), "distinct values of one launch, object and access kind followed exactly before spatial redundancy samples them by hash; negative: all (default $GPUPROF_SPATIAL_KEEP or 65536)")
 	fs.IntVar(&a.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 4)")
 	sw := time.Duration(0)
 	if v, err := time.ParseDuration(os.Getenv("GPUPROF_STRUCTURE_WAIT")); err == nil {

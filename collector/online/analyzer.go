@@ -59,6 +59,11 @@ type Options struct {
 	// CandidateLimit brings a barrier forward when a worker holds this
 	// many spatial candidates (default candLimit).
 	CandidateLimit int64
+	// SpatialKeep is how many distinct values of one (launch, object,
+	// access kind) the spatial analysis keeps before it samples them by
+	// hash (default spatialKeep; negative: never, every value exact):
+	// docs/collector.md, "Spatial redundancy by distinct sampling".
+	SpatialKeep int64
 	// QueueDepth is how many frames each worker's queue holds (default
 	// 4): deeper queues even out the load of workers whose records come
 	// in bursts from a few blocks, at the price of longer drains at
@@ -213,6 +218,10 @@ type launchInfo struct {
 	// seen: per partition, the values of each (object, kind) seen before
 	// the last barrier; written only at barriers.
 	seen []map[uint32]*valSet // per partition, by object << 1 | kind
+	// levels: the spatial sampling level of each (object, kind), by
+	// object << 1 | kind (none: 0, every value); written only at the
+	// launch's start and at barriers, and never lowered (sample.go).
+	levels []uint8
 }
 
 type kernAcc struct {
@@ -263,10 +272,15 @@ type Analyzer struct {
 	keyBuf   []byte
 	launches map[uint64]*launchInfo // open launches by wire id
 	bySeq    map[uint32]*launchInfo // launches whose spatial state is alive
-	ended    []*launchInfo
-	recent   map[uint64]uint32 // wire launch id -> ctx, for samples that come after KERNEL_END
-	recentQ  []uint64
-	nextSeq  uint32
+	// levelHints: by calling context, the spatial sampling levels its
+	// last launch ended with (sample.go)
+	levelHints map[uint32][]uint8
+	sampled    int   // (launch, object, kind) sampled (Busy)
+	maxLevel   uint8 // the highest level (Busy)
+	ended      []*launchInfo
+	recent     map[uint64]uint32 // wire launch id -> ctx, for samples that come after KERNEL_END
+	recentQ    []uint64
+	nextSeq    uint32
 
 	objs   []*objInfo
 	objIdx map[profile.ObjectID]uint32
@@ -336,6 +350,9 @@ func New(o Options) *Analyzer {
 	}
 	if o.QueueDepth <= 0 {
 		o.QueueDepth = 4
+	}
+	if o.SpatialKeep == 0 {
+		o.SpatialKeep = spatialKeep
 	}
 	if o.ReuseSampling <= 0 {
 		o.ReuseSampling = DefaultReuseSampling
@@ -705,7 +722,8 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	}
 	a.nextSeq++
 	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.funcSnapshot(),
-		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers))}
+		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers)),
+		levels: a.startLevels(ci)}
 	blocks, warps := a.tracedBlocks(f)
 	l.groups = laneGroupsOf(blocks * warps)
 	// Split when the blocks whose reuse is measured are too few to keep

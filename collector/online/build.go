@@ -412,10 +412,13 @@ func (b *builder) spatialPairs(sums *accessSums) {
 		if k.obj == noObj {
 			continue
 		}
-		red := sums.ops[k].accesses - first[k]
-		if red == 0 {
+		// First occurrences estimated by sampling (sample.go) may exceed
+		// the accesses of one PC.
+		acc, f := sums.ops[k].accesses, first[k]
+		if f >= acc {
 			continue
 		}
+		red := acc - f
 		id := b.inst(k.ctx, k.kind, k.pc)
 		if k.kind == kLoad {
 			p.Add(id, profile.RedSpatLoad, red)

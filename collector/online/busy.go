@@ -24,13 +24,18 @@ type Busy struct {
 	// Barriers counts the spatial barriers (flushes included), Early
 	// those a worker's full candidate tables brought forward (candLimit).
 	Barriers, EarlyBarriers int
+	// Sampled counts the (launch, object, kind) whose spatial values
+	// came to be sampled by hash, MaxLevel the highest level reached
+	// (sample.go).
+	Sampled  int
+	MaxLevel uint8
 }
 
 // Busy returns the analyzer's time accounts so far. Call it from the
 // goroutine that calls Add.
 func (a *Analyzer) Busy() Busy {
 	b := Busy{Workers: len(a.workers), Blocked: a.tBlocked, MemBlocked: a.tMemBlocked, BarrierWait: a.tWait, Resolve: a.tResolve, Build: a.tBuild,
-		Barriers: a.barriers, EarlyBarriers: a.earlyBarriers}
+		Barriers: a.barriers, EarlyBarriers: a.earlyBarriers, Sampled: a.sampled, MaxLevel: a.maxLevel}
 	for _, w := range a.workers {
 		b.WorkerBusy += time.Duration(w.busy.Load())
 	}

@@ -345,7 +345,12 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 			continue // this record already looked v up (and made it a candidate if new)
 		}
 		lastObj, lastV = u.obj, u.v
-		a := seq | uint64(u.obj<<1|uint32(kind))
+		ok := u.obj<<1 | uint32(kind)
+		a := seq | uint64(ok)
+		h := spHash(a, u.v)
+		if lv := l.level(ok); lv > 0 && !spSampled(h, lv) {
+			continue // outside the sample (sample.go)
+		}
 		// Values looked up since the last barrier need nothing more
 		// until the next: they are candidates here, or were seen.
 		f := &w.recent[((u.v^a*0x9e3779b97f4a7c15)*0xbf58476d1ce4e5b9)>>(64-numRecentBits)]
@@ -354,7 +359,7 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 		}
 		f.a, f.v = a, u.v
 		n := &sp[k]
-		n.h, n.a, n.v, n.pos = spHash(a, u.v), a, u.v, base|uint64(u.lane)<<4|uint64(u.u)
+		n.h, n.a, n.v, n.pos = h, a, u.v, base|uint64(u.lane)<<4|uint64(u.u)
 		k++
 	}
 	sp = sp[:k]

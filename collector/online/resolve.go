@@ -115,6 +115,9 @@ func (a *Analyzer) barrier() error {
 			a.first[k] += n
 		}
 	}
+	if err := a.raiseLevels(); err != nil {
+		return err
+	}
 	for _, l := range a.ended {
 		l.seen = nil // its candidates are resolved; no access comes after KERNEL_END
 		delete(a.bySeq, l.seq)
@@ -163,7 +166,9 @@ func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
 		a     uint64
 		vs    *valSet
 		ended bool
+		w     int64 // what a first occurrence counts (sample.go)
 	}
+	var ws [32]int64
 	var batch [32]*spEntry
 	var vss [32]*valSet
 	var sink uint64
@@ -181,13 +186,14 @@ func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
 		for i, e := range batch[:n] {
 			c := &sets[e.a*0x9e3779b97f4a7c15>>58]
 			if c.vs == nil && !c.ended || c.a != e.a {
-				c.a, c.vs, c.ended = e.a, nil, a.bySeq[uint32(e.a>>32)].ended
+				l := a.bySeq[uint32(e.a>>32)]
+				c.a, c.vs, c.ended, c.w = e.a, nil, l.ended, l.weight(uint32(e.a))
 				if !c.ended {
 					c.vs = set(e)
 				}
 			}
 			vs := c.vs
-			vss[i] = vs
+			vss[i], ws[i] = vs, c.w
 			switch {
 			case vs != nil && len(vs.e) > 0:
 				sink += vs.e[mix64(e.v)&uint64(len(vs.e)-1)]
@@ -207,7 +213,7 @@ func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
 			}
 			if first {
 				e.pc |= firstFlag
-				counts.add(e.a, e.pc&^firstFlag, 1)
+				counts.add(e.a, e.pc&^firstFlag, ws[i])
 			} else {
 				conflicts = append(conflicts, e)
 			}
@@ -246,10 +252,11 @@ func (a *Analyzer) settleConflicts(p int, conflicts []*spEntry, counts *firstCou
 			}
 		}
 		if min != flagged {
-			counts.add(flagged.a, flagged.pc&^firstFlag, -1)
+			w := a.bySeq[uint32(c.a>>32)].weight(uint32(c.a))
+			counts.add(flagged.a, flagged.pc&^firstFlag, -w)
 			flagged.pc &^= firstFlag
 			min.pc |= firstFlag
-			counts.add(min.a, min.pc&^firstFlag, 1)
+			counts.add(min.a, min.pc&^firstFlag, w)
 		}
 	}
 }

@@ -1,0 +1,177 @@
+package online
+
+import "math/bits"
+
+// Spatial redundancy by distinct sampling (docs/collector.md). Counting
+// an object's first occurrences exactly keeps every distinct value it
+// carried in the launch: a pointer chase's launch brings hundreds of
+// thousands, and looking each up, making it a candidate and resolving it
+// was half of its collector's CPU on the H100. Past SpatialKeep distinct
+// values of one (launch, object, kind), only values whose hash has its
+// lowest level bits (of bits 32 on) zero are followed: at level L one in
+// 2^L, each first occurrence found counting 2^L.
+//
+// The estimate is unbiased because the samples nest (a value in the
+// sample at level L is in it at every lower level) and levels only rise:
+// a value's first occurrence, at level L, makes a candidate with
+// probability 2^-L and then counts 2^L; if it does not, no later
+// occurrence, at level L or higher, makes one, and the seen sets drop
+// the values a new level leaves out. Its variance is at most D 2^L for D
+// distinct values, and the level rises only while more than SpatialKeep/2
+// values would be kept, so the relative error of the first occurrences
+// is about sqrt(2/SpatialKeep): 0.6% at the default.
+
+// spatialKeep is the default of Options.SpatialKeep: the seen sets of
+// one (launch, object, kind) stay near 2^16 values (1 MiB of slots).
+const spatialKeep = 1 << 16
+
+// maxLevel bounds the levels (one value in 2^24 is still followed).
+const maxLevel = 24
+
+// spSampled says whether a value of spatial hash h (spHash) is in the
+// sample at level lv. Its bits 32 on: the candidate tables' slots take
+// the hash's low bits and the partitions its high ones, so the sample
+// crowds neither.
+func spSampled(h uint64, lv uint8) bool { return (h>>32)&(1<<lv-1) == 0 }
+
+// level is the sampling level of (object, kind) ok in the launch.
+func (l *launchInfo) level(ok uint32) uint8 {
+	if int(ok) < len(l.levels) {
+		return l.levels[ok]
+	}
+	return 0
+}
+
+// weight is what one first occurrence found at (object, kind) ok counts.
+func (l *launchInfo) weight(ok uint32) int64 { return 1 << l.level(ok) }
+
+// startLevels is a new launch's levels in calling context ctx: one below
+// those its context's last launch ended with, so that a launch like the
+// last samples from its start (and rises to the same level if it is as
+// large), where starting from none would follow every value of its first
+// window. A launch much smaller than the last of its context pays for
+// this in variance (docs/collector.md).
+func (a *Analyzer) startLevels(ctx uint32) []uint8 {
+	h := a.levelHints[ctx]
+	if len(h) == 0 {
+		return nil
+	}
+	ls := make([]uint8, len(h))
+	for i, lv := range h {
+		if lv > 1 {
+			ls[i] = lv - 1
+			a.sampled++
+		}
+	}
+	return ls
+}
+
+// raiseLevels runs at a barrier, after the resolution: where a launch's
+// seen sets of one (object, kind) hold more than SpatialKeep values, its
+// level rises until about SpatialKeep/2 would be kept, and the sets drop
+// the values out of the new sample (in parallel, by partition). Ended
+// launches leave their levels, raised the same way, as their context's
+// hint.
+func (a *Analyzer) raiseLevels() error {
+	keep := a.o.SpatialKeep
+	if keep <= 0 {
+		return nil
+	}
+	type raise struct {
+		l  *launchInfo
+		ok uint32
+		lv uint8
+	}
+	var rs []raise
+	totals := map[uint32]int64{}
+	for _, l := range a.bySeq {
+		if l.seen == nil {
+			continue
+		}
+		clear(totals)
+		for _, m := range l.seen {
+			for ok, vs := range m {
+				totals[ok] += vs.len()
+			}
+		}
+		var hint []uint8
+		if l.ended {
+			hint = append([]uint8(nil), l.levels...)
+		}
+		for ok, n := range totals {
+			lv := l.level(ok)
+			up := lv
+			for n > keep/2 && up < maxLevel && (up > lv || n > keep) {
+				n /= 2
+				up++
+			}
+			if up == lv {
+				continue
+			}
+			if l.ended {
+				hint = setLevel(hint, ok, up)
+				continue
+			}
+			if lv == 0 {
+				a.sampled++
+			}
+			a.maxLevel = max(a.maxLevel, up)
+			l.levels = setLevel(l.levels, ok, up)
+			rs = append(rs, raise{l, ok, up})
+		}
+		if l.ended {
+			if a.levelHints == nil {
+				a.levelHints = map[uint32][]uint8{}
+			}
+			a.levelHints[l.ctx] = hint
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	return parallel(len(a.workers), len(a.workers), func(p int) {
+		for _, r := range rs {
+			if vs := r.l.seen[p][r.ok]; vs != nil {
+				a := uint64(r.l.seq)<<32 | uint64(r.ok)
+				vs.retain(func(v uint64) bool { return spSampled(spHash(a, v), r.lv) })
+			}
+		}
+	})
+}
+
+// setLevel sets ls[ok] to lv, growing ls.
+func setLevel(ls []uint8, ok uint32, lv uint8) []uint8 {
+	if int(ok) >= len(ls) {
+		ls = append(ls, make([]uint8, int(ok)+1-len(ls))...)
+	}
+	ls[ok] = lv
+	return ls
+}
+
+// len is the number of values in s.
+func (s *valSet) len() int64 {
+	n := int64(s.n)
+	if s.zero {
+		n++
+	}
+	return n
+}
+
+// retain keeps the values for which keep says true, in a table sized for
+// them.
+func (s *valSet) retain(keep func(uint64) bool) {
+	var kept []uint64
+	for _, v := range s.e {
+		if v != 0 && keep(v) {
+			kept = append(kept, v)
+		}
+	}
+	s.zero = s.zero && keep(0)
+	s.e, s.n = nil, 0
+	if len(kept) > 0 {
+		s.e = make([]uint64, max(16, 1<<bits.Len(uint(2*len(kept)))))
+	}
+	for _, v := range kept {
+		s.addNew(v)
+	}
+}

@@ -1,0 +1,132 @@
+package online
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"testing"
+
+	"gpuprof/collector/synth"
+	"gpuprof/profile"
+)
+
+// The samples nest (a hash in the sample at level L+1 is in it at L), and
+// level L keeps about one hash in 2^L.
+func TestSpSampledNests(t *testing.T) {
+	const n = 1 << 16
+	for lv := uint8(0); lv < 8; lv++ {
+		kept := 0
+		for i := uint64(0); i < n; i++ {
+			h := spHash(7<<32|3, i)
+			if spSampled(h, lv+1) && !spSampled(h, lv) {
+				t.Fatalf("hash %#x in the sample at level %d and not at %d", h, lv+1, lv)
+			}
+			if spSampled(h, lv) {
+				kept++
+			}
+		}
+		want := float64(n) / float64(uint64(1)<<lv)
+		if math.Abs(float64(kept)-want) > 5*math.Sqrt(want) {
+			t.Errorf("level %d kept %d of %d hashes, want about %.0f", lv, kept, n, want)
+		}
+	}
+}
+
+func TestValSetRetain(t *testing.T) {
+	var s valSet
+	for v := uint64(0); v < 100; v++ {
+		s.add(v)
+	}
+	s.retain(func(v uint64) bool { return v%3 == 0 })
+	if got := s.len(); got != 34 { // 0, 3, ..., 99
+		t.Fatalf("kept %d values, want 34", got)
+	}
+	for v := uint64(0); v < 100; v++ {
+		if s.has(v) != (v%3 == 0) {
+			t.Errorf("has(%d) = %v after retain", v, s.has(v))
+		}
+	}
+	s.retain(func(v uint64) bool { return v != 0 })
+	if s.has(0) || s.len() != 33 {
+		t.Errorf("retain kept zero (%v) or %d values, want 33", s.has(0), s.len())
+	}
+	if !s.addNew(1) || s.addNew(3) {
+		t.Error("a retained set takes new values and knows its own")
+	}
+}
+
+// levelHints pass on one level less than a context's last launch ended
+// with, and none below 2.
+func TestStartLevels(t *testing.T) {
+	a := &Analyzer{levelHints: map[uint32][]uint8{5: {0, 1, 2, 7}}}
+	got := fmt.Sprint(a.startLevels(5))
+	if got != "[0 0 1 6]" {
+		t.Errorf("startLevels = %s, want [0 0 1 6]", got)
+	}
+	if a.startLevels(6) != nil {
+		t.Error("a context without a hint starts at level 0")
+	}
+	if a.sampled != 2 {
+		t.Errorf("sampled = %d, want the 2 objects that start sampled", a.sampled)
+	}
+}
+
+// With few values kept, the spatial counts are estimates: on streams of
+// mostly new values, the redundant accesses stay within five standard
+// deviations of the exact count (the variance is at most the distinct
+// values times 2^level, sample.go), and everything else is exact.
+func TestSpatialSamplingEstimates(t *testing.T) {
+	capture, err := os.ReadFile("../../testdata/captures/stall_memory.redundancy.p1.gpr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := []struct {
+		name   string
+		stream []byte
+		st     StructureSource
+	}{
+		{"stall_memory capture", capture, &SASS{NVDisasm: "-", Files: []string{"../../testdata/sass/stall_memory"}}},
+		{"random synth", synthStream(t, synth.Options{Seed: 9, Pattern: synth.PatternRandom, BlockSampling: 1, KernelSampling: 1, Iterations: 3}, 1), nil},
+	}
+	for _, in := range ins {
+		for _, w := range []int{1, 3} {
+			name := fmt.Sprintf("%s/workers=%d", in.name, w)
+			exact, be := analyseWith(t, in.stream, Options{Workers: w, Structures: in.st, ReuseSampling: 1, SpatialKeep: -1}, 0)
+			est, bs := analyseWith(t, in.stream, Options{Workers: w, Structures: in.st, ReuseSampling: 1, SpatialKeep: 64}, 0)
+			if be.Sampled != 0 {
+				t.Fatalf("%s: SpatialKeep -1 sampled %d objects", name, be.Sampled)
+			}
+			if bs.Sampled == 0 || bs.MaxLevel == 0 {
+				t.Fatalf("%s: SpatialKeep 64 sampled nothing: the test does not exercise it", name)
+			}
+			red := func(p *profile.Profile) (n float64) {
+				for _, v := range p.Spatial {
+					n += float64(v)
+				}
+				return n
+			}
+			var accesses float64
+			for _, s := range exact.ObjStats {
+				accesses += float64(s.Accesses)
+			}
+			re, rs := red(exact), red(est)
+			distinct := accesses - re
+			sd := math.Sqrt(distinct * float64(uint64(1)<<bs.MaxLevel))
+			t.Logf("%s: %d objects sampled, level up to %d: redundant %.0f exact, %.0f estimated (sd at most %.0f; %.0f accesses, %.0f distinct)",
+				name, bs.Sampled, bs.MaxLevel, re, rs, sd, accesses, distinct)
+			if distinct < 1000 {
+				t.Fatalf("%s: %0.f distinct values: too few to sample", name, distinct)
+			}
+			if math.Abs(rs-re) > 5*sd {
+				t.Errorf("%s: estimated %.0f spatially redundant accesses, exact %.0f: more than 5 sd (%.0f) apart", name, rs, re, sd)
+			}
+			// Temporal redundancy is not sampled.
+			for k, v := range exact.Temporal {
+				if est.Temporal[k] != v {
+					t.Errorf("%s: temporal pair %v: %d sampled, %d exact", name, k, est.Temporal[k], v)
+					break
+				}
+			}
+		}
+	}
+}
