@@ -1,11 +1,15 @@
 package online
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"testing"
 
+	"gpuprof/collector/rawstream"
 	"gpuprof/collector/synth"
 	"gpuprof/profile"
 )
@@ -129,4 +133,75 @@ func TestSpatialSamplingEstimates(t *testing.T) {
 			}
 		}
 	}
+}
+
+// chaseStream writes a pointer chase's stream: launches of one kernel
+// from one call site, each with records of 32 lanes loading new random
+// 8-byte values from one large allocation (every value distinct), as the
+// H100's stall_memory brings hundreds of thousands a launch.
+func chaseStream(tb testing.TB, launches, records int) []byte {
+	rng := rand.New(rand.NewPCG(3, 5))
+	var buf bytes.Buffer
+	w := rawstream.NewWriter(&buf)
+	put := func(f rawstream.Frame) {
+		if err := w.Write(f); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	put(&rawstream.Hello{Version: 1, Mode: rawstream.ModeRedundancy, BlockSampling: 1, KernelSampling: 1})
+	cubin := []byte("\x7fELF-not-really-a-cubin")
+	put(&rawstream.Module{ModuleID: 1, ContentKey: fnv(cubin), Size: uint32(len(cubin)), HasBytes: true, Bytes: cubin})
+	put(&rawstream.Function{FunctionID: 1, ModuleID: 1, PC: 0x10000, Size: 0x400, Name: "_Z5chasev"})
+	const base, size = 0x1000000, 1 << 30
+	put(&rawstream.Alloc{AllocID: 1, Address: base, Size: size, Memory: rawstream.AllocDevice, Host: []uint64{0x400000}})
+	var val [8]byte
+	for l := 1; l <= launches; l++ {
+		put(&rawstream.Launch{LaunchID: uint64(l), FunctionID: 1, Grid: [3]uint32{1024, 1, 1}, Block: [3]uint32{256, 1, 1},
+			Instrumented: true, Host: []uint64{0x500000, 0x600000}})
+		for done := 0; done < records; {
+			acc := &rawstream.Access{LaunchID: uint64(l)}
+			for r := 0; r < 512 && done < records; r, done = r+1, done+1 {
+				acc.AppendRecord(0x10010, uint32(done/64%1024), uint16(done%8), rawstream.SpaceGlobal, rawstream.FlagRead, ^uint32(0), 8)
+				for lane := 0; lane < 32; lane++ {
+					binary.LittleEndian.PutUint64(val[:], rng.Uint64())
+					acc.AppendLane(base+8*rng.Uint64N(size/8), val[:])
+				}
+			}
+			put(acc)
+		}
+		put(&rawstream.KernelEnd{LaunchID: uint64(l), StartNS: 1, EndNS: 100, BlocksTotal: 1024, BlocksSampled: 1024})
+	}
+	put(&rawstream.End{})
+	return buf.Bytes()
+}
+
+// BenchmarkSpatialSampling analyses a pointer chase's launches of 2^15
+// records (a million new values each) with every value followed and with
+// the default sampling.
+func BenchmarkSpatialSampling(b *testing.B) {
+	frames, total := decodeFrames(b, chaseStream(b, 6, 1<<15))
+	for _, keep := range []int64{-1, 0} {
+		b.Run(fmt.Sprintf("keep=%d", keep), func(b *testing.B) {
+			cpu0 := cpuTime()
+			var bz Busy
+			for i := 0; i < b.N; i++ {
+				a := New(Options{Job: "bench", SpatialKeep: keep})
+				replayFrames(b, a, frames)
+				bz = a.Busy()
+				a.Close()
+			}
+			n := float64(total) * float64(b.N)
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/n, "cpu-ns/record")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/record")
+			b.ReportMetric(float64(bz.Barriers), "barriers")
+			b.ReportMetric(float64(bz.MaxLevel), "level")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// decodeFrames is a stream's frames and access records.
+func decodeFrames(b *testing.B, stream []byte) ([]rawstream.Frame, uint64) {
+	fs, _, recs := decodeAll(b, stream)
+	return fs, recs
 }
