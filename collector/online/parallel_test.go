@@ -71,3 +71,21 @@ func TestCandidatesFullCountsQueuedLanes(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowRatio: windows too short to set a worker's candidates per
+// lane add up until they have minRatioLanes lanes (hand-computed).
+func TestWindowRatio(t *testing.T) {
+	w := &worker{ratio: 1}
+	w.windowRatio(100, 1000) // 1000 lanes: too few
+	if w.ratio != 1 {
+		t.Fatalf("ratio %v after 1000 lanes, want 1 still", w.ratio)
+	}
+	w.windowRatio(100, 3096) // 4096 lanes in all: 200 / 4096
+	if want := 200.0 / 4096; w.ratio != want {
+		t.Fatalf("ratio %v, want %v", w.ratio, want)
+	}
+	w.windowRatio(4096, 8192) // a window long enough on its own
+	if w.ratio != 0.5 {
+		t.Fatalf("ratio %v, want 0.5", w.ratio)
+	}
+}

@@ -62,6 +62,16 @@ func (a *Analyzer) candidatesFull() bool {
 	return false
 }
 
+// windowRatio takes a window's candidates and lanes into the worker's
+// candidates per lane, once its windows since the last change have
+// minRatioLanes lanes.
+func (w *worker) windowRatio(cands, lanes int64) {
+	if w.ratioC, w.ratioL = w.ratioC+cands, w.ratioL+lanes; w.ratioL >= minRatioLanes {
+		w.ratio = float64(w.ratioC) / float64(w.ratioL)
+		w.ratioC, w.ratioL = 0, 0
+	}
+}
+
 // minRatioLanes is how many lanes a worker analyses in a window before
 // its own candidates per lane replace the last window's.
 const minRatioLanes = 1 << 12
@@ -92,8 +102,9 @@ func (a *Analyzer) barrier() error {
 	}
 	parts := len(a.workers)
 	firsts := make([]map[objPCKey]uint64, parts)
+	ended := make([]map[uint64]int64, parts)
 	if err := parallel(len(a.workers), parts, func(p int) {
-		firsts[p] = a.resolve(p)
+		firsts[p], ended[p] = a.resolve(p)
 		// Emptied here, in parallel: the tables of all partitions are
 		// hundreds of MB to clear for streams of new values.
 		for _, w := range a.workers {
@@ -103,9 +114,7 @@ func (a *Analyzer) barrier() error {
 		return err
 	}
 	for _, w := range a.workers {
-		if done := w.lanesDone.Load(); done >= minRatioLanes {
-			w.ratio = float64(w.candN.Load()) / float64(done)
-		}
+		w.windowRatio(w.candN.Load(), w.lanesDone.Load())
 		w.candN.Store(0)
 		w.lanesDone.Store(0)
 		w.sent = 0
@@ -115,7 +124,7 @@ func (a *Analyzer) barrier() error {
 			a.first[k] += n
 		}
 	}
-	if err := a.raiseLevels(); err != nil {
+	if err := a.raiseLevels(ended); err != nil {
 		return err
 	}
 	for _, l := range a.ended {
@@ -130,7 +139,7 @@ func (a *Analyzer) barrier() error {
 // value: the earliest among the workers that saw it. Every other access of
 // the value is spatially redundant; resolve counts the first occurrences
 // per (object, PC), which the builder subtracts from the accesses.
-func (a *Analyzer) resolve(p int) map[objPCKey]uint64 {
+func (a *Analyzer) resolve(p int) (map[objPCKey]uint64, map[uint64]int64) {
 	// Counted by the entries' own words (launch, object and kind; PC) in a
 	// table of their own: a Go map with objPCKey keys cost more than the
 	// rest of the resolution for streams of new values.
@@ -262,9 +271,12 @@ func (a *Analyzer) settleConflicts(p int, conflicts []*spEntry, counts *firstCou
 }
 
 // firstsByKey turns the counts by launch and object into first
-// occurrences per (context, kind, object, PC).
-func (a *Analyzer) firstsByKey(counts *firstCounts) map[objPCKey]uint64 {
+// occurrences per (context, kind, object, PC); and, for the launches that
+// ended, the sampled values found new per (launch, object, kind), which
+// their seen sets do not take (raiseLevels).
+func (a *Analyzer) firstsByKey(counts *firstCounts) (map[objPCKey]uint64, map[uint64]int64) {
 	firsts := make(map[objPCKey]uint64, counts.n)
+	var ended map[uint64]int64
 	for _, e := range counts.e {
 		if e.n == 0 {
 			continue
@@ -272,8 +284,14 @@ func (a *Analyzer) firstsByKey(counts *firstCounts) map[objPCKey]uint64 {
 		l := a.bySeq[uint32(e.a>>32)]
 		ok := uint32(e.a)
 		firsts[objPCKey{l.ctx, uint8(ok & 1), ok >> 1, e.pc}] += uint64(e.n)
+		if l.ended {
+			if ended == nil {
+				ended = map[uint64]int64{}
+			}
+			ended[e.a] += e.n / l.weight(ok)
+		}
 	}
-	return firsts
+	return firsts, ended
 }
 
 // firstCounts counts first occurrences by (launch << 32 | object << 1 |

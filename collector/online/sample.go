@@ -67,12 +67,15 @@ func (a *Analyzer) startLevels(ctx uint32) []uint8 {
 }
 
 // raiseLevels runs at a barrier, after the resolution: where a launch's
-// seen sets of one (object, kind) hold more than SpatialKeep values, its
+// seen sets of one (object, kind) hold more than SpatialKeep values (for
+// an ended launch, with the values found new at this barrier, endedNew
+// by partition and launch << 32 | object << 1 | kind), its
 // level rises until about SpatialKeep/2 would be kept, and the sets drop
 // the values out of the new sample (in parallel, by partition). Ended
-// launches leave their levels, raised the same way, as their context's
-// hint.
-func (a *Analyzer) raiseLevels() error {
+// launches that saw values leave their levels, raised the same way, as
+// their context's hint (kernel sampling's untraced launches see none, and
+// passing on theirs wore the hint down by a level a launch).
+func (a *Analyzer) raiseLevels(endedNew []map[uint64]int64) error {
 	keep := a.o.SpatialKeep
 	if keep <= 0 {
 		return nil
@@ -94,6 +97,18 @@ func (a *Analyzer) raiseLevels() error {
 				totals[ok] += vs.len()
 			}
 		}
+		if l.ended {
+			for _, m := range endedNew {
+				for k, n := range m {
+					if uint32(k>>32) == l.seq {
+						totals[uint32(k)] += n
+					}
+				}
+			}
+		}
+		if l.ended && len(totals) == 0 {
+			continue // untraced, or no values in objects: the hint stands
+		}
 		var hint []uint8
 		if l.ended {
 			hint = append([]uint8(nil), l.levels...)
@@ -101,7 +116,10 @@ func (a *Analyzer) raiseLevels() error {
 		for ok, n := range totals {
 			lv := l.level(ok)
 			up := lv
-			for n > keep/2 && up < maxLevel && (up > lv || n > keep) {
+			// A live launch rises past SpatialKeep values; an ended one
+			// passes on the level that keeps SpatialKeep/2, so that the
+			// next launch, a level below, rises to the same.
+			for n > keep/2 && up < maxLevel && (up > lv || n > keep || l.ended) {
 				n /= 2
 				up++
 			}

@@ -138,8 +138,9 @@ func TestSpatialSamplingEstimates(t *testing.T) {
 // chaseStream writes a pointer chase's stream: launches of one kernel
 // from one call site, each with records of 32 lanes loading new random
 // 8-byte values from one large allocation (every value distinct), as the
-// H100's stall_memory brings hundreds of thousands a launch.
-func chaseStream(tb testing.TB, launches, records int) []byte {
+// H100's stall_memory brings hundreds of thousands a launch; after each,
+// untraced launches from the same call site (kernel sampling's).
+func chaseStream(tb testing.TB, launches, records, untraced int) []byte {
 	rng := rand.New(rand.NewPCG(3, 5))
 	var buf bytes.Buffer
 	w := rawstream.NewWriter(&buf)
@@ -155,7 +156,13 @@ func chaseStream(tb testing.TB, launches, records int) []byte {
 	const base, size = 0x1000000, 1 << 30
 	put(&rawstream.Alloc{AllocID: 1, Address: base, Size: size, Memory: rawstream.AllocDevice, Host: []uint64{0x400000}})
 	var val [8]byte
+	id := uint64(1000)
 	for l := 1; l <= launches; l++ {
+		for u := 0; u < untraced && l > 1; u++ {
+			id++
+			put(&rawstream.Launch{LaunchID: id, FunctionID: 1, Grid: [3]uint32{1024, 1, 1}, Block: [3]uint32{256, 1, 1}, Host: []uint64{0x500000, 0x600000}})
+			put(&rawstream.KernelEnd{LaunchID: id, StartNS: 1, EndNS: 100, BlocksTotal: 1024})
+		}
 		put(&rawstream.Launch{LaunchID: uint64(l), FunctionID: 1, Grid: [3]uint32{1024, 1, 1}, Block: [3]uint32{256, 1, 1},
 			Instrumented: true, Host: []uint64{0x500000, 0x600000}})
 		for done := 0; done < records; {
@@ -175,11 +182,35 @@ func chaseStream(tb testing.TB, launches, records int) []byte {
 	return buf.Bytes()
 }
 
+// A launch starts sampled when its context's last traced launch was, and
+// the untraced launches between them (kernel sampling's) leave the hint.
+func TestLevelsSurviveUntracedLaunches(t *testing.T) {
+	frames, _ := decodeFrames(t, chaseStream(t, 5, 1<<12, 9))
+	a := New(Options{Job: "test", Workers: 2})
+	for j, fr := range frames {
+		if err := a.Add(fr, int64(j)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := fr.(*rawstream.KernelEnd); ok && a.Pending() > 0 {
+			if _, err := a.Flush(uint32(j)); err != nil { // a barrier after each traced launch
+				t.Fatal(err)
+			}
+		}
+	}
+	b := a.Busy()
+	a.Close()
+	// The first launch rises to level 2 or more (131k new values); the
+	// four after it start one below.
+	if b.MaxLevel < 2 || b.Sampled < 5 {
+		t.Errorf("level up to %d, %d (launch, object, kind) sampled: want 2 or more and 5 (the first launch raised, the 4 after it started sampled)", b.MaxLevel, b.Sampled)
+	}
+}
+
 // BenchmarkSpatialSampling analyses a pointer chase's launches of 2^15
 // records (a million new values each) with every value followed and with
 // the default sampling.
 func BenchmarkSpatialSampling(b *testing.B) {
-	frames, total := decodeFrames(b, chaseStream(b, 6, 1<<15))
+	frames, total := decodeFrames(b, chaseStream(b, 6, 1<<15, 9))
 	for _, keep := range []int64{-1, 0} {
 		b.Run(fmt.Sprintf("keep=%d", keep), func(b *testing.B) {
 			cpu0 := cpuTime()
@@ -201,7 +232,7 @@ func BenchmarkSpatialSampling(b *testing.B) {
 }
 
 // decodeFrames is a stream's frames and access records.
-func decodeFrames(b *testing.B, stream []byte) ([]rawstream.Frame, uint64) {
+func decodeFrames(b testing.TB, stream []byte) ([]rawstream.Frame, uint64) {
 	fs, _, recs := decodeAll(b, stream)
 	return fs, recs
 }

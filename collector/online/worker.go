@@ -470,6 +470,10 @@ type worker struct {
 	// candidate, so a stream of new values gets no oversized first window).
 	sent  int64
 	ratio float64
+	// ratioC and ratioL: candidates and lanes of the windows since the
+	// ratio last changed, too few lanes each to set it (a run of early
+	// barriers whose windows the worker hardly started kept a stale ratio)
+	ratioC, ratioL int64
 	// recent: (launch << 32 | object << 1 | kind, value) pairs looked up
 	// since the last barrier (a direct-mapped cache by their hash): they
 	// are candidates here or were seen, so an access that brings one again
