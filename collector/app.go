@@ -50,6 +50,7 @@ func (c *Collector) run(ctx context.Context) error {
 	c.mu.Lock()
 	c.appPID = cmd.Process.Pid
 	c.mu.Unlock()
+	yieldToApp(c.o.Nice, c.appExited)
 	c.logf("started %s (pid %d), expecting %d rank(s)", c.o.Command[0], cmd.Process.Pid, c.place.world)
 	// Interruptions reach the application through c.proc (Interrupt); an
 	// interruption that came before it started is passed on now. Its

@@ -60,6 +60,10 @@ type Options struct {
 	// InjectLib is the injection library; default $GPUPROF_INJECT, else
 	// lib/libgpuprof_inject.so next to the running executable.
 	InjectLib string
+	// Nice lowers the collector's threads to this nice value once the
+	// application has started (0: unchanged; Linux only): the
+	// application and the library then come first on a busy host.
+	Nice int
 	// Mode: redundancy, pcsampling or hybrid ("" leaves the library's
 	// default, redundancy).
 	Mode string

@@ -75,6 +75,7 @@ torchrun; written by hand:
 	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid | all (one run per kind, merged)")
 	fs.IntVar(&o.BlockSampling, "block-sampling", 0, "block sampling period P (default 50)")
 	fs.IntVar(&o.KernelSampling, "kernel-sampling", 0, "kernel sampling period K (default 1)")
+	fs.IntVar(&o.Nice, "nice", envInt("GPUPROF_NICE"), "nice value of the collector's threads once the application runs, so that the application comes first on a busy host (default $GPUPROF_NICE or 0: unchanged)")
 	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
 	hostSyms := fs.String("host-symbols", os.Getenv("GPUPROF_HOST_SYMBOLS"), "symbol tables (files, or directories of *.syms; comma-separated) for host binaries that are not on this machine, as 'gpuprof symtab' writes beside captures")
