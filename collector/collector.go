@@ -61,8 +61,9 @@ type Options struct {
 	// lib/libgpuprof_inject.so next to the running executable.
 	InjectLib string
 	// Nice lowers the collector's threads to this nice value once the
-	// application has started (0: unchanged; Linux only): the
-	// application and the library then come first on a busy host.
+	// application has started (0: unchanged; Linux only; the command
+	// line's default is DefaultNice): the application and the library
+	// then come first on a busy host.
 	Nice int
 	// Mode: redundancy, pcsampling or hybrid ("" leaves the library's
 	// default, redundancy).

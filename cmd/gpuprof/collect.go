@@ -75,7 +75,7 @@ torchrun; written by hand:
 	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid | all (one run per kind, merged)")
 	fs.IntVar(&o.BlockSampling, "block-sampling", 0, "block sampling period P (default 50)")
 	fs.IntVar(&o.KernelSampling, "kernel-sampling", 0, "kernel sampling period K (default 1)")
-	fs.IntVar(&o.Nice, "nice", envInt("GPUPROF_NICE"), "nice value of the collector's threads once the application runs, so that the application comes first on a busy host (default $GPUPROF_NICE or 0: unchanged)")
+	fs.IntVar(&o.Nice, "nice", envIntOr("GPUPROF_NICE", collector.DefaultNice), "nice value of the collector's threads once the application runs, so that the application and the library come first on a busy host; 0: unchanged (default $GPUPROF_NICE or 10)")
 	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
 	hostSyms := fs.String("host-symbols", os.Getenv("GPUPROF_HOST_SYMBOLS"), "symbol tables (files, or directories of *.syms; comma-separated) for host binaries that are not on this machine, as 'gpuprof symtab' writes beside captures")
@@ -421,6 +421,15 @@ func logRanks(c *collector.Collector) {
 
 // envInt is the integer in the environment variable name, 0 when unset or
 // not a number (the flag's default then applies).
+// envIntOr is envInt with a default for an unset or malformed variable.
+func envIntOr(name string, def int) int {
+	n, err := strconv.Atoi(os.Getenv(name))
+	if err != nil {
+		return def
+	}
+	return n
+}
+
 func envInt(name string) int {
 	n, err := strconv.Atoi(os.Getenv(name))
 	if err != nil {
