@@ -222,6 +222,10 @@ type launchInfo struct {
 	// object << 1 | kind (none: 0, every value); written only at the
 	// launch's start and at barriers, and never lowered (sample.go).
 	levels []uint8
+	// lanes: per worker, the accesses of each (object, kind) it analysed,
+	// by object << 1 | kind; each worker writes its own row, the barriers
+	// read them all (sample.go)
+	lanes [][]int64
 }
 
 type kernAcc struct {
@@ -723,7 +727,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	a.nextSeq++
 	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.funcSnapshot(),
 		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers)),
-		levels: a.startLevels(ci)}
+		levels: a.startLevels(ci), lanes: make([][]int64, len(a.workers))}
 	blocks, warps := a.tracedBlocks(f)
 	l.groups = laneGroupsOf(blocks * warps)
 	// Split when the blocks whose reuse is measured are too few to keep

@@ -333,6 +333,9 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 	// carry one value.
 	lastObj, lastV := noObj, uint64(0)
 	outside := uint64(0)
+	// The accesses of each object, counted for its sampling level in runs
+	// of one object (a record's lanes mostly access one).
+	runObj, run, lv := noObj, int64(0), uint8(0)
 	for i := range us {
 		u := &us[i]
 		if u.obj == noObj {
@@ -341,14 +344,20 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 			}
 			continue
 		}
+		if u.obj != runObj {
+			if run > 0 {
+				w.countLanes(l, runObj<<1|uint32(kind), run)
+			}
+			runObj, run, lv = u.obj, 0, l.level(u.obj<<1|uint32(kind))
+		}
+		run++
 		if u.obj == lastObj && u.v == lastV {
 			continue // this record already looked v up (and made it a candidate if new)
 		}
 		lastObj, lastV = u.obj, u.v
 		ok := u.obj<<1 | uint32(kind)
 		a := seq | uint64(ok)
-		h := spHash(a, u.v)
-		if lv := l.level(ok); lv > 0 && !spSampled(h, lv) {
+		if lv > 0 && !spSampled(a, u.v, lv) {
 			continue // outside the sample (sample.go)
 		}
 		// Values looked up since the last barrier need nothing more
@@ -359,8 +368,11 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 		}
 		f.a, f.v = a, u.v
 		n := &sp[k]
-		n.h, n.a, n.v, n.pos = h, a, u.v, base|uint64(u.lane)<<4|uint64(u.u)
+		n.h, n.a, n.v, n.pos = spHash(a, u.v), a, u.v, base|uint64(u.lane)<<4|uint64(u.u)
 		k++
+	}
+	if run > 0 {
+		w.countLanes(l, runObj<<1|uint32(kind), run)
 	}
 	sp = sp[:k]
 	pa.outside += outside

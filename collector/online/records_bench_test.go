@@ -51,9 +51,11 @@ func BenchmarkAnalyzeRecords(b *testing.B) {
 func benchRecords(b *testing.B, name string, st StructureSource, frames []rawstream.Frame, total uint64) {
 	b.Run(name, func(b *testing.B) {
 		cpu0 := cpuTime()
+		level := uint8(0)
 		for i := 0; i < b.N; i++ {
 			a := New(Options{Job: "bench", Workers: 1, Structures: st})
 			replayFrames(b, a, frames)
+			level = a.Busy().MaxLevel
 			a.Close()
 		}
 		cpu := cpuTime() - cpu0
@@ -61,6 +63,7 @@ func benchRecords(b *testing.B, name string, st StructureSource, frames []rawstr
 		b.ReportMetric(n/b.Elapsed().Seconds(), "records/s")
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/record")
 		b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/record")
+		b.ReportMetric(float64(level), "spatial-level")
 		b.ReportMetric(0, "ns/op")
 	})
 }
