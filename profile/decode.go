@@ -402,6 +402,9 @@ func (d *dec) rankInfos(p *Profile) {
 			}
 			ri.Props.MemBytes = d.u()
 		}
+		if d.version >= 6 {
+			ri.SpatialLevel = uint32(d.u())
+		}
 		p.Ranks[ri.Rank] = ri
 	}
 }

@@ -14,10 +14,11 @@ import (
 
 const (
 	profileMagic   = "GPPF"
-	profileVersion = 5
+	profileVersion = 6
 	// Version 1 lacks RankInfo.SamplesDropped, version 2 RankInfo.ReuseP,
 	// version 3 RankInfo.Device, PCSampling and Props, version 4
-	// Profile.Interrupted; all are still read.
+	// Profile.Interrupted, version 5 RankInfo.SpatialLevel; all are still
+	// read.
 	oldestVersion = 1
 )
 
@@ -478,6 +479,7 @@ func (p *Profile) rankInfoTable() table {
 					e.u(uint64(*f))
 				}
 				e.u(ri.Props.MemBytes)
+				e.u(uint64(ri.SpatialLevel))
 			}
 		}}
 }

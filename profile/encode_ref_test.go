@@ -133,7 +133,7 @@ func refEncode(p *profile.Profile) []byte {
 	}
 
 	e.b = append(e.b, "GPPF"...)
-	e.u(5) // version 2 added RankInfo.SamplesDropped, version 3 RankInfo.ReuseP, version 4 RankInfo.Device, PCSampling and Props, version 5 Profile.Interrupted
+	e.u(6) // version 2 added RankInfo.SamplesDropped, version 3 RankInfo.ReuseP, version 4 RankInfo.Device, PCSampling and Props, version 5 Profile.Interrupted, version 6 RankInfo.SpatialLevel
 	e.s(p.Job)
 	if p.Synthetic {
 		e.u(1)
@@ -296,6 +296,7 @@ func refEncode(p *profile.Profile) []byte {
 			e.u(uint64(v))
 		}
 		e.u(g.MemBytes)
+		e.u(uint64(ri.SpatialLevel))
 	}
 	if _, single := refSingleRank(p); single {
 		e.u(0) // derived: see singleRank

@@ -60,10 +60,11 @@ func TestHashedSketch(t *testing.T) {
 	}
 }
 
-// Profiles of version 4 (main's device fields, no interruption mark) still
-// decode: a version-4 encoding is the current one without the mark's
-// string after the synthetic flag.
-func TestDecodeVersion4(t *testing.T) {
+// Profiles of versions 4 and 5 still decode: a version-5 encoding is the
+// current one without a rank's spatial sampling level (found as the one
+// byte that changes with it), a version-4 one also without the
+// interruption mark's string after the synthetic flag.
+func TestDecodeVersions4And5(t *testing.T) {
 	p := New("v4")
 	if err := p.AsItem(2, 0); err != nil {
 		t.Fatal(err)
@@ -72,22 +73,39 @@ func TestDecodeVersion4(t *testing.T) {
 	ri.Device, ri.PCSampling = "GPU-1234", "sampled"
 	ri.Props.SMs, ri.Props.MemBytes = 132, 80<<30
 	b := p.Encode()
+	ri.SpatialLevel = 1
+	b1 := p.Encode()
+	ri.SpatialLevel = 0
+	lvl := -1
+	for i := range b {
+		if b[i] != b1[i] {
+			lvl = i
+			break
+		}
+	}
+	if len(b) != len(b1) || lvl < 0 || b[lvl] != 0 || b1[lvl] != 1 {
+		t.Fatalf("the spatial level is not one byte of the encoding (%d, %d bytes)", len(b), len(b1))
+	}
+	v5 := append(append([]byte{}, b[:lvl]...), b[lvl+1:]...)
+	v5[len(profileMagic)] = 5
 	// "GPPF", version, job (length, bytes), synthetic flag, then the mark
 	// (an empty string: one zero byte).
 	at := len(profileMagic) + 1 + 1 + len(p.Job) + 1
 	if b[len(profileMagic)] != profileVersion || b[at] != 0 {
 		t.Fatalf("unexpected header % x", b[:at+1])
 	}
-	v4 := append(append([]byte{}, b[:at]...), b[at+1:]...)
+	v4 := append(append([]byte{}, v5[:at]...), v5[at+1:]...)
 	v4[len(profileMagic)] = 4
-	q, err := Decode(v4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if q.Interrupted != "" || q.String() != p.String() {
-		t.Fatalf("version 4 decoded as\n%s\nwant\n%s", q.String(), p.String())
-	}
-	if got := q.Ranks[2]; got.Device != "GPU-1234" || got.Props.SMs != 132 {
-		t.Fatalf("rank 2: %+v", got)
+	for v, enc := range map[int][]byte{4: v4, 5: v5} {
+		q, err := Decode(enc)
+		if err != nil {
+			t.Fatalf("version %d: %v", v, err)
+		}
+		if q.Interrupted != "" || q.String() != p.String() {
+			t.Fatalf("version %d decoded as\n%s\nwant\n%s", v, q.String(), p.String())
+		}
+		if got := q.Ranks[2]; got.Device != "GPU-1234" || got.Props.SMs != 132 || got.SpatialLevel != 0 {
+			t.Fatalf("version %d, rank 2: %+v", v, got)
+		}
 	}
 }

@@ -240,6 +240,7 @@ func (ri *RankInfo) merge(o *RankInfo) {
 	ri.BlockP = max(ri.BlockP, o.BlockP)
 	ri.KernelK = max(ri.KernelK, o.KernelK)
 	ri.ReuseP = max(ri.ReuseP, o.ReuseP)
+	ri.SpatialLevel = max(ri.SpatialLevel, o.SpatialLevel)
 	// One GPU's properties; passes that saw none leave them.
 	of := o.Props.fields()
 	for i, f := range ri.Props.fields() {

@@ -238,8 +238,13 @@ type RankInfo struct {
 	KernelK uint32 // kernel sampling period
 	// ReuseP: reuse distances were measured in one traced block in ReuseP
 	// of each launch (0 or 1: every block).
-	ReuseP   uint32
-	Launches uint64
+	ReuseP uint32
+	// SpatialLevel: the highest level at which the spatial redundancy's
+	// values were sampled by hash (one value in 2^SpatialLevel followed,
+	// its first occurrences counted 2^SpatialLevel times); 0: every value
+	// followed, the counts exact.
+	SpatialLevel uint32
+	Launches     uint64
 	// LaunchesTraced counts launches chosen by kernel sampling.
 	LaunchesTraced uint64
 	Blocks         uint64

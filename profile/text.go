@@ -31,6 +31,9 @@ func (p *Profile) String() string {
 		if ri.ReuseP > 1 {
 			fmt.Fprintf(&b, " reuse_sampling=%d", ri.ReuseP)
 		}
+		if ri.SpatialLevel > 0 {
+			fmt.Fprintf(&b, " spatial_level=%d", ri.SpatialLevel)
+		}
 		if ri.SamplesDropped != 0 {
 			fmt.Fprintf(&b, " pc_samples_dropped=%d", ri.SamplesDropped)
 		}

@@ -82,6 +82,7 @@ func (a *Analyzer) provenance(ri *profile.RankInfo) {
 		}
 		if h.Mode == rawstream.ModeRedundancy {
 			ri.ReuseP = a.reusePeriod // the memory workers' histograms
+			ri.SpatialLevel = uint32(a.maxLevel)
 		}
 	}
 }

@@ -127,6 +127,12 @@ func TestSpatialSamplingEstimates(t *testing.T) {
 			if bs.Sampled == 0 || bs.MaxLevel == 0 {
 				t.Fatalf("%s: SpatialKeep 64 sampled nothing: the test does not exercise it", name)
 			}
+			// The profile says so, for the report.
+			for r, ri := range est.Ranks {
+				if ri.SpatialLevel != uint32(bs.MaxLevel) || exact.Ranks[r].SpatialLevel != 0 {
+					t.Errorf("%s: rank %d: spatial level %d sampled (want %d), %d exact (want 0)", name, r, ri.SpatialLevel, bs.MaxLevel, exact.Ranks[r].SpatialLevel)
+				}
+			}
 			red := func(p *profile.Profile) (n float64) {
 				for _, v := range p.Spatial {
 					n += float64(v)

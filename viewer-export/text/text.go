@@ -530,7 +530,17 @@ func (r *report) redundancy(ks []view.Kernel) {
 	r.section("Value redundancy (GVProf)")
 	r.b.WriteString("eq. 1: temporal fraction = temporally redundant accesses / accesses of the context\n")
 	r.b.WriteString("eq. 2: spatial fraction  = spatially redundant accesses of an object / its accesses\n")
-	r.b.WriteString("dominant = accesses carrying their instruction's most frequent value / its accesses (GVProf's tool)\n\n")
+	r.b.WriteString("dominant = accesses carrying their instruction's most frequent value / its accesses (GVProf's tool)\n")
+	spatialLevel := uint32(0)
+	for _, ri := range r.p.Ranks {
+		spatialLevel = max(spatialLevel, ri.SpatialLevel)
+	}
+	if spatialLevel > 0 {
+		// The first occurrences of objects with many values or accesses
+		// were estimated from a hash sample of their values.
+		fmt.Fprintf(r.b, "spatial: estimated where an object brought over 2^16 values or 2^18 accesses in a launch (values sampled by hash, down to 1 in %d; sd of a fraction under 0.2 points)\n", uint64(1)<<spatialLevel)
+	}
+	r.b.WriteString("\n")
 	// The whole job's fractions, as GVProf's Table I gives them per program.
 	f := r.p.RedundancyFractions()
 	var parts []string

@@ -147,6 +147,28 @@ func TestReuseSectionNamesSampling(t *testing.T) {
 	}
 }
 
+// The redundancy section says when spatial first occurrences were
+// estimated from a sample of values, and how sparse it got; the profile's
+// text says it per rank.
+func TestRedundancyNamesSpatialSampling(t *testing.T) {
+	for _, level := range []uint32{0, 3} {
+		p := profile.New("j")
+		ri := p.Rank(0)
+		ri.Mode, ri.SpatialLevel = "redundancy", level
+		k := p.Path(profile.Frame{Kind: profile.KindHostFrame, Function: "main"}, profile.Frame{Kind: profile.KindKernel, Module: "m", Function: "_Z1kv"})
+		p.Add(k.ID, profile.Metric("gpu.loads"), 100)
+		p.Add(k.ID, profile.RedSpatLoad, 40)
+		got := String(p, nil)
+		note := strings.Contains(got, "values sampled by hash, down to 1 in 8")
+		if note != (level > 0) {
+			t.Errorf("level %d: the sampling note shown %v:\n%s", level, note, got)
+		}
+		if tag := strings.Contains(p.String(), " spatial_level=3"); tag != (level > 0) {
+			t.Errorf("level %d: the profile's text shows spatial_level %v", level, tag)
+		}
+	}
+}
+
 // The JAX program's report (exporttest.Framework): whole kernel names,
 // folded framework frames, the waiting DelayKernel apart with no advice,
 // advice on the autotuner's kernel after the program's, and code without
