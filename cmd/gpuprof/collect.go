@@ -173,7 +173,7 @@ func analysisFlags(fs *flag.FlagSet, a *online.Options) {
 	fs.IntVar(&a.ReuseSampling, "reuse-sampling", envInt("GPUPROF_REUSE_SAMPLING"), "measure reuse distances in one traced block in this many of each launch; 1: every block (default $GPUPROF_REUSE_SAMPLING or 4)")
 	fs.Int64Var(&a.CandidateLimit, "candidate-limit", int64(max(0, envInt("GPUPROF_CANDIDATE_LIMIT"))), "spatial candidates a worker holds before a resolution is brought forward (default $GPUPROF_CANDIDATE_LIMIT or 32768)")
 	fs.Uint64Var(&a.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 65536)")
-	fs.Int64Var(&a.SpatialKeep, "spatial-keep", int64(envInt("GPUPROF_SPATIAL_KEEP")), "distinct values of one launch, object and access kind followed exactly before spatial redundancy samples them by hash; negative: all (default $GPUPROF_SPATIAL_KEEP or 65536)")
+	fs.Int64Var(&a.SpatialKeep, "spatial-keep", int64(envInt("GPUPROF_SPATIAL_KEEP")), "distinct values of one launch, object and access kind (and a quarter of its accesses) followed exactly before spatial redundancy samples the values by hash; negative: all, exact (default $GPUPROF_SPATIAL_KEEP or 65536)")
 	fs.IntVar(&a.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 4)")
 	sw := time.Duration(0)
 	if v, err := time.ParseDuration(os.Getenv("GPUPROF_STRUCTURE_WAIT")); err == nil {
@@ -419,8 +419,6 @@ func logRanks(c *collector.Collector) {
 	}
 }
 
-// envInt is the integer in the environment variable name, 0 when unset or
-// not a number (the flag's default then applies).
 // envIntOr is envInt with a default for an unset or malformed variable.
 func envIntOr(name string, def int) int {
 	n, err := strconv.Atoi(os.Getenv(name))
@@ -430,6 +428,8 @@ func envIntOr(name string, def int) int {
 	return n
 }
 
+// envInt is the integer in the environment variable name, 0 when unset or
+// not a number (the flag's default then applies).
 func envInt(name string) int {
 	n, err := strconv.Atoi(os.Getenv(name))
 	if err != nil {

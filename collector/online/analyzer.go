@@ -60,9 +60,10 @@ type Options struct {
 	// many spatial candidates (default candLimit).
 	CandidateLimit int64
 	// SpatialKeep is how many distinct values of one (launch, object,
-	// access kind) the spatial analysis keeps before it samples them by
-	// hash (default spatialKeep; negative: never, every value exact):
-	// docs/collector.md, "Spatial redundancy by distinct sampling".
+	// access kind), and a quarter of how many accesses, the spatial
+	// analysis follows before it samples the values by hash (default
+	// spatialKeep; negative: never, every value exact): docs/collector.md,
+	// "Spatial redundancy by distinct sampling".
 	SpatialKeep int64
 	// QueueDepth is how many frames each worker's queue holds (default
 	// 4): deeper queues even out the load of workers whose records come

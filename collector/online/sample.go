@@ -94,6 +94,7 @@ func (a *Analyzer) startLevels(ctx uint32) []uint8 {
 		if lv > 1 {
 			ls[i] = lv - 1
 			a.sampled++
+			a.maxLevel = max(a.maxLevel, lv-1)
 		}
 	}
 	return ls
