@@ -174,6 +174,7 @@ func analysisFlags(fs *flag.FlagSet, a *online.Options) {
 	fs.Int64Var(&a.CandidateLimit, "candidate-limit", int64(max(0, envInt("GPUPROF_CANDIDATE_LIMIT"))), "spatial candidates a worker holds before a resolution is brought forward (default $GPUPROF_CANDIDATE_LIMIT or 32768)")
 	fs.Uint64Var(&a.ResolveEvery, "resolve-every", uint64(max(0, envInt("GPUPROF_RESOLVE_EVERY"))), "access records per worker between resolutions of spatial candidates (default $GPUPROF_RESOLVE_EVERY or 65536)")
 	fs.Int64Var(&a.SpatialKeep, "spatial-keep", int64(envInt("GPUPROF_SPATIAL_KEEP")), "distinct values of one launch, object and access kind (and a quarter of its accesses) followed exactly before spatial redundancy samples the values by hash; negative: all, exact (default $GPUPROF_SPATIAL_KEEP or 65536)")
+	fs.IntVar(&a.PrefetchBytes, "prefetch-structure", envIntOr("GPUPROF_PREFETCH_STRUCTURE", 1<<20), "modules of at most this many bytes have all their kernels disassembled when they load, in one nvdisasm run, rather than each at its first launch; 0: none (default $GPUPROF_PREFETCH_STRUCTURE or 1048576)")
 	fs.IntVar(&a.QueueDepth, "queue-depth", envInt("GPUPROF_QUEUE_DEPTH"), "frames each analysis worker's queue holds (default $GPUPROF_QUEUE_DEPTH or 4)")
 	sw := time.Duration(0)
 	if v, err := time.ParseDuration(os.Getenv("GPUPROF_STRUCTURE_WAIT")); err == nil {

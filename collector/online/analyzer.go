@@ -65,6 +65,11 @@ type Options struct {
 	// spatialKeep; negative: never, every value exact): docs/collector.md,
 	// "Spatial redundancy by distinct sampling".
 	SpatialKeep int64
+	// PrefetchBytes: a module of at most this many bytes has the structure
+	// of all its kernels asked for when it loads, where a Structures
+	// source can prefetch (SASS.Prefetch), rather than each at its first
+	// launch (0: none; the command line's default is 1 MiB).
+	PrefetchBytes int
 	// QueueDepth is how many frames each worker's queue holds (default
 	// 4): deeper queues even out the load of workers whose records come
 	// in bursts from a few blocks, at the price of longer drains at
@@ -539,6 +544,13 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 		a.hashes[m.hash] = true
 		if a.o.OnModule != nil && m.cubin != nil {
 			a.o.OnModule(m.hash, m.cubin)
+		}
+		if p, ok := a.o.Structures.(structurePrefetcher); ok && m.cubin != nil && len(m.cubin) <= a.o.PrefetchBytes {
+			var sm uint16
+			if a.hello != nil {
+				sm = a.hello.SM
+			}
+			p.Prefetch(ModuleRef{Hash: m.hash, Cubin: m.cubin, SM: sm})
 		}
 	}
 }

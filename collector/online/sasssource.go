@@ -149,6 +149,39 @@ func (s *SASS) Request(mod ModuleRef, fn string) *Pending {
 	return p
 }
 
+// Prefetch starts the work for every kernel of a module that can be
+// disassembled here, before any is launched: Request's work for each, in
+// one nvdisasm run. Launch by launch, each of a program's kernels waited
+// for its own run behind the analysis, which stood still at the first
+// records of the one before (short_launches on the H100: five runs one
+// after another, 3.6 s after the application had ended, on a first run;
+// docs/collector.md, "Structure prefetch"). The analysis prefetches only
+// modules of at most Options.PrefetchBytes.
+func (s *SASS) Prefetch(mod ModuleRef) {
+	if len(mod.Cubin) == 0 {
+		return
+	}
+	if _, _, err := s.tool(); err != nil {
+		return // no nvdisasm: listings are looked up by the launched functions' names
+	}
+	go func() {
+		c, err := sass.ParseCubin(mod.Cubin)
+		if err != nil {
+			return // Request says why, for the functions that launch
+		}
+		var kernels []string
+		for _, f := range c.Functions {
+			if f.Entry {
+				kernels = append(kernels, f.Name)
+			}
+		}
+		mod.Functions = kernels
+		for _, k := range kernels {
+			s.Request(mod, k)
+		}
+	}()
+}
+
 // Listing returns the listing of function fn of module mod (its sections
 // and those of its callees), found as for Request, or why there is none.
 // The root joins those of a profile's functions into its modules.

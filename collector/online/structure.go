@@ -60,6 +60,12 @@ type StructureSource interface {
 	Request(mod ModuleRef, fn string) *Pending
 }
 
+// structurePrefetcher is a StructureSource that can start on a module's
+// kernels before they launch (SASS.Prefetch).
+type structurePrefetcher interface {
+	Prefetch(mod ModuleRef)
+}
+
 // Reasons a function is left without structure: the first word of
 // Pending's reason, the suffix of the kernel's StructureMissing metric.
 const (

@@ -337,3 +337,56 @@ func TestStructureReasons(t *testing.T) {
 		t.Errorf("not in the module: %q", why)
 	}
 }
+
+// A small module's kernels are disassembled when it loads, all in one
+// nvdisasm run, before any launches; the profile is the same. Above
+// PrefetchBytes only the launched kernel is, at its launch, as before.
+func TestSmallModulesArePrefetched(t *testing.T) {
+	frames, _ := probeStream(t)
+	cubin := readFile(t, probeCubin)
+	c, err := sass.ParseCubin(cubin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms := nvdisasmtest.Symbols(t, cubin)
+	var kernels []int
+	for _, f := range c.Functions {
+		if f.Entry {
+			kernels = append(kernels, syms[f.Name])
+		}
+	}
+	if len(kernels) < 2 {
+		t.Fatalf("the probe module has %d kernels: the test needs two or more", len(kernels))
+	}
+
+	plain := nvdisasmtest.New(t, cubin, readFile(t, probeHex), 0)
+	p0, _ := analyseTwoFlushes(t, Options{Structures: &SASS{NVDisasm: plain.Tool}, PrefetchBytes: len(cubin) - 1}, frames)
+	if runs := plain.Runs(t); len(runs) != 1 || len(runs[0]) != 1 || runs[0][0] != syms[probeKernel] {
+		t.Fatalf("a module above PrefetchBytes: nvdisasm runs %v, want one of the launched kernel (%d) alone", runs, syms[probeKernel])
+	}
+
+	fake := nvdisasmtest.New(t, cubin, readFile(t, probeHex), 0)
+	src := &SASS{NVDisasm: fake.Tool}
+	a := New(Options{Job: "j", Workers: 1, Structures: src, PrefetchBytes: len(cubin)})
+	for i, f := range frames[:3] { // HELLO, STALL_REASONS, MODULE
+		if err := a.Add(f, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(fake.Runs(t)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	a.Close()
+	runs := fake.Runs(t)
+	if len(runs) != 1 || len(runs[0]) != len(kernels) {
+		t.Fatalf("nvdisasm runs %v after the module loaded, want one of its %d kernels %v", runs, len(kernels), kernels)
+	}
+	p1, _ := analyseTwoFlushes(t, Options{Structures: src, PrefetchBytes: len(cubin)}, frames)
+	if n := len(fake.Runs(t)); n != 1 {
+		t.Errorf("the launched kernel ran nvdisasm again (%d runs)", n)
+	}
+	if !bytes.Equal(noItems(p0), noItems(p1)) {
+		t.Error("the profile with the module prefetched differs")
+	}
+}
