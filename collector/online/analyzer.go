@@ -68,7 +68,8 @@ type Options struct {
 	// PrefetchBytes: a module of at most this many bytes has the structure
 	// of all its kernels asked for when it loads, where a Structures
 	// source can prefetch (SASS.Prefetch), rather than each at its first
-	// launch (0: none; the command line's default is 1 MiB).
+	// launch, until four times as many bytes were (0: none; the command
+	// line's default is 1 MiB).
 	PrefetchBytes int
 	// QueueDepth is how many frames each worker's queue holds (default
 	// 4): deeper queues even out the load of workers whose records come
@@ -285,6 +286,7 @@ type Analyzer struct {
 	// levelHints: by calling context, the spatial sampling levels its
 	// last launch ended with (sample.go)
 	levelHints map[uint32][]uint8
+	prefetched int   // module bytes whose kernels were prefetched (Options.PrefetchBytes)
 	sampled    int   // (launch, object, kind) sampled (Busy)
 	maxLevel   uint8 // the highest level (Busy)
 	ended      []*launchInfo
@@ -545,7 +547,11 @@ func (a *Analyzer) module(f *rawstream.Module, off int64) {
 		if a.o.OnModule != nil && m.cubin != nil {
 			a.o.OnModule(m.hash, m.cubin)
 		}
-		if p, ok := a.o.Structures.(structurePrefetcher); ok && m.cubin != nil && len(m.cubin) <= a.o.PrefetchBytes {
+		// At most four times PrefetchBytes in all: a framework that loads
+		// hundreds of small modules eagerly does not disassemble them all.
+		if p, ok := a.o.Structures.(structurePrefetcher); ok && m.cubin != nil && len(m.cubin) <= a.o.PrefetchBytes &&
+			a.prefetched+len(m.cubin) <= 4*a.o.PrefetchBytes {
+			a.prefetched += len(m.cubin)
 			var sm uint16
 			if a.hello != nil {
 				sm = a.hello.SM

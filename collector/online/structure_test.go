@@ -390,3 +390,30 @@ func TestSmallModulesArePrefetched(t *testing.T) {
 		t.Error("the profile with the module prefetched differs")
 	}
 }
+
+// Prefetching stops at four times PrefetchBytes of modules in all.
+func TestPrefetchBudget(t *testing.T) {
+	cubin := readFile(t, probeCubin)
+	rec := &prefetchRecorder{}
+	a := New(Options{Job: "j", Workers: 1, Structures: rec, PrefetchBytes: len(cubin)})
+	defer a.Close()
+	if err := a.Add(&rawstream.Hello{Version: 3, Mode: rawstream.ModeRedundancy, SM: 90}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		// Six modules of PrefetchBytes each, with six contents (hashes).
+		b := append([]byte{}, cubin...)
+		b[len(b)-1] ^= byte(i + 1)
+		if err := a.Add(&rawstream.Module{ModuleID: uint64(i + 1), ContentKey: uint64(100 + i), Size: uint32(len(b)), HasBytes: true, Bytes: b}, int64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec.n != 4 {
+		t.Errorf("%d modules prefetched, want 4 (four times PrefetchBytes)", rec.n)
+	}
+}
+
+type prefetchRecorder struct{ n int }
+
+func (r *prefetchRecorder) Request(ModuleRef, string) *Pending { return Resolved(nil, WhyNoNVDisasm) }
+func (r *prefetchRecorder) Prefetch(ModuleRef)                 { r.n++ }
