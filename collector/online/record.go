@@ -83,6 +83,9 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 			oa := ac.opAcc(sl, us[start].obj, ak, s.hash)
 			oa.accesses += uint64(i - start)
 			w.count(oa, us[start:i], ak)
+			if o := us[start].obj; o != noObj {
+				w.countLanes(l, o<<1|uint32(kind), int64(i-start)) // for the spatial sampling level
+			}
 			start = i
 		}
 	}
@@ -333,9 +336,9 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 	// carry one value.
 	lastObj, lastV := noObj, uint64(0)
 	outside := uint64(0)
-	// The accesses of each object, counted for its sampling level in runs
-	// of one object (a record's lanes mostly access one).
-	runObj, run, lv := noObj, int64(0), uint8(0)
+	// The sampling level of the object of the last units (a record's
+	// lanes mostly access one).
+	runObj, lv := noObj, uint8(0)
 	for i := range us {
 		u := &us[i]
 		if u.obj == noObj {
@@ -345,12 +348,8 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 			continue
 		}
 		if u.obj != runObj {
-			if run > 0 {
-				w.countLanes(l, runObj<<1|uint32(kind), run)
-			}
-			runObj, run, lv = u.obj, 0, l.level(u.obj<<1|uint32(kind))
+			runObj, lv = u.obj, l.level(u.obj<<1|uint32(kind))
 		}
-		run++
 		if u.obj == lastObj && u.v == lastV {
 			continue // this record already looked v up (and made it a candidate if new)
 		}
@@ -370,9 +369,6 @@ func (w *worker) spatial(l *launchInfo, us []laneUnit, kind uint8, fseq uint32, 
 		n := &sp[k]
 		n.h, n.a, n.v, n.pos = spHash(a, u.v), a, u.v, base|uint64(u.lane)<<4|uint64(u.u)
 		k++
-	}
-	if run > 0 {
-		w.countLanes(l, runObj<<1|uint32(kind), run)
 	}
 	sp = sp[:k]
 	pa.outside += outside
