@@ -273,32 +273,28 @@ func ParseRecordHeader(b []byte, r *Record) (int, error) {
 }
 
 // AppendAddrs appends the addresses of r's lane entries, in the order of
-// Lanes, to dst: from the wire's lanes, so a compact record needs no
-// expansion (affine addresses are computed, the others read in place).
+// Lanes, to dst: from the wire's lanes (Wire), so a compact record needs
+// no expansion (affine addresses are computed, the others read in place).
 func (r *Record) AppendAddrs(dst []uint64) []uint64 {
-	na := r.NumLanes()
-	if na == 0 {
-		return dst
-	}
 	le := binary.LittleEndian
-	raw, enc := r.raw, r.Enc
-	if r.Lanes != nil { // plain lanes: parsed plain or expanded, or made in memory
-		raw, enc = r.Lanes, 0
-	}
+	w, ok := r.Wire()
 	switch {
-	case enc&EncAffine != 0:
-		base, step := le.Uint64(raw), le.Uint64(raw[8:])
+	case ok && w.Affine:
 		for m := r.Active; m != 0; m &= m - 1 {
-			dst = append(dst, base+step*uint64(bits.TrailingZeros32(m)))
+			dst = append(dst, w.Base+w.Step*uint64(bits.TrailingZeros32(m)))
 		}
-	case enc != 0: // uniform values: the addresses come first, packed
-		for e := 0; e < na; e++ {
-			dst = append(dst, le.Uint64(raw[8*e:]))
+	case ok:
+		for e := 0; e+8 <= len(w.Addrs); e += 8 {
+			dst = append(dst, le.Uint64(w.Addrs[e:]))
 		}
-	default:
+	default: // plain lanes: parsed plain or expanded, or made in memory
+		lanes := r.Lanes
+		if lanes == nil {
+			lanes = r.raw
+		}
 		stride := 8 + int(r.Size)
-		for e := 0; e < na; e++ {
-			dst = append(dst, le.Uint64(raw[e*stride:]))
+		for e := 0; e < r.NumLanes(); e++ {
+			dst = append(dst, le.Uint64(lanes[e*stride:]))
 		}
 	}
 	return dst
