@@ -102,8 +102,9 @@ func (a *Analyzer) startLevels(ctx uint32) []uint8 {
 
 // raiseLevels runs at a barrier, after the resolution: where a launch's
 // seen sets of one (object, kind) hold more than SpatialKeep values (for
-// an ended launch, with the values found new at this barrier, endedNew
-// by partition and launch << 32 | object << 1 | kind), its
+// an ended launch, with the values found new at this barrier, which its
+// seen sets do not take: endedNew, by partition, keyed launch << 32 |
+// object << 1 | kind), its
 // level rises until about SpatialKeep/2 would be kept, and the sets drop
 // the values out of the new sample (in parallel, by partition). Ended
 // launches that saw values leave their levels, raised the same way, as
@@ -120,6 +121,16 @@ func (a *Analyzer) raiseLevels(endedNew []map[uint64]int64) error {
 		lv uint8
 	}
 	var rs []raise
+	// The ended launches' new values, by launch and then (object, kind).
+	news := map[uint32]map[uint32]int64{}
+	for _, m := range endedNew {
+		for k, n := range m {
+			if news[uint32(k>>32)] == nil {
+				news[uint32(k>>32)] = map[uint32]int64{}
+			}
+			news[uint32(k>>32)][uint32(k)] += n
+		}
+	}
 	totals := map[uint32]int64{}
 	var accesses []int64
 	for _, l := range a.bySeq {
@@ -141,14 +152,8 @@ func (a *Analyzer) raiseLevels(endedNew []map[uint64]int64) error {
 				totals[ok] += vs.len()
 			}
 		}
-		if l.ended {
-			for _, m := range endedNew {
-				for k, n := range m {
-					if uint32(k>>32) == l.seq {
-						totals[uint32(k)] += n
-					}
-				}
-			}
+		for ok, n := range news[l.seq] {
+			totals[ok] += n
 		}
 		if l.ended && len(totals) == 0 {
 			continue // untraced, or no values in objects: the hint stands

@@ -214,22 +214,40 @@ func chaseStream(tb testing.TB, launches, records, untraced int) []byte {
 func TestLevelsSurviveUntracedLaunches(t *testing.T) {
 	frames, _ := decodeFrames(t, chaseStream(t, 5, 1<<12, 9))
 	a := New(Options{Job: "test", Workers: 2})
+	defer a.Close()
+	var starts []uint8 // each traced launch's level when it began
 	for j, fr := range frames {
 		if err := a.Add(fr, int64(j)); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := fr.(*rawstream.KernelEnd); ok && a.Pending() > 0 {
-			if _, err := a.Flush(uint32(j)); err != nil { // a barrier after each traced launch
+		switch f := fr.(type) {
+		case *rawstream.Launch:
+			if f.Instrumented {
+				l := a.launches[f.LaunchID]
+				lv := uint8(0)
+				for _, x := range l.levels {
+					lv = max(lv, x)
+				}
+				starts = append(starts, lv)
+			}
+		case *rawstream.KernelEnd:
+			// A barrier after every launch, untraced ones too, as where
+			// barriers come often beside kernel sampling's short launches.
+			if _, err := a.Flush(uint32(j)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	b := a.Busy()
-	a.Close()
-	// The first launch rises to level 2 or more (131k new values); the
-	// four after it start one below.
-	if b.MaxLevel < 2 || b.Sampled < 5 {
-		t.Errorf("level up to %d, %d (launch, object, kind) sampled: want 2 or more and 5 (the first launch raised, the 4 after it started sampled)", b.MaxLevel, b.Sampled)
+	// The first launch (131k new values) rises to level 2 or more, and
+	// the traced launches after it begin one level below the last, the
+	// nine untraced launches between them notwithstanding.
+	if len(starts) != 5 || starts[0] != 0 {
+		t.Fatalf("traced launches began at levels %v: want 5, the first at 0", starts)
+	}
+	for i, lv := range starts[1:] {
+		if lv < 1 {
+			t.Errorf("traced launch %d began at level %d (all: %v): the hint was lost", i+2, lv, starts)
+		}
 	}
 }
 
