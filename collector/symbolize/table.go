@@ -133,11 +133,7 @@ func (t *Tables) WriteTo(w io.Writer) (int64, error) {
 	}
 	p("%s\n", TableHeader)
 	for _, m := range t.order {
-		id := m.buildID
-		if id == "" {
-			id = "-"
-		}
-		p("module\t%s\t%s\n", field(m.path), id)
+		p("module\t%s\t%s\n", field(m.path), field(m.buildID))
 		for _, s := range m.f.syms {
 			p("func\t%x\t%x\t%s\n", s.addr, s.size, field(s.name))
 		}
