@@ -144,6 +144,8 @@ func (kv *kernelView) advice(m match) Advice {
 		eq = "eq. 3, T/(T-M)" + m.note
 	case m.est == estGiven:
 		eq = "the scheduler model of eq. 7-11"
+	case m.kind == OptWarpBalance:
+		eq = "eq. 3, T/(T-M)" + m.note
 	case m.est == estHiding && m.scopes != nil:
 		eq = "eq. 5/6 per barrier interval, T/(T-Σ min(A_I, M_I))" + m.note
 	case m.est == estHiding && m.starved:

@@ -565,8 +565,10 @@ func TestCodeReorderingFusesLoopCopies(t *testing.T) {
 
 // Warps waiting at a barrier are sampled at the instruction after BAR:
 // here 30 samples at the LDS and 5 at the BAR itself (a warp that has not
-// yet issued it), of T = 100. Warp balance matches all 35 (eq. 3) and
-// names the BAR, at line 8, as the hotspot.
+// yet issued it), of T = 100. Warp balance matches all 35 and names the
+// BAR, at line 8, as the hotspot; without instruction counts the slowest
+// warp's path is not known, so the estimate is n/a (item 28), where GPA's
+// rules give eq. 3's 100/65.
 func TestWarpBalanceAfterBarrier(t *testing.T) {
 	m := parseSASS(t, "k", `
 		#line 7
@@ -586,10 +588,18 @@ func TestWarpBalanceAfterBarrier(t *testing.T) {
 	s.stall(0x20, "selected", 5)
 	s.stall(0x30, "selected", 40)
 	s.stall(0x40, "selected", 10)
-	as := s.advise(t, m, Options{})
-	a := findKind(t, as, OptWarpBalance)
-	if want := 100.0 / (100 - 35); !approx(a.Speedup, want) || len(a.Hotspots) != 1 || a.Hotspots[0].Line != 8 || a.Hotspots[0].Amount != 35 {
-		t.Fatalf("speedup %v, want %v; hotspots %+v; %s", a.Speedup, want, a.Hotspots, a.Evidence)
+	for _, gpa := range []bool{false, true} {
+		as := s.advise(t, m, Options{GPAOnly: gpa})
+		a := findKind(t, as, OptWarpBalance)
+		if len(a.Hotspots) != 1 || a.Hotspots[0].Line != 8 || a.Hotspots[0].Amount != 35 || !approx(a.Importance, 0.35) {
+			t.Fatalf("GPA only %v: hotspots %+v, importance %v; %s", gpa, a.Hotspots, a.Importance, a.Evidence)
+		}
+		if want := 100.0 / (100 - 35); gpa && !approx(a.Speedup, want) {
+			t.Fatalf("GPA only: speedup %v, want %v; %s", a.Speedup, want, a.Evidence)
+		}
+		if !gpa && (a.Speedup != 0 || !strings.Contains(a.SpeedupNA, "instruction counts")) {
+			t.Fatalf("speedup %v (%q), want n/a without instruction counts", a.Speedup, a.SpeedupNA)
+		}
 	}
 }
 
@@ -651,7 +661,8 @@ func TestRegisterIncreaseCountFloor(t *testing.T) {
 // A warpgroup waiting at WARPGROUP.DEPBAR for its own asynchronous
 // tensor-core operations is not waiting for other warps: of T = 100, the
 // 40 warpgroup_arrive samples there are left out of warp balance, and the
-// 20 barrier samples after the BAR.SYNC give 100/80.
+// 20 barrier samples after the BAR.SYNC are its M, which GPA's rules give
+// 100/80 (without instruction counts the default says n/a, item 28).
 func TestWarpBalanceLeavesAsyncMMAWaits(t *testing.T) {
 	m := parseSASS(t, "k", `
 		#line 7
@@ -670,10 +681,14 @@ func TestWarpBalanceLeavesAsyncMMAWaits(t *testing.T) {
 	s.stall(0x30, "warpgroup_arrive", 40)
 	s.stall(0x40, "selected", 30)
 	s.stall(0x50, "selected", 10)
-	as := s.advise(t, m, Options{})
+	as := s.advise(t, m, Options{GPAOnly: true})
 	a := findKind(t, as, OptWarpBalance)
 	if want := 100.0 / (100 - 20); !approx(a.Speedup, want) || len(a.Hotspots) != 1 || a.Hotspots[0].Line != 7 || a.Hotspots[0].Amount != 20 {
 		t.Fatalf("speedup %v, want %v; hotspots %+v; %s", a.Speedup, want, a.Hotspots, a.Evidence)
+	}
+	as = s.advise(t, m, Options{})
+	if a := findKind(t, as, OptWarpBalance); !approx(a.Importance, 0.2) || a.SpeedupNA == "" {
+		t.Fatalf("importance %v, speedup %v (%q), want 0.2 and n/a", a.Importance, a.Speedup, a.SpeedupNA)
 	}
 }
 

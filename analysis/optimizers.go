@@ -120,6 +120,7 @@ func (kv *kernelView) fastMath() *match {
 func (kv *kernelView) warpBalance() *match {
 	h := newHotSet()
 	m := 0.0
+	var waits []barrierWait
 	for _, fv := range kv.fns {
 		for i := range fv.s {
 			v := fv.self(i, "barrier", "warpgroup_arrive")
@@ -135,11 +136,24 @@ func (kv *kernelView) warpBalance() *match {
 			}
 			m += v
 			h.add(fv, at, -1, v)
+			waits = append(waits, barrierWait{fv, at, v})
 		}
 	}
-	return &match{kind: OptWarpBalance, M: m, hots: h.list(),
+	mt := &match{kind: OptWarpBalance, M: m, hots: h.list(),
 		hint:   "warps wait at barriers for the slowest warp of their block: balance the work between warps (or between the paths around the barrier), or synchronise less often.",
 		detail: "synchronisation (barrier) samples"}
+	if kv.gpaOnly || m == 0 {
+		return mt
+	}
+	// What balancing can save is bounded by the slowest warp's path
+	// between the barriers (balance.go, item 28).
+	saved, note, na := kv.balanceFloor(waits)
+	if na != "" {
+		mt.na = na
+		return mt
+	}
+	mt.M, mt.note = saved, note
+	return mt
 }
 
 // accessBits is a memory instruction's access width per thread, 32 when
