@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,9 +22,11 @@ import (
 // The held-out validation (docs/validation.md, "Held-out set"): public
 // programs the analysis was not developed on, measured by gpu-check's
 // heldout phases: set 1 (PolyBench/GPU, phase heldout, specs in
-// testdata/validation/heldout) and set 2 (HeCBench, phase heldout2, specs
-// in testdata/validation/heldout2), chosen by -heldout.set. Its results are
-// an unpacked gpu-check tarball's heldout/ or heldout2/ folder (captures/,
+// testdata/validation/heldout), set 2 (HeCBench, phase heldout2, specs in
+// testdata/validation/heldout2) and set 3 (NVIDIA's CUDA samples, phase
+// heldout3, testdata/validation/heldout3: its programs, its specs once
+// written), chosen by -heldout.set. Its results are an unpacked gpu-check
+// tarball's heldout/, heldout2/ or heldout3/ folder (captures/,
 // sass/, timings.tsv, correct.tsv), given by -heldout.dir or
 // GPUPROF_HELDOUT_DIR; CI has none, so these tests run only where that
 // folder is given.
@@ -40,19 +44,23 @@ var (
 	heldoutDir    = flag.String("heldout.dir", os.Getenv("GPUPROF_HELDOUT_DIR"), "unpacked gpu-check heldout/ folder")
 	heldoutSelect = flag.Bool("heldout.select", false, "list the top three advices of each hot kernel, without estimates")
 	heldoutTable  = flag.Bool("heldout.table", false, "print the held-out table in docs/validation.md's format")
-	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU) or 2 (HeCBench)")
+	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU), 2 (HeCBench) or 3 (CUDA samples)")
 )
+
+// heldoutSets are the held-out sets' folders, by number.
+var heldoutSets = map[int]string{
+	1: "../testdata/validation/heldout",
+	2: "../testdata/validation/heldout2",
+	3: "../testdata/validation/heldout3",
+}
 
 // heldoutSpecsPath is the chosen set's specs.tsv.
 func heldoutSpecsPath(t *testing.T) string {
 	t.Helper()
-	switch *heldoutSet {
-	case 1:
-		return "../testdata/validation/heldout/specs.tsv"
-	case 2:
-		return "../testdata/validation/heldout2/specs.tsv"
+	if dir, ok := heldoutSets[*heldoutSet]; ok {
+		return filepath.Join(dir, "specs.tsv")
 	}
-	t.Fatalf("-heldout.set %d: there are sets 1 and 2", *heldoutSet)
+	t.Fatalf("-heldout.set %d: there are sets 1 to %d", *heldoutSet, len(heldoutSets))
 	return ""
 }
 
@@ -398,12 +406,22 @@ func TestBaseName(t *testing.T) {
 
 // TestHeldOutSpecsFiles checks the committed held-out sets without their
 // captures: every spec parses, names a fix patch that exists, unless it
-// is listed as not implementable, and every such listing names a spec.
+// is listed as not implementable, and every such listing names a spec. A
+// set whose programs are chosen but whose specs are not yet written (the
+// selection needs its captures) has no specs.tsv and no fixes; it is
+// skipped here, its programs are checked by TestHeldOutProgramsFiles.
 func TestHeldOutSpecsFiles(t *testing.T) {
 	defer func(s int) { *heldoutSet = s }(*heldoutSet)
-	for _, set := range []int{1, 2} {
+	for set := 1; set <= len(heldoutSets); set++ {
 		*heldoutSet = set
 		dir := filepath.Dir(heldoutSpecsPath(t))
+		if _, err := os.Stat(heldoutSpecsPath(t)); os.IsNotExist(err) {
+			if fixes, _ := filepath.Glob(filepath.Join(dir, "fixes", "*.patch")); len(fixes) > 0 {
+				t.Errorf("set %d: %d fixes but no specs.tsv", set, len(fixes))
+			}
+			t.Logf("set %d: no specs yet", set)
+			continue
+		}
 		unfixable := heldoutUnfixable(t)
 		ids := map[string]bool{}
 		for _, s := range heldoutSpecs(t) {
@@ -420,6 +438,56 @@ func TestHeldOutSpecsFiles(t *testing.T) {
 		}
 		if len(ids) < 20 {
 			t.Errorf("set %d: %d specs", set, len(ids))
+		}
+	}
+}
+
+// TestHeldOutProgramsFiles checks the held-out sets' programs.tsv: sets 2
+// and 3 (gpu-check's heldout2 and heldout3 phases) have seven non-empty
+// columns a row (name, folder, build, kernel sources, timed and small
+// arguments, success regex: an empty field would shift the others, tabs
+// being whitespace to the phase's read), names used once, a build that
+// writes ./main and names each kernel source, and a regex that compiles.
+func TestHeldOutProgramsFiles(t *testing.T) {
+	for set := 2; set <= len(heldoutSets); set++ {
+		b, err := os.ReadFile(filepath.Join(heldoutSets[set], "programs.tsv"))
+		if err != nil {
+			t.Fatalf("set %d: %v", set, err)
+		}
+		names := map[string]bool{}
+		for i, line := range strings.Split(string(b), "\n") {
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			f := strings.Split(line, "\t")
+			if len(f) != 7 {
+				t.Errorf("set %d programs.tsv line %d: %d fields, want 7", set, i+1, len(f))
+				continue
+			}
+			for j, v := range f {
+				if strings.TrimSpace(v) == "" {
+					t.Errorf("set %d programs.tsv line %d: field %d is empty", set, i+1, j+1)
+				}
+			}
+			if names[f[0]] {
+				t.Errorf("set %d: program %s listed twice", set, f[0])
+			}
+			names[f[0]] = true
+			build := strings.Fields(f[2])
+			if len(build) == 0 || build[0] != "nvcc" || !strings.Contains(f[2], "-arch=sm_90") || !strings.Contains(f[2], "-lineinfo") || !strings.HasSuffix(f[2], "-o main") {
+				t.Errorf("set %d %s: build %q is not one nvcc command with -arch=sm_90 -lineinfo writing main", set, f[0], f[2])
+			}
+			for _, src := range strings.Fields(f[3]) {
+				if !slices.Contains(build, src) {
+					t.Errorf("set %d %s: kernel source %s is not in the build", set, f[0], src)
+				}
+			}
+			if _, err := regexp.Compile(f[6]); err != nil {
+				t.Errorf("set %d %s: success %q: %v", set, f[0], f[6], err)
+			}
+		}
+		if len(names) == 0 {
+			t.Errorf("set %d: no programs", set)
 		}
 	}
 }
