@@ -42,6 +42,7 @@ func barrierLoop(t *testing.T, sync string) (Modules, *sampled) {
 	s.stall(0x60, "short_scoreboard_not_issued", 20)
 	s.stall(0x80, "selected", 10)
 	s.stall(0x80, "not_selected", 10)
+	s.launches(1, 128, 1, 16)
 	return Modules{mod1: m}, s
 }
 

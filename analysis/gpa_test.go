@@ -61,6 +61,7 @@ func TestAdviseBlamesThroughSASS(t *testing.T) {
 	s.stall(0x10, "selected", 1)
 	s.stall(0x30, "long_scoreboard", 100)
 	s.stall(0x40, "selected", 5)
+	s.launches(1, 128, 1, 16) // 16 + 2 registers per thread: no occupancy lost (item 29)
 	as := s.advise(t, m, Options{})
 	a := findKind(t, as, OptCodeReordering)
 	if want := 110.0 / 100; !approx(a.Speedup, want) || !approx(a.Importance, 100.0/110) {
@@ -98,6 +99,7 @@ func TestAdviseLoopUnrolling(t *testing.T) {
 	s.stall(0x30, "selected", 5)
 	s.stall(0x30, "long_scoreboard", 80)
 	s.stall(0x60, "selected", 10) // outside the loop
+	s.launches(1, 128, 1, 16)
 	as := s.advise(t, m, Options{})
 	a := findKind(t, as, OptLoopUnrolling)
 	T := 100.0
@@ -728,6 +730,7 @@ func TestReorderingNeedsWorkToMove(t *testing.T) {
 		s.stall(0x50, "long_scoreboard", 150)
 		s.stall(0x60, "selected", 5)
 		s.stall(0x70, "selected", 10)
+		s.launches(1, 128, 1, 16)
 		as := s.advise(t, m, Options{})
 		a := find(as, OptCodeReordering)
 		if !independent {

@@ -74,6 +74,9 @@ type match struct {
 	// between the same two barriers (barriers.go).
 	scopes []scope
 	S      float64 // the speedup, for estGiven
+	// cost, when positive, multiplies the estimate: what the change costs
+	// elsewhere (the occupancy that moved loads' registers lose, item 29).
+	cost float64
 	// na says why the estimate cannot be given (Advice.SpeedupNA).
 	na     string
 	note   string // what the estimate adds to the evidence
@@ -82,8 +85,17 @@ type match struct {
 	detail string
 }
 
-// speedup applies the match's estimator.
+// speedup applies the match's estimator, and its cost.
 func (m *match) speedup(T float64) float64 {
+	s := m.gain(T)
+	if m.cost > 0 {
+		s *= m.cost
+	}
+	return s
+}
+
+// gain is the match's estimator alone.
+func (m *match) gain(T float64) float64 {
 	if m.est == estGiven {
 		return m.S
 	}

@@ -315,6 +315,8 @@ func (kv *kernelView) codeReordering() *match {
 			r.hint = fmt.Sprintf("instructions wait for results computed just before them, and the independent work is in %d copies of the loop: fuse them and interleave their bodies (unroll and jam), so each waits behind the others' work.", fused)
 			r.note = fmt.Sprintf("; the waits lie in %d independent copies of one loop, whose fusion also runs the loop control once for %d bodies: %.0f samples of it go (eq. 3)", fused, fused, r.Mfused)
 		}
+		// Loads moved earlier keep their registers live longer (item 29).
+		kv.chargeMovedLoads(r, movable)
 	}
 	return r
 }
@@ -362,6 +364,10 @@ func (kv *kernelView) loopUnrolling() []match {
 			}
 			if u := fv.c.compilerUnroll(li); u >= minCompilerUnroll && !kv.gpaOnly {
 				mt.na = fmt.Sprintf("the compiler already unrolled this loop %d times (its body walks %d consecutive elements of one array, advancing past them each pass): unrolling again brings no independent work; what still waits is a chain through the iterations, such as an accumulator (split it into partial sums)", u, u)
+			}
+			if mt.na == "" && !kv.gpaOnly {
+				// The next iterations' loads stay live beside this one's.
+				kv.chargeMovedLoads(&mt, ok)
 			}
 			out = append(out, mt)
 		}

@@ -296,6 +296,7 @@ func TestFrameworkPhase(t *testing.T) {
 		s.stall(0x30, "selected", 10)
 		s.stall(0x50, "long_scoreboard", 120)
 		s.stall(0x60, "selected", 10)
+		s.launches(1, 128, 1, 16)
 	}
 	if KernelPhase(p, tuned.k.ID) != PhaseAutotuning || KernelPhase(p, mine.k.ID) != "" {
 		t.Fatalf("phases %q %q", KernelPhase(p, tuned.k.ID), KernelPhase(p, mine.k.ID))
