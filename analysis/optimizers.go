@@ -363,7 +363,9 @@ func (kv *kernelView) loopUnrolling() []match {
 				mt.setScopes(kv.hidingScopes(ok, func(ifv *fnView, i int) bool { return ifv == fv && fv.inLoop(i, li) }))
 			}
 			if u := fv.c.compilerUnroll(li); u >= minCompilerUnroll && !kv.gpaOnly {
-				mt.na = fmt.Sprintf("the compiler already unrolled this loop %d times (its body walks %d consecutive elements of one array, advancing past them each pass): unrolling again brings no independent work; what still waits is a chain through the iterations, such as an accumulator (split it into partial sums)", u, u)
+				mt.na = fmt.Sprintf("the compiler already unrolled this loop %d times (its body walks %d consecutive elements of one array, or of its structures, advancing past them each pass): unrolling again brings no independent work; what still waits is a chain through the iterations, such as an accumulator (split it into partial sums)", u, u)
+			} else if u := fv.c.remainderOf(li); u >= minCompilerUnroll && !kv.gpaOnly {
+				mt.na = fmt.Sprintf("this loop is the remainder of a loop at the same line that the compiler unrolled %d times (it runs the iterations left over from the unrolled passes): unrolling the source loop again brings no independent work; what still waits is a chain through the iterations, such as an accumulator (split it into partial sums)", u)
 			}
 			if mt.na == "" && !kv.gpaOnly {
 				// The next iterations' loads stay live beside this one's.

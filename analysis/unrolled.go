@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"fmt"
 	"slices"
 
 	"gpuprof/sass"
@@ -26,18 +25,25 @@ import (
 // iteration is as likely the source's own pairing.
 const minCompilerUnroll = 4
 
-// compilerUnroll returns how many iterations of a unit-stride walk the
-// body of innermost loop li holds, 1 when it shows none.
+// compilerUnroll returns how many iterations of a walk the body of
+// innermost loop li holds, 1 when it shows none. A walk is the loads from
+// one base: U iterations of it are U copies of one iteration's loads (an
+// element, or a structure's fields) shifted by the element's stride S,
+// with the base advancing by U·S per pass (docs/validation.md, items 21
+// and 30).
 func (c *code) compilerUnroll(li int) int {
 	g := c.F.CFG()
 	if li < 0 || li >= len(g.Loops) || len(g.Loops[li].Children) > 0 {
 		return 1
 	}
+	type access struct {
+		off  int64
+		bits int
+	}
 	type group struct {
 		first int // a load of the group, for its base's definitions
 		base  sass.Reg
-		bits  int
-		offs  []int64
+		acc   []access
 	}
 	groups := map[string]*group{}
 	var keys []string
@@ -52,44 +58,70 @@ func (c *code) compilerUnroll(li int) int {
 			if !ok || !o.Base.Tracked() || o.UBase.Tracked() {
 				continue
 			}
-			k := fmt.Sprintf("%s|%d", addrKey(c.F, i, o), in.Mem.Bits)
+			k := addrKey(c.F, i, o)
 			gr := groups[k]
 			if gr == nil {
-				gr = &group{first: i, base: o.Base, bits: in.Mem.Bits}
+				gr = &group{first: i, base: o.Base}
 				groups[k] = gr
 				keys = append(keys, k)
 			}
-			if !slices.Contains(gr.offs, o.Offset) {
-				gr.offs = append(gr.offs, o.Offset)
+			if a := (access{o.Offset, in.Mem.Bits}); !slices.Contains(gr.acc, a) {
+				gr.acc = append(gr.acc, a)
 			}
 		}
 	}
 	best := 1
 	for _, k := range keys {
 		gr := groups[k]
-		u := len(gr.offs)
-		if u < 2 || u <= best {
+		if len(gr.acc) < 2 || len(gr.acc) <= best {
 			continue
 		}
-		w := int64(gr.bits / 8)
-		slices.Sort(gr.offs)
-		consecutive := w > 0
-		for j := 1; j < u && consecutive; j++ {
-			consecutive = gr.offs[j]-gr.offs[j-1] == w
+		adv := c.baseAdvance(gr.first, gr.base, li)
+		if adv <= 0 {
+			continue
 		}
-		if consecutive && c.baseAdvance(gr.first, gr.base, li, w) == int64(u)*w {
-			best = u
+		for u := len(gr.acc); u > best; u-- {
+			if adv%int64(u) == 0 && copiesOf(gr.acc, u, adv/int64(u), func(a access) int64 { return a.off }, func(a access, d int64) access { return access{a.off + d, a.bits} }) {
+				best = u
+				break
+			}
 		}
 	}
 	return best
 }
 
+// copiesOf reports whether the accesses as are u copies of the ones in
+// the first stride (from the lowest offset), each shifted by stride from
+// the one before.
+func copiesOf[A comparable](as []A, u int, stride int64, off func(A) int64, shift func(A, int64) A) bool {
+	if stride <= 0 || len(as)%u != 0 {
+		return false
+	}
+	lo := off(as[0])
+	for _, a := range as {
+		lo = min(lo, off(a))
+	}
+	n := 0
+	for _, a := range as {
+		if off(a)-lo >= stride {
+			continue
+		}
+		n++
+		for k := 1; k < u; k++ {
+			if !slices.Contains(as, shift(a, int64(k)*stride)) {
+				return false
+			}
+		}
+	}
+	return n*u == len(as)
+}
+
 // baseAdvance is how many bytes base register b (read at instruction i)
 // advances per pass of loop li, from its definition inside the loop: an
 // add of a constant to itself (IADD3 b, P, b, c), or an address computed
-// from an index the loop advances by a constant (IMAD.WIDE b, k, w, base
-// with IADD3 k, k, n: n·w). 0 when it is neither.
-func (c *code) baseAdvance(i int, b sass.Reg, li int, w int64) int64 {
+// from an index the loop advances by a constant (IMAD.WIDE b, k, s, base
+// with IADD3 k, k, n: n·s). 0 when it is neither.
+func (c *code) baseAdvance(i int, b sass.Reg, li int) int64 {
 	def := c.loopDef(i, b, li)
 	if def < 0 {
 		return 0
@@ -103,16 +135,37 @@ func (c *code) baseAdvance(i int, b sass.Reg, li int, w int64) int64 {
 	case "IMAD.WIDE", "IMAD.WIDE.U32":
 		// IMAD.WIDE b, k, stride, base: the address of element k.
 		ops := in.Operands
-		if len(ops) == 4 && ops[1].Kind == sass.OperandReg && ops[2].Kind == sass.OperandImm && ops[2].Imm == w {
+		if len(ops) == 4 && ops[1].Kind == sass.OperandReg && ops[2].Kind == sass.OperandImm && ops[2].Imm > 0 {
 			k := ops[1].Reg
 			if d := c.loopDef(def, k, li); d >= 0 && c.F.Insts[d].Opcode == "IADD3" {
 				if n, ok := selfAdd(&c.F.Insts[d], k); ok {
-					return n * w
+					return n * ops[2].Imm
 				}
 			}
 		}
 	}
 	return 0
+}
+
+// remainderOf returns, for innermost loop li, the unroll factor of a
+// loop the compiler unrolled from the same source loop, when li is what
+// is left of it: nvcc follows a loop it unrolled 4 times with a loop of
+// one iteration per pass for the trip count's remainder, and both carry
+// the source loop's line. 1 when li is no such loop.
+func (c *code) remainderOf(li int) int {
+	g := c.F.CFG()
+	line := c.loopLine(li)
+	if line == "" || len(g.Loops[li].Children) > 0 {
+		return 1
+	}
+	best := 1
+	for lj := range g.Loops {
+		if lj == li || c.loopLine(lj) != line || slices.Contains(g.Loops[lj].Blocks, g.Loops[li].Header) || slices.Contains(g.Loops[li].Blocks, g.Loops[lj].Header) {
+			continue
+		}
+		best = max(best, c.compilerUnroll(lj))
+	}
+	return best
 }
 
 // loopDef is the one definition inside loop li of register r read at

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"strings"
 	"testing"
 
 	"gpuprof/sass"
@@ -8,8 +9,12 @@ import (
 
 // A dot product's inner loop as nvcc unrolls it 4 times, with the pointer
 // advanced by the span of its four loads (a), or the address computed from
-// an index advanced by 4 (b); a 5-point stencil walking rows (c) reads
-// consecutive words too, but advances by a pitch in a register: no unroll.
+// an index advanced by 4 (b); a walk over 40-byte structures reading the
+// fields at 0x0, 0x4 and 0x24, unrolled 4 times: the offsets are that
+// pattern at 0x0, 0x28, 0x50 and 0x78, the pointer advances by 0xa0 (c);
+// the same walk not unrolled (d, advancing by 0x28); a 5-point stencil
+// walking rows (e) reads consecutive words too, but advances by a pitch in
+// a register: no unroll.
 func TestCompilerUnroll(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
@@ -45,6 +50,45 @@ func TestCompilerUnroll(t *testing.T) {
 			ISETP.NE.AND P1, PT, R11, R10, PT
 			@P1 BRA ` + "`(.L_x_0)" + `
 			EXIT`, 4},
+		{"structures", `
+			MOV R9, RZ
+		.L_x_0:
+			LDG.E R4, desc[UR4][R2.64]
+			LDG.E R5, desc[UR4][R2.64+0x4]
+			LDG.E R6, desc[UR4][R2.64+0x24]
+			LDG.E R7, desc[UR4][R2.64+0x28]
+			LDG.E R8, desc[UR4][R2.64+0x2c]
+			LDG.E R16, desc[UR4][R2.64+0x4c]
+			LDG.E R17, desc[UR4][R2.64+0x50]
+			LDG.E R18, desc[UR4][R2.64+0x54]
+			LDG.E R19, desc[UR4][R2.64+0x74]
+			LDG.E R20, desc[UR4][R2.64+0x78]
+			LDG.E R21, desc[UR4][R2.64+0x7c]
+			LDG.E R22, desc[UR4][R2.64+0x9c]
+			FFMA R9, R4, R5, R9
+			FFMA R9, R6, R7, R9
+			FFMA R9, R8, R16, R9
+			FFMA R9, R17, R18, R9
+			FFMA R9, R19, R20, R9
+			FFMA R9, R21, R22, R9
+			IADD3 R2, P0, R2, 0xa0, RZ
+			IADD3.X R3, RZ, R3, RZ, P0, !PT
+			ISETP.NE.AND P1, PT, R2, R10, PT
+			@P1 BRA ` + "`(.L_x_0)" + `
+			EXIT`, 4},
+		{"one structure", `
+			MOV R9, RZ
+		.L_x_0:
+			LDG.E R4, desc[UR4][R2.64]
+			LDG.E R5, desc[UR4][R2.64+0x4]
+			LDG.E R6, desc[UR4][R2.64+0x24]
+			FFMA R9, R4, R5, R9
+			FFMA R9, R6, R6, R9
+			IADD3 R2, P0, R2, 0x28, RZ
+			IADD3.X R3, RZ, R3, RZ, P0, !PT
+			ISETP.NE.AND P1, PT, R2, R10, PT
+			@P1 BRA ` + "`(.L_x_0)" + `
+			EXIT`, 1},
 		{"stencil rows", `
 		.L_x_0:
 			LDG.E R4, desc[UR4][R2.64+-0x8]
@@ -72,6 +116,62 @@ func TestCompilerUnroll(t *testing.T) {
 		}
 		if got := c.compilerUnroll(0); got != tc.want {
 			t.Errorf("%s: unrolled %d times, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// nvcc's unrolled loop followed by the loop of the remaining iterations,
+// both at the loop's line 4: the waits lie in the remainder loop (M = 40
+// of T = 60, its active samples A = 20). Loop unrolling there is n/a, the
+// remainder of a loop unrolled 4 times; when the first loop advances by a
+// pitch in a register (no unroll seen), eq. 6 gives 60/40.
+func TestRemainderOfUnrolledLoop(t *testing.T) {
+	for _, unrolled := range []bool{true, false} {
+		step := "0x10"
+		if !unrolled {
+			step = "R14"
+		}
+		m := parseSASS(t, "k", `
+		#line 3
+		MOV R9, RZ {S1}
+		#line 4
+		.L_x_0:
+		LDG.E R4, desc[UR4][R2.64] {W0 S1}
+		LDG.E R5, desc[UR4][R2.64+0x4] {W1 S1}
+		LDG.E R6, desc[UR4][R2.64+0x8] {W2 S1}
+		LDG.E R7, desc[UR4][R2.64+0xc] {W3 S1}
+		FFMA R9, R4, R4, R9 {B0 S4}
+		FFMA R9, R5, R5, R9 {B1 S4}
+		FFMA R9, R6, R6, R9 {B2 S4}
+		FFMA R9, R7, R7, R9 {B3 S4}
+		IADD3 R2, P0, R2, `+step+`, RZ {S1}
+		ISETP.NE.AND P1, PT, R2, R10, PT {S4}
+		@P1 BRA `+"`(.L_x_0)"+` {S1}
+		.L_x_1:
+		LDG.E R4, desc[UR4][R2.64] {W0 S1}
+		FFMA R9, R4, R4, R9 {B0 S4}
+		IADD3 R2, P0, R2, 0x4, RZ {S1}
+		ISETP.NE.AND P2, PT, R2, R12, PT {S4}
+		@P2 BRA `+"`(.L_x_1)"+` {S1}
+		#line 6
+		STG.E desc[UR4][R14.64], R9 {S1}
+		EXIT
+		`)
+		c := codeOf(m, m.Func("k"))
+		if n := len(c.F.CFG().Loops); n != 2 {
+			t.Fatalf("%d loops", n)
+		}
+		s := sampledKernel(t, m, "k", mod1)
+		s.stall(0xc0, "selected", 10)
+		s.stall(0xd0, "long_scoreboard", 40)
+		s.stall(0xe0, "selected", 10)
+		s.launches(1, 128, 1, 16)
+		a := findKind(t, s.advise(t, m, Options{}), OptLoopUnrolling)
+		if unrolled && !strings.Contains(a.SpeedupNA, "remainder of a loop at the same line that the compiler unrolled 4 times") {
+			t.Errorf("after an unrolled loop: %v (%q), want n/a", a.Speedup, a.SpeedupNA)
+		}
+		if !unrolled && !approx(a.Speedup, 60.0/40) {
+			t.Errorf("after a loop not unrolled: %v (%q), want 60/40; %s", a.Speedup, a.SpeedupNA, a.Evidence)
 		}
 	}
 }
