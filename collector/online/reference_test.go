@@ -476,6 +476,16 @@ func TestMatchesReferenceOnSynthStreams(t *testing.T) {
 // and reallocated between launches, every lane size, shared and local
 // accesses and addresses outside every allocation.
 func randomStream(t testing.TB, seed uint64) []byte {
+	return randomStreamRepeating(t, seed, false)
+}
+
+// randomStreamRepeating is randomStream; with repeat, half the records
+// are a warp's earlier record again (the same instruction, lanes,
+// addresses and values, as a loop that reloads what it loaded), a third
+// of those from another instruction or with other values, and half the
+// new records have affine addresses (and half of those one value), which
+// the compact encoding writes in its short forms.
+func randomStreamRepeating(t testing.TB, seed uint64, repeat bool) []byte {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	var buf bytes.Buffer
 	w := rawstream.NewWriter(&buf)
@@ -524,11 +534,43 @@ func randomStream(t testing.TB, seed uint64) []byte {
 			put(&rawstream.Launch{LaunchID: id, FunctionID: uint32(1 + j), Grid: [3]uint32{4, 1, 1}, Block: [3]uint32{64, 1, 1},
 				Instrumented: true, Host: []uint64{uint64(0x500000 + 32*j), 0x600000}})
 		}
+		type lane struct {
+			addr uint64
+			val  []byte
+		}
+		type recSpec struct {
+			pc     uint64
+			block  uint32
+			warp   uint16
+			space  rawstream.Space
+			flags  rawstream.Flags
+			active uint32
+			size   uint8
+			lanes  []lane
+		}
+		hist := make([][]recSpec, len(ids))
 		for frame := 0; frame < 6; frame++ {
 			for j, id := range ids {
 				acc := &rawstream.Access{LaunchID: id}
 				base := uint64(0x10000 + 0x10000*j)
 				for rec := 0; rec < 20; rec++ {
+					if repeat && len(hist[j]) > 0 && rng.IntN(2) == 0 {
+						sp := hist[j][rng.IntN(len(hist[j]))]
+						switch rng.IntN(6) {
+						case 0:
+							sp.pc = base + uint64(16*rng.IntN(8))
+						case 1:
+							sp.lanes = append([]lane(nil), sp.lanes...)
+							for k := range sp.lanes {
+								sp.lanes[k].val = values(sp.size)
+							}
+						}
+						acc.AppendRecord(sp.pc, sp.block, sp.warp, sp.space, sp.flags, sp.active, sp.size)
+						for _, ln := range sp.lanes {
+							acc.AppendLane(ln.addr, ln.val)
+						}
+						continue
+					}
 					block := uint32(rng.IntN(4))
 					warp := uint16(rng.IntN(2))
 					if rng.IntN(15) == 0 {
@@ -550,8 +592,25 @@ func randomStream(t testing.TB, seed uint64) []byte {
 					}
 					active := uint32(rng.Uint64()) | 1
 					acc.AppendRecord(pc, block, warp, space, flags, active, size)
+					sp := recSpec{pc: pc, block: block, warp: warp, space: space, flags: flags, active: active, size: size}
+					// With repeat, half the records have affine
+					// addresses (one address, or one unit a lane), half
+					// of those one value, as a loop's loads mostly do:
+					// compacted, they take the wire form's keys.
+					affine, step, uniform := repeat && rng.IntN(2) == 0, uint64(size)*uint64(rng.IntN(2)), rng.IntN(2) == 0
+					a0 := live[rng.IntN(len(live))].addr
+					v0 := values(size)
 					for l := 0; l < 32; l++ {
 						if active&(1<<l) == 0 {
+							continue
+						}
+						if affine {
+							addr, v := a0+step*uint64(l), values(size)
+							if uniform {
+								v = v0
+							}
+							acc.AppendLane(addr, v)
+							sp.lanes = append(sp.lanes, lane{addr, v})
 							continue
 						}
 						var addr uint64
@@ -564,8 +623,11 @@ func randomStream(t testing.TB, seed uint64) []byte {
 						} else {
 							addr = uint64(rng.IntN(8) * 16)
 						}
-						acc.AppendLane(addr, values(size))
+						v := values(size)
+						acc.AppendLane(addr, v)
+						sp.lanes = append(sp.lanes, lane{addr, v})
 					}
+					hist[j] = append(hist[j], sp)
 				}
 				put(acc)
 			}
@@ -580,10 +642,17 @@ func randomStream(t testing.TB, seed uint64) []byte {
 
 func TestMatchesReferenceOnRandomStreams(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
-		stream := randomStream(t, seed)
-		ref := runReference(t, stream, nil)
-		for _, r := range runs {
-			compareRedundant(t, fmt.Sprintf("seed=%d/workers=%d/flush=%d", seed, r.workers, r.flush), ref, analyse(t, stream, r.workers, r.flush, nil))
+		for _, repeat := range []bool{false, true} {
+			stream := randomStreamRepeating(t, seed, repeat)
+			ref := runReference(t, stream, nil)
+			compact, err := rawstream.CompactStream(stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range runs {
+				compareRedundant(t, fmt.Sprintf("seed=%d/repeat=%v/workers=%d/flush=%d", seed, repeat, r.workers, r.flush), ref, analyse(t, stream, r.workers, r.flush, nil))
+				compareRedundant(t, fmt.Sprintf("seed=%d/repeat=%v/compact/workers=%d/flush=%d", seed, repeat, r.workers, r.flush), ref, analyse(t, compact, r.workers, r.flush, nil))
+			}
 		}
 	}
 }
