@@ -140,19 +140,16 @@ func (kv *kernelView) advice(m match) Advice {
 	}
 	eq := "eq. 3, T/(T-M)"
 	switch {
-	case m.est == estGiven && m.kind == OptRegisterIncrease:
-		eq = "eq. 3, T/(T-M)" + m.note
-	case m.est == estGiven:
+	case m.est == estGiven && m.kind != OptRegisterIncrease:
 		eq = "the scheduler model of eq. 7-11"
-	case m.kind == OptWarpBalance:
-		eq = "eq. 3, T/(T-M)" + m.note
 	case m.est == estHiding && m.scopes != nil:
-		eq = "eq. 5/6 per barrier interval, T/(T-Σ min(A_I, M_I))" + m.note
+		eq = "eq. 5/6 per barrier interval, T/(T-Σ min(A_I, M_I))"
 	case m.est == estHiding && m.starved:
-		eq = fmt.Sprintf("one eligible warp per scheduler: the %.0f samples waiting on arithmetic hide by instruction-level parallelism (eq. 4), the rest behind A = %.0f active samples (eq. 6)", m.Mexec, m.A) + m.note
+		eq = fmt.Sprintf("one eligible warp per scheduler: the %.0f samples waiting on arithmetic hide by instruction-level parallelism (eq. 4), the rest behind A = %.0f active samples (eq. 6)", m.Mexec, m.A)
 	case m.est == estHiding:
-		eq = fmt.Sprintf("eq. 6, T/(T-min(A, M)) with A = %.0f active samples in scope", m.A) + m.note
+		eq = fmt.Sprintf("eq. 6, T/(T-min(A, M)) with A = %.0f active samples in scope", m.A)
 	}
+	eq += m.note // what the estimator adds, whichever it is
 	a.Evidence = fmt.Sprintf("%s: M = %.0f of T = %.0f samples (%.1f%%); %s = %.3f", m.detail, m.M, kv.T, 100*m.M/kv.T, eq, s)
 	if kv.noCode > 0 {
 		a.Evidence += fmt.Sprintf("; %.0f samples at instructions without SASS", kv.noCode)
