@@ -392,14 +392,13 @@ func (w *worker) count(oa *opAcc, us []laneUnit, ak AccessKind) {
 	c := &oa.vals
 	// The table's slots are loaded first where it outgrows the L1 cache;
 	// a smaller one costs the hashes and nothing else.
-	if n := len(c.keys); n > preloadKeys && !c.direct && len(us) > 2 {
+	if n := len(c.ents); n > preloadKeys && !c.direct && len(us) > 2 {
 		mask := uint64(n - 1)
 		var x uint64
 		last := us[0].v + 1
 		for i := range us {
 			if v := us[i].v; v != last {
-				j := mix64(v) & mask
-				x += c.keys[j] + c.counts[j]
+				x += c.ents[mix64(v)&mask].n
 				last = v
 			}
 		}
@@ -411,7 +410,7 @@ func (w *worker) count(oa *opAcc, us []laneUnit, ak AccessKind) {
 }
 
 // preloadKeys is the size of a value table above which count loads the
-// slots of a record's values before counting them (1024 keys and counts:
+// slots of a record's values before counting them (1024 values and counts:
 // 16 KiB).
 const preloadKeys = 1 << 10
 

@@ -62,8 +62,9 @@ const (
 type valCounter struct {
 	budget *int         // the shard's exact entries left
 	hash   *ValueHasher // nil: values are kept as read
-	keys   []uint64
-	counts []uint64 // 0 marks an empty slot
+	// ents: the open-addressing table, each value beside its count (n
+	// 0 marks an empty slot), so that a probe touches one cache line
+	ents   []vc
 	n      int
 	sk     *profile.ValueSketch
 	direct bool
@@ -103,18 +104,19 @@ func (c *valCounter) settle(kind AccessKind) {
 		c.sketch(kind).AddN(v, n)
 		return
 	}
-	if 2*(c.n+1) > len(c.keys) {
+	if 2*(c.n+1) > len(c.ents) {
 		c.grow()
 	}
-	mask := uint64(len(c.keys) - 1)
+	mask := uint64(len(c.ents) - 1)
 	for i := mix64(v) & mask; ; i = (i + 1) & mask {
-		if c.counts[i] == 0 {
-			c.keys[i], c.counts[i] = v, n
+		e := &c.ents[i]
+		if e.n == 0 {
+			e.v, e.n = v, n
 			c.n++
 			break
 		}
-		if c.keys[i] == v {
-			c.counts[i] += n
+		if e.v == v {
+			e.n += n
 			return
 		}
 	}
@@ -138,8 +140,8 @@ func (c *valCounter) settle(kind AccessKind) {
 
 func (c *valCounter) singletons() int {
 	k := 0
-	for _, n := range c.counts {
-		if n == 1 {
+	for _, e := range c.ents {
+		if e.n == 1 {
 			k++
 		}
 	}
@@ -156,34 +158,34 @@ func (c *valCounter) release(n int) {
 // grow doubles the table (most keys see few distinct values, so it starts
 // small).
 func (c *valCounter) grow() {
-	ok, oc := c.keys, c.counts
-	n := max(2*len(ok), 16)
-	c.keys, c.counts = make([]uint64, n), make([]uint64, n)
+	old := c.ents
+	n := max(2*len(old), 16)
+	c.ents = make([]vc, n)
 	mask := uint64(n - 1)
-	for i, cnt := range oc {
-		if cnt == 0 {
+	for _, e := range old {
+		if e.n == 0 {
 			continue
 		}
-		j := mix64(ok[i]) & mask
-		for c.counts[j] != 0 {
+		j := mix64(e.v) & mask
+		for c.ents[j].n != 0 {
 			j = (j + 1) & mask
 		}
-		c.keys[j], c.counts[j] = ok[i], cnt
+		c.ents[j] = e
 	}
 }
 
 // spill feeds the table into the sketch and empties it.
 func (c *valCounter) spill(kind AccessKind) {
 	all := make([]vc, 0, c.n)
-	for i, n := range c.counts {
-		if n != 0 {
-			all = append(all, vc{c.keys[i], n})
-			c.counts[i] = 0
+	for i, e := range c.ents {
+		if e.n != 0 {
+			all = append(all, e)
+			c.ents[i].n = 0
 		}
 	}
 	c.n = 0
-	if len(c.keys) > 4*valCap { // give a table grown on the budget back
-		c.keys, c.counts = nil, nil
+	if len(c.ents) > 4*valCap { // give a table grown on the budget back
+		c.ents = nil
 	}
 	feed(c.sketch(kind), all)
 }
@@ -229,9 +231,9 @@ func mergeCounters(cs []*valCounter, kind AccessKind) *profile.ValueSketch {
 	hashed := false
 	for _, c := range cs {
 		hashed = hashed || c.hash != nil
-		for i, n := range c.counts {
-			if n != 0 {
-				exact[c.keys[i]] += n
+		for _, e := range c.ents {
+			if e.n != 0 {
+				exact[e.v] += e.n
 			}
 		}
 		if c.sk != nil {
