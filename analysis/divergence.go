@@ -164,6 +164,15 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 	a := &Advice{Kind: OptGlobalAdjust, Category: CatDivergence, Importance: share, KernelShare: x.KernelShare(k), Ranks: x.KernelRanks(k)}
 	m, excess := 0.0, 0.0
 	chained, priced := 0, 0
+	// Only the share of a load's saving that DRAM traffic accounts for is
+	// kept (served.go, item 31); GPA's rules alone keep all of it.
+	var rate servedRate
+	rateNA := ""
+	if kv != nil && !kv.gpaOnly {
+		rate, rateNA = kv.servedRate()
+	}
+	unknown, loads := 0, 0
+	minF, maxF, minNs, maxNs := 1.0, 0.0, math.Inf(1), 0.0
 	for i, d := range bad {
 		w := x.Where(d.Node)
 		w.Amount = float64(d.Sectors)
@@ -174,8 +183,23 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 					chained++ // its waits are round trips, not bandwidth (chains.go)
 				} else {
 					priced++
-					m += r.fv.cost(r.i) * (1 - d.Efficiency())
-					excess += 32 * (float64(d.Sectors) - d.Ideal*float64(d.WarpAccesses))
+					f := 1.0
+					if !kv.gpaOnly && r.fv.c.F.Insts[r.i].Mem.Op == sass.MemLoad {
+						var ns float64
+						var ok bool
+						if rateNA == "" {
+							f, ns, ok = kv.dramShare(r, rate)
+						}
+						if !ok {
+							unknown++
+						} else {
+							loads++
+							minF, maxF = math.Min(minF, f), math.Max(maxF, f)
+							minNs, maxNs = math.Min(minNs, ns), math.Max(maxNs, ns)
+						}
+					}
+					m += r.fv.cost(r.i) * (1 - d.Efficiency()) * f
+					excess += 32 * (float64(d.Sectors) - d.Ideal*float64(d.WarpAccesses)) * f
 				}
 			}
 		}
@@ -201,6 +225,17 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 			return a
 		}
 		a.Evidence += "; the estimate counts the other divergent accesses"
+	}
+	if kv != nil && unknown > 0 {
+		why := rateNA
+		if why == "" {
+			why = fmt.Sprintf("%d of the divergent loads have no consumer in their basic block that waited on them, or no counts on the way to it", unknown)
+		}
+		a.SpeedupNA = "where the divergent loads' sectors come from (L1, L2 or DRAM) is not known: " + why + "; coalescing saves the excess sectors' cost only where they come from DRAM (item 31)"
+		return a
+	}
+	if kv != nil && loads > 0 {
+		a.Evidence += servedNote(loads, minF, maxF, minNs, maxNs, rate)
 	}
 	if kv != nil && m > 0 {
 		a.Speedup = StallElimination(kv.T, m)

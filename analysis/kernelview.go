@@ -267,6 +267,17 @@ func (kv *kernelView) throttleRelief(rs []instRef) float64 {
 	return lg * gone / all
 }
 
+// device is the spec of the GPU the kernel ran on (DeviceSpec), nil when
+// its architecture is not known.
+func (kv *kernelView) device() *GPUSpec {
+	if m, err := parseModule(kv.x.P.Nodes[kv.k].Frame.Module); err == nil {
+		if mod := kv.x.P.Modules[m]; mod != nil {
+			return DeviceSpec(kv.x.P, mod.SM)
+		}
+	}
+	return nil
+}
+
 // parallelism returns the kernel's parallelism facts (nil when the profile
 // lacks the launch configuration or the GPU is unknown).
 func (kv *kernelView) parallelism() *par {
@@ -278,12 +289,7 @@ func (kv *kernelView) parallelism() *par {
 	if !ok || !cfg.HasAttrs {
 		return nil
 	}
-	var g *GPUSpec
-	if m, err := parseModule(kv.x.P.Nodes[kv.k].Frame.Module); err == nil {
-		if mod := kv.x.P.Modules[m]; mod != nil {
-			g = DeviceSpec(kv.x.P, mod.SM)
-		}
-	}
+	g := kv.device()
 	if g == nil {
 		return nil
 	}
