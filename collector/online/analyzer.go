@@ -332,8 +332,11 @@ type Analyzer struct {
 	// (one per partition).
 	sinks []uint64
 	// scratch: per partition, the resolution's set of values of ended
-	// launches (resolve)
-	scratch []pairSet
+	// launches; conflicted, the values found conflicting, and conflicts
+	// their first conflicting candidates (resolve), kept from one barrier
+	// to the next
+	scratch, conflicted []pairSet
+	conflicts           [][]*spEntry
 
 	anomalies uint64
 	firstAnom string
@@ -382,7 +385,7 @@ func New(o Options) *Analyzer {
 		a.shards[i] = newShard(i, o.HashValues)
 	}
 	a.sinks = make([]uint64, o.Workers)
-	a.scratch = make([]pairSet, o.Workers)
+	a.scratch, a.conflicted, a.conflicts = make([]pairSet, o.Workers), make([]pairSet, o.Workers), make([][]*spEntry, o.Workers)
 	for w := 0; w < o.Workers; w++ {
 		wk := &worker{id: w, n: o.Workers, a: a, in: make(chan msg, o.QueueDepth), pcs: map[uint64]*pcInfo{}, ratio: 1}
 		wk.cand = make([]spTable, o.Workers)

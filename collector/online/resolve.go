@@ -170,7 +170,10 @@ func (a *Analyzer) resolve(p int) (map[objPCKey]uint64, map[uint64]int64) {
 	// them. With one worker each of its candidates is a first occurrence;
 	// with more, a scratch set of (launch and object, value) finds the
 	// values several workers brought.
-	var conflicts []*spEntry
+	// A value several workers brought is settled once, whichever of its
+	// candidates came up first here: the others would find the same
+	// earliest candidate.
+	conflicts := a.conflicts[p][:0]
 	var sets [64]struct {
 		a     uint64
 		vs    *valSet
@@ -182,14 +185,15 @@ func (a *Analyzer) resolve(p int) (map[objPCKey]uint64, map[uint64]int64) {
 	var vss [32]*valSet
 	var sink uint64
 	one := len(a.workers) == 1
-	var scratch *pairSet
+	var scratch, conflicted *pairSet
 	if !one {
 		total := 0
 		for _, w := range a.workers {
 			total += w.cand[p].n
 		}
-		scratch = &a.scratch[p]
+		scratch, conflicted = &a.scratch[p], &a.conflicted[p]
 		scratch.reset(total)
+		conflicted.reset(total)
 	}
 	flush := func(n int) {
 		for i, e := range batch[:n] {
@@ -223,7 +227,7 @@ func (a *Analyzer) resolve(p int) (map[objPCKey]uint64, map[uint64]int64) {
 			if first {
 				e.pc |= firstFlag
 				counts.add(e.a, e.pc&^firstFlag, ws[i])
-			} else {
+			} else if one || conflicted.addNew(e.a, e.v) {
 				conflicts = append(conflicts, e)
 			}
 		}
@@ -241,6 +245,8 @@ func (a *Analyzer) resolve(p int) (map[objPCKey]uint64, map[uint64]int64) {
 	flush(n)
 	a.sinks[p] = sink
 	a.settleConflicts(p, conflicts, &counts)
+	clear(conflicts) // the entries belong to the candidate tables
+	a.conflicts[p] = conflicts[:0]
 	return a.firstsByKey(&counts)
 }
 
