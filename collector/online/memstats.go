@@ -107,7 +107,12 @@ type reuseTracker struct {
 	unitAt []uint64 // unit loaded at a time
 	state  []uint8  // 0 no mark, 1 live, 2 tombstone
 	now    int32
+	small  int // blocks in a row that held much less than the tracker's size
 }
+
+// shrinkAfter is how many blocks in a row a tracker must be oversized for
+// before reset lets it go.
+const shrinkAfter = 16
 
 func newReuseTracker(window int) *reuseTracker {
 	return &reuseTracker{window: window, fen: make([]int32, 17), unitAt: make([]uint64, 17), state: make([]uint8, 17)}
@@ -203,12 +208,19 @@ func (t *reuseTracker) makeRoom() {
 }
 
 // reset empties the tracker for another block. A tracker much larger than
-// what it last held starts small again: clearing costs its size, which is
-// then paid for by the loads that grew it.
+// what its last blocks held starts small again: clearing costs its size.
+// It waits for shrinkAfter such blocks in a row, since blocks of other
+// sizes alternate (a grid's border blocks load less than its inner ones),
+// and growing again each time cost more than the clearing (allocations
+// and the collector's garbage: a third of what a short launch allocated).
 func (t *reuseTracker) reset() {
 	if len(t.fen) > 4*max(int(t.now), 16)+1 {
-		*t = *newReuseTracker(t.window)
-		return
+		if t.small++; t.small >= shrinkAfter {
+			*t = *newReuseTracker(t.window)
+			return
+		}
+	} else {
+		t.small = 0
 	}
 	t.last.clear()
 	clear(t.fen)

@@ -83,6 +83,42 @@ func TestReuseTrackerMatchesReference(t *testing.T) {
 	}
 }
 
+// A tracker reset between blocks measures each block as a new one would,
+// and keeps its room through blocks smaller than it (a grid's border
+// blocks among its inner ones) until shrinkAfter of them came in a row.
+func TestReuseTrackerResetKeepsRoom(t *testing.T) {
+	const window = 1 << 10
+	tr := newReuseTracker(window)
+	rng := rand.New(rand.NewPCG(7, 7))
+	block := func(loads int) {
+		tr.reset()
+		ref := newRefReuse(window)
+		for i := 0; i < loads; i++ {
+			u := uint64(rng.IntN(loads/2 + 1))
+			if got, want := tr.load(u), ref.load(u); got != want {
+				t.Fatalf("block of %d loads, load %d: bucket %d, the reference says %d", loads, i, got, want)
+			}
+		}
+	}
+	block(1000)
+	room := len(tr.fen)
+	for i := 0; i < shrinkAfter-1; i++ {
+		block(10)
+		if i%4 == 3 {
+			block(1000) // an inner block resets the count
+		}
+	}
+	if len(tr.fen) != room {
+		t.Fatalf("after small blocks among large ones: room %d, was %d", len(tr.fen), room)
+	}
+	for i := 0; i < shrinkAfter; i++ {
+		block(10)
+	}
+	if len(tr.fen) >= room {
+		t.Errorf("after %d small blocks in a row: room %d, still %d", shrinkAfter, len(tr.fen), room)
+	}
+}
+
 func TestBankDegree(t *testing.T) {
 	lanes := func(n int, addr func(l int) uint64, size int) []uint64 {
 		var ws []uint64
