@@ -55,10 +55,10 @@ const (
 
 // valCounter counts the values of one key (instruction or data object) in
 // one shard: runs of one value cost a comparison, distinct values go to a
-// small open-addressing table, and a full table spills into a bounded
-// sketch. A counter whose spills are mostly values seen once switches to
-// feeding the sketch directly: counting such values exactly first buys
-// nothing.
+// small open-addressing table, and a full table (one the shard's budget
+// no longer lets grow) spills into a bounded sketch. A counter whose
+// spill was mostly values seen once switches to feeding the sketch
+// directly: counting such values exactly first buys nothing.
 type valCounter struct {
 	budget *int         // the shard's exact entries left
 	hash   *ValueHasher // nil: values are kept as read
@@ -123,19 +123,20 @@ func (c *valCounter) settle(kind AccessKind) {
 	if c.n < valCap {
 		return
 	}
-	if c.n&(c.n-1) == 0 && c.singletons()*4 >= c.n*3 {
-		// Mostly values seen once: counting them exactly buys nothing.
-		c.release(c.n)
-		c.spill(kind)
-		c.direct = true
-		return
-	}
+	// Exact counting is cheaper than the sketch for a value, so the table
+	// grows while the shard's budget lasts: values that come back after
+	// more than valCap others (a grid's values at every step of a
+	// time-stepping code) are then counted once per item. Only a table
+	// that cannot grow decides whether counting exactly pays.
 	if c.budget != nil && *c.budget > 0 && c.n < shardValBudget/4 {
 		*c.budget--
 		return
 	}
+	single := c.singletons()*4 >= c.n*3
 	c.release(c.n)
 	c.spill(kind)
+	// Mostly values seen once: counting them exactly buys nothing.
+	c.direct = single
 }
 
 func (c *valCounter) singletons() int {
