@@ -239,16 +239,22 @@ type pairSet struct {
 	n int
 }
 
-// reset empties the set with room for n pairs at load 1/2 at most.
+// reset empties the set with room for n pairs at load 1/2 at most. The
+// table is the first slots of the memory it had, where it had enough:
+// the sizes the barriers ask for vary, and allocating at each change was
+// most of what a short launch's resolution allocated.
 func (s *pairSet) reset(n int) {
 	size := 64
 	for size < 2*n {
 		size *= 2
 	}
-	if len(s.e) < size || len(s.e) > 8*size {
-		s.e = make([]struct{ a, v uint64 }, size)
-	} else if s.n > 0 {
+	if s.n > 0 {
 		clear(s.e)
+	}
+	if cap(s.e) < size {
+		s.e = make([]struct{ a, v uint64 }, size)
+	} else {
+		s.e = s.e[:size]
 	}
 	s.n = 0
 }
