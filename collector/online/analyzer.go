@@ -209,6 +209,11 @@ type launchInfo struct {
 	// the lane groups of its warps (laneGroupsOf), and the work units of
 	// the warps and blocks seen (dispatcher only; units)
 	groups int
+	// span and shardBase: the shards its work units go to (spanFor);
+	// tracedWarps: the warps block sampling traces; recs: the access
+	// records dispatched (dispatcher only)
+	span, shardBase   int
+	tracedWarps, recs uint64
 	// splitGrains: the parts of a block's memory work are work units of
 	// their own (memSplit), for launches with fewer blocks whose reuse is
 	// measured than memory workers
@@ -283,6 +288,11 @@ type Analyzer struct {
 	keyBuf   []byte
 	launches map[uint64]*launchInfo // open launches by wire id
 	bySeq    map[uint32]*launchInfo // launches whose spatial state is alive
+	// spanHints: by calling context, the access records per traced warp
+	// of its last traced launch that had any (spanFor); nextShard: the
+	// first shard of the next narrow launch
+	spanHints map[uint32]float64
+	nextShard int
 	// levelHints: by calling context, the spatial sampling levels its
 	// last launch ended with (sample.go)
 	levelHints map[uint32][]uint8
@@ -752,6 +762,8 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 		levels: a.startLevels(ci), lanes: make([][]int64, len(a.workers))}
 	blocks, warps := a.tracedBlocks(f)
 	l.groups = laneGroupsOf(blocks * warps)
+	l.tracedWarps = blocks * warps
+	l.span, l.shardBase = a.spanFor(ci, l.tracedWarps)
 	// Split when the blocks whose reuse is measured are too few to keep
 	// the memory workers busy.
 	l.splitGrains = (blocks+uint64(a.reusePeriod)-1)/uint64(a.reusePeriod) < uint64(len(a.x.ms.ws))
@@ -812,6 +824,12 @@ func (a *Analyzer) kernAcc(ci uint32) *kernAcc {
 }
 
 func (a *Analyzer) endLaunch(l *launchInfo) {
+	if l.recs > 0 && l.tracedWarps > 0 {
+		if a.spanHints == nil {
+			a.spanHints = map[uint32]float64{}
+		}
+		a.spanHints[l.ctx] = float64(l.recs) / float64(l.tracedWarps)
+	}
 	delete(a.launches, l.wireID)
 	l.ended = true
 	a.ended = append(a.ended, l)

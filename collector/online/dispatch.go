@@ -25,6 +25,7 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 	// The memory workers' records are split in the same pass, so no worker
 	// reads records that are not its own.
 	mem := a.x.ms.split()
+	l.recs += uint64(f.Count)
 	it := f.RecordHeaders()
 	lastKey, unit, bunit := ^uint64(0), uint32(0), uint32(0)
 	for {
@@ -43,7 +44,7 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 			if lanes == 0 {
 				continue
 			}
-			s := shardOf(unit, g, l.groups)
+			s := l.shardOf(unit, g)
 			w := s % n
 			if per[w] == nil {
 				per[w] = recRefs.get()

@@ -68,3 +68,39 @@ func TestGroupMasksAndShards(t *testing.T) {
 		}
 	}
 }
+
+// A launch goes to every shard until its calling context had a traced
+// launch; then to as few shards as give each about spanRecords of the
+// records its traced warps are expected to bring, the next narrow launch
+// to the shards after, and a launch of that context with many more warps
+// to every shard again.
+func TestNarrowLaunches(t *testing.T) {
+	a := &Analyzer{}
+	if span, _ := a.spanFor(3, 160); span != numShards {
+		t.Fatalf("no hint: span %d, want %d", span, numShards)
+	}
+	// many_launches at P=50: 1,170 records over 160 traced warps.
+	a.spanHints = map[uint32]float64{3: 1170.0 / 160}
+	span, base := a.spanFor(3, 160)
+	if span != 2 || base != 0 {
+		t.Fatalf("1,170 records expected: span %d from %d, want 2 from 0", span, base)
+	}
+	if span, base = a.spanFor(3, 160); span != 2 || base != 2 {
+		t.Errorf("the next launch: span %d from %d, want 2 from 2", span, base)
+	}
+	// The same call site on a grid 100 times larger: 117,000 records.
+	if span, _ = a.spanFor(3, 16000); span != numShards {
+		t.Errorf("a large launch of a small launch's context: span %d, want %d", span, numShards)
+	}
+	// Every lane group of every warp of a narrow launch lands in its span.
+	l := &launchInfo{span: 3, shardBase: numShards - 1, groups: 2}
+	seen := map[int]bool{}
+	for unit := uint32(100); unit < 140; unit++ {
+		for g := 0; g < l.groups; g++ {
+			seen[l.shardOf(unit, g)] = true
+		}
+	}
+	if len(seen) != 3 || !seen[numShards-1] || !seen[0] || !seen[1] {
+		t.Errorf("a span of 3 from shard %d used shards %v", numShards-1, seen)
+	}
+}

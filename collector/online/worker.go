@@ -1,6 +1,7 @@
 package online
 
 import (
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,43 @@ func groupMask(g, groups int) uint32 {
 // shards, whatever the blocks block sampling picked).
 func shardOf(unit uint32, g, groups int) int {
 	return int((uint64(unit)*uint64(groups) + uint64(g)) % numShards)
+}
+
+// Narrow launches. A launch spread over every shard has each of its
+// values brought by every worker, as spatial candidates of each (resolved
+// as conflicts at the next barrier, which come sooner for them); for a
+// launch of a thousand records that cost more than the records (the
+// 2,500 launches of a time-stepping code, every one traced). A launch
+// expected to bring fewer than numShards × spanRecords records (its
+// traced warps times the records per traced warp of its calling
+// context's last traced launch: a call site whose grids vary keeps its
+// launches' sizes apart) goes to as few consecutive shards as give each
+// about spanRecords of them, and the next narrow launch to the shards
+// after: launches in a row are analysed side by side instead. It depends
+// on the stream alone, so the results do not depend on the worker count.
+const spanRecords = 1 << 10
+
+// spanFor returns the shards a launch in context ctx with tracedWarps
+// warps traced gets: their number and the first.
+func (a *Analyzer) spanFor(ctx uint32, tracedWarps uint64) (span, base int) {
+	h, ok := a.spanHints[ctx]
+	recs := h * float64(tracedWarps)
+	if !ok || recs >= numShards*spanRecords {
+		return numShards, 0
+	}
+	span = max(1, int(math.Ceil(recs/spanRecords)))
+	base = a.nextShard
+	a.nextShard = (a.nextShard + span) % numShards
+	return span, base
+}
+
+// shardOf is the shard of lane group g of a warp unit of launch l: the
+// units' shardOf over every shard, or in turn over the launch's span.
+func (l *launchInfo) shardOf(unit uint32, g int) int {
+	if l.span <= 0 || l.span >= numShards {
+		return shardOf(unit, g, l.groups)
+	}
+	return (l.shardBase + int((uint64(unit)*uint64(l.groups)+uint64(g))%uint64(l.span))) % numShards
 }
 
 const (
