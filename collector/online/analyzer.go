@@ -209,10 +209,13 @@ type launchInfo struct {
 	// the lane groups of its warps (laneGroupsOf), and the work units of
 	// the warps and blocks seen (dispatcher only; units)
 	groups int
-	// span and shardBase: the shards its work units go to (spanFor);
-	// tracedWarps: the warps block sampling traces; recs: the access
-	// records dispatched (dispatcher only)
+	// span and shardBase: the shards its work units go to (spanFor),
+	// narrow when it started with fewer than every shard, nextIdx its
+	// warps seen so far; tracedWarps: the warps block sampling traces;
+	// recs: the access records dispatched (dispatcher only)
 	span, shardBase   int
+	narrow            bool
+	nextIdx           uint32
 	tracedWarps, recs uint64
 	// splitGrains: the parts of a block's memory work are work units of
 	// their own (memSplit), for launches with fewer blocks whose reuse is
@@ -764,6 +767,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	l.groups = laneGroupsOf(blocks * warps)
 	l.tracedWarps = blocks * warps
 	l.span, l.shardBase = a.spanFor(ci, l.tracedWarps)
+	l.narrow = l.span < numShards
 	// Split when the blocks whose reuse is measured are too few to keep
 	// the memory workers busy.
 	l.splitGrains = (blocks+uint64(a.reusePeriod)-1)/uint64(a.reusePeriod) < uint64(len(a.x.ms.ws))

@@ -26,6 +26,7 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 	// reads records that are not its own.
 	mem := a.x.ms.split()
 	l.recs += uint64(f.Count)
+	l.widen()
 	it := f.RecordHeaders()
 	lastKey, unit, bunit := ^uint64(0), uint32(0), uint32(0)
 	for {
@@ -116,8 +117,16 @@ func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, bl
 		}
 		l.bunits[block] = b
 	}
-	u := a.nextWarp
-	a.nextWarp++
+	var u uint32
+	if l.narrow {
+		// Its index in the launch and the launch's span when it came
+		// (narrowUnit): a span widened later leaves it where it is.
+		u = uint32(l.span)<<narrowIdxBits | l.nextIdx&(1<<narrowIdxBits-1)
+		l.nextIdx++
+	} else {
+		u = a.nextWarp
+		a.nextWarp++
+	}
 	l.wunits[k] = uint64(u)<<32 | uint64(b)
 	c.k, c.u = k|unitCached, uint64(u)<<32|uint64(b)
 	return u, b

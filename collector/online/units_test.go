@@ -93,14 +93,25 @@ func TestNarrowLaunches(t *testing.T) {
 		t.Errorf("a large launch of a small launch's context: span %d, want %d", span, numShards)
 	}
 	// Every lane group of every warp of a narrow launch lands in its span.
-	l := &launchInfo{span: 3, shardBase: numShards - 1, groups: 2}
+	l := &launchInfo{span: 3, shardBase: numShards - 1, groups: 2, narrow: true}
 	seen := map[int]bool{}
-	for unit := uint32(100); unit < 140; unit++ {
+	for idx := uint32(0); idx < 40; idx++ {
 		for g := 0; g < l.groups; g++ {
-			seen[l.shardOf(unit, g)] = true
+			seen[l.shardOf(3<<narrowIdxBits|idx, g)] = true
 		}
 	}
 	if len(seen) != 3 || !seen[numShards-1] || !seen[0] || !seen[1] {
 		t.Errorf("a span of 3 from shard %d used shards %v", numShards-1, seen)
+	}
+	// Records past twice the span's share widen it, for warps to come.
+	l.recs = 2*3*spanRecords + 1
+	l.widen()
+	if l.span != 7 {
+		t.Errorf("%d records widen a span of 3 to %d, want 7", l.recs, l.span)
+	}
+	l.recs = 1 << 20
+	l.widen()
+	if l.span != numShards {
+		t.Errorf("2^20 records: span %d, want every shard", l.span)
 	}
 }

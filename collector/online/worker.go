@@ -62,9 +62,25 @@ func shardOf(unit uint32, g, groups int) int {
 // context's last traced launch: a call site whose grids vary keeps its
 // launches' sizes apart) goes to as few consecutive shards as give each
 // about spanRecords of them, and the next narrow launch to the shards
-// after: launches in a row are analysed side by side instead. It depends
-// on the stream alone, so the results do not depend on the worker count.
+// after: launches in a row are analysed side by side instead. A launch
+// that brings more than twice what its span was for (a frontier that
+// grew, data-dependent loops) widens it for the warps it has not yet
+// shown, up to every shard; its warps seen already stay where they are,
+// as a thread's records must go to one shard. It depends on the stream
+// alone, so the results do not depend on the worker count.
 const spanRecords = 1 << 10
+
+// A narrow launch's warp unit is its index in the launch (the low
+// narrowIdxBits bits, wrapping past 2^26 warps, which only spreads them)
+// and the span when it first came (the bits above).
+const narrowIdxBits = 26
+
+// widen widens a narrow launch's span once its records outgrow it.
+func (l *launchInfo) widen() {
+	if l.narrow && l.span < numShards && l.recs > 2*uint64(l.span)*spanRecords {
+		l.span = min(numShards, max(2*l.span, int((l.recs+spanRecords-1)/spanRecords)))
+	}
+}
 
 // spanFor returns the shards a launch in context ctx with tracedWarps
 // warps traced gets: their number and the first.
@@ -81,12 +97,14 @@ func (a *Analyzer) spanFor(ctx uint32, tracedWarps uint64) (span, base int) {
 }
 
 // shardOf is the shard of lane group g of a warp unit of launch l: the
-// units' shardOf over every shard, or in turn over the launch's span.
+// units' shardOf over every shard, or for a narrow launch in turn over
+// the span the unit carries, from the launch's first shard.
 func (l *launchInfo) shardOf(unit uint32, g int) int {
-	if l.span <= 0 || l.span >= numShards {
+	if !l.narrow {
 		return shardOf(unit, g, l.groups)
 	}
-	return (l.shardBase + int((uint64(unit)*uint64(l.groups)+uint64(g))%uint64(l.span))) % numShards
+	span, idx := uint64(unit>>narrowIdxBits), uint64(unit&(1<<narrowIdxBits-1))
+	return (l.shardBase + int((idx*uint64(l.groups)+uint64(g))%span)) % numShards
 }
 
 const (
