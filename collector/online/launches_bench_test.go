@@ -1,7 +1,6 @@
 package online
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math"
 	"sync"
@@ -18,18 +17,9 @@ import (
 // four neighbours and stores its point, or copies a border point.
 // Values are x + y, the same at every step, as in the program.
 func manyLaunchesStream(tb testing.TB, n int) []byte {
-	var buf bytes.Buffer
-	w := rawstream.NewWriter(&buf)
-	put := func(f rawstream.Frame) {
-		if err := w.Write(f); err != nil {
-			tb.Fatal(err)
-		}
-	}
 	const nx, ny, p = 1024, 256, 50
-	put(&rawstream.Hello{Version: 1, Mode: rawstream.ModeRedundancy, BlockSampling: p, KernelSampling: 1})
-	cubin := []byte("\x7fELF-not-really-a-cubin")
-	put(&rawstream.Module{ModuleID: 1, ContentKey: fnv(cubin), Size: uint32(len(cubin)), HasBytes: true, Bytes: cubin})
-	put(&rawstream.Function{FunctionID: 1, ModuleID: 1, PC: 0x10000, Size: 0x400, Name: "_Z11jacobi_stepPKfPfii"})
+	st := newTestStream(tb, p, "_Z11jacobi_stepPKfPfii")
+	put := st.put
 	bufs := [2]uint64{0x7f0000000000, 0x7f0000200000}
 	for i, b := range bufs {
 		put(&rawstream.Alloc{AllocID: uint64(i + 1), Address: b, Size: nx * ny * 4, Memory: rawstream.AllocDevice, Host: []uint64{0x400000}})
@@ -76,8 +66,7 @@ func manyLaunchesStream(tb testing.TB, n int) []byte {
 		put(acc)
 		put(&rawstream.KernelEnd{LaunchID: id, StartNS: 1, EndNS: 6000, BlocksTotal: blocksX * ny, BlocksSampled: uint32((blocksX*ny + p - 1) / p)})
 	}
-	put(&rawstream.End{})
-	compact, err := rawstream.CompactStream(buf.Bytes())
+	compact, err := rawstream.CompactStream(st.end())
 	if err != nil {
 		tb.Fatal(err)
 	}

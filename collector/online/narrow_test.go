@@ -1,7 +1,6 @@
 package online
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -17,17 +16,8 @@ import (
 // temporal and spatial redundancy collide across warps.
 func varyingLaunchesStream(t testing.TB, seed uint64) []byte {
 	rng := rand.New(rand.NewPCG(seed, 5))
-	var buf bytes.Buffer
-	w := rawstream.NewWriter(&buf)
-	put := func(f rawstream.Frame) {
-		if err := w.Write(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(&rawstream.Hello{Version: 1, Mode: rawstream.ModeRedundancy, BlockSampling: 1, KernelSampling: 1})
-	cubin := []byte("\x7fELF-not-really-a-cubin")
-	put(&rawstream.Module{ModuleID: 1, ContentKey: fnv(cubin), Size: uint32(len(cubin)), HasBytes: true, Bytes: cubin})
-	put(&rawstream.Function{FunctionID: 1, ModuleID: 1, PC: 0x10000, Size: 0x400, Name: "_Z1kv"})
+	st := newTestStream(t, 1, "_Z1kv")
+	put := st.put
 	const base = 0x100000
 	put(&rawstream.Alloc{AllocID: 1, Address: base, Size: 4096, Memory: rawstream.AllocDevice, Host: []uint64{0x400000}})
 	const blocks, warps = 8, 2 // 16 warps of 32 threads
@@ -69,8 +59,7 @@ func varyingLaunchesStream(t testing.TB, seed uint64) []byte {
 		}
 		put(&rawstream.KernelEnd{LaunchID: id, StartNS: 1, EndNS: 100, BlocksTotal: blocks, BlocksSampled: blocks})
 	}
-	put(&rawstream.End{})
-	return buf.Bytes()
+	return st.end()
 }
 
 // Launches that grow past their span widen it mid-launch, and the counts

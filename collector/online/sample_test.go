@@ -1,7 +1,6 @@
 package online
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -169,17 +168,8 @@ func TestSpatialSamplingEstimates(t *testing.T) {
 // untraced launches from the same call site (kernel sampling's).
 func chaseStream(tb testing.TB, launches, records, untraced int) []byte {
 	rng := rand.New(rand.NewPCG(3, 5))
-	var buf bytes.Buffer
-	w := rawstream.NewWriter(&buf)
-	put := func(f rawstream.Frame) {
-		if err := w.Write(f); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	put(&rawstream.Hello{Version: 1, Mode: rawstream.ModeRedundancy, BlockSampling: 1, KernelSampling: 1})
-	cubin := []byte("\x7fELF-not-really-a-cubin")
-	put(&rawstream.Module{ModuleID: 1, ContentKey: fnv(cubin), Size: uint32(len(cubin)), HasBytes: true, Bytes: cubin})
-	put(&rawstream.Function{FunctionID: 1, ModuleID: 1, PC: 0x10000, Size: 0x400, Name: "_Z5chasev"})
+	st := newTestStream(tb, 1, "_Z5chasev")
+	put := st.put
 	const base, size = 0x1000000, 1 << 30
 	put(&rawstream.Alloc{AllocID: 1, Address: base, Size: size, Memory: rawstream.AllocDevice, Host: []uint64{0x400000}})
 	var val [8]byte
@@ -205,8 +195,7 @@ func chaseStream(tb testing.TB, launches, records, untraced int) []byte {
 		}
 		put(&rawstream.KernelEnd{LaunchID: uint64(l), StartNS: 1, EndNS: 100, BlocksTotal: 1024, BlocksSampled: 1024})
 	}
-	put(&rawstream.End{})
-	return buf.Bytes()
+	return st.end()
 }
 
 // A launch starts sampled when its context's last traced launch was, and
