@@ -120,7 +120,7 @@ func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, bl
 	var u uint32
 	if l.narrow {
 		// Its index in the launch and the launch's span when it came
-		// (narrowUnit): a span widened later leaves it where it is.
+		// (launchInfo.shardOf): a span widened later leaves it where it is.
 		u = uint32(l.span)<<narrowIdxBits | l.nextIdx&(1<<narrowIdxBits-1)
 		l.nextIdx++
 	} else {
