@@ -241,3 +241,30 @@ func TestReportMultiGPU(t *testing.T) {
 		}
 	}
 }
+
+// A sketch past its 16 heavy hitters lists values whose counts are mostly
+// error: on 2,000 near-uniform values each listed share is a range from
+// its guaranteed count, not the count alone.
+func TestTopValuesShowTheirError(t *testing.T) {
+	s := profile.NewValueSketch(profile.ValInt, 32)
+	for r := 0; r < 5; r++ {
+		for v := uint64(0); v < 2000; v++ {
+			s.AddN(v, 1)
+		}
+	}
+	got := topValues(s, 3)
+	for _, part := range strings.Split(got, ") ") {
+		if !strings.Contains(part, "-") {
+			t.Errorf("%q: a share with an error is shown as exact", got)
+		}
+	}
+	if strings.Contains(got, "(6.") || strings.Contains(got, "(7.") {
+		t.Errorf("%q: the lower bound should be far below the count's share", got)
+	}
+	exact := profile.NewValueSketch(profile.ValInt, 32)
+	exact.AddN(1, 3)
+	exact.AddN(2, 1)
+	if got := topValues(exact, 3); got != "1 (75.0%) 2 (25.0%)" {
+		t.Errorf("exact sketch: %q", got)
+	}
+}
