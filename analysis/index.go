@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -205,6 +206,12 @@ func (x *Index) AllocSite(o profile.ObjectID) string {
 		}
 		f := n.Frame
 		s := symname.Short(f.Function)
+		if s == "" && f.Module != "" {
+			// A host frame not symbolised: its module and offset, as the
+			// exports name it (an allocation in a stripped library read
+			// "allocated at " and nothing).
+			s = fmt.Sprintf("%s+%#x", path.Base(f.Module), f.Offset)
+		}
 		if f.File != "" {
 			s += fmt.Sprintf(" %s:%d", f.File, f.Line)
 		}
