@@ -48,6 +48,11 @@ func (a *Analyzer) Flush(seq uint32) (*profile.Profile, error) {
 		defer func() { a.tBuild += time.Since(t0) }()
 		a.beforeBuild()
 		p = a.build(seq, accs)
+		for i, s := range a.shards {
+			if accs[i] != s.acc {
+				s.acc.recycle(accs[i])
+			}
+		}
 		return p.AsItem(a.o.Rank, seq)
 	}()
 	if err != nil {

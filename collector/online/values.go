@@ -6,6 +6,7 @@ import (
 	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"gpuprof/profile"
@@ -61,6 +62,7 @@ const (
 // directly: counting such values exactly first buys nothing.
 type valCounter struct {
 	budget *int         // the shard's exact entries left
+	tables *tablePool   // the shard's tables to reuse (nil: allocate)
 	hash   *ValueHasher // nil: values are kept as read
 	// ents: the open-addressing table, each value beside its count (n
 	// 0 marks an empty slot), so that a probe touches one cache line
@@ -161,7 +163,7 @@ func (c *valCounter) release(n int) {
 func (c *valCounter) grow() {
 	old := c.ents
 	n := max(2*len(old), 16)
-	c.ents = make([]vc, n)
+	c.ents = c.tables.get(n)
 	mask := uint64(n - 1)
 	for _, e := range old {
 		if e.n == 0 {
@@ -173,6 +175,67 @@ func (c *valCounter) grow() {
 		}
 		c.ents[j] = e
 	}
+	c.tables.put(old)
+}
+
+// tablePool keeps value tables for reuse, by size: a shard's counters
+// are made anew for every item and grow their tables by doubling again,
+// and those tables were most of what the analysis of many short launches
+// allocated (its garbage collection a tenth of its CPU). Tables come back
+// when a counter grows or gives a large table back, and when an item's
+// counters are done with (recycle). It belongs to one worker at a time.
+type tablePool struct {
+	free [tableClasses][][]vc
+}
+
+// tableClasses: tables of 16 to 2^19 entries are kept, at most
+// tablesPerClass of each size.
+const (
+	tableClasses   = 16
+	tablesPerClass = 64
+)
+
+func tableClass(n int) int { return bits.Len(uint(n)) - 5 } // 16 -> 0
+
+// get returns an empty table of n entries (a power of two, at least 16).
+func (p *tablePool) get(n int) []vc {
+	if p != nil {
+		if k := tableClass(n); k >= 0 && k < tableClasses {
+			if f := p.free[k]; len(f) > 0 {
+				t := f[len(f)-1]
+				p.free[k] = f[:len(f)-1]
+				return t
+			}
+		}
+	}
+	return make([]vc, n)
+}
+
+// recycle takes the value tables of old, the accumulators of an item
+// built already (nothing reads them any more; the workers are between
+// frames), for the counters to come.
+func (a *acc) recycle(old *acc) {
+	for k, f := range old.tables.free {
+		room := tablesPerClass - len(a.tables.free[k])
+		a.tables.free[k] = append(a.tables.free[k], f[:min(len(f), max(room, 0))]...)
+	}
+	for _, oa := range old.objPC {
+		a.tables.put(oa.vals.ents)
+		oa.vals.ents = nil
+	}
+}
+
+// put takes a table back, emptying it.
+func (p *tablePool) put(t []vc) {
+	if p == nil || len(t) < 16 {
+		return
+	}
+	k := tableClass(len(t))
+	if k < 0 || k >= tableClasses || len(t) != 16<<k || len(p.free[k]) >= tablesPerClass {
+		return
+	}
+	clear(t)
+	p.free[k] = append(p.free[k], t)
 }
 
 // spill feeds the table into the sketch and empties it.
@@ -186,6 +249,7 @@ func (c *valCounter) spill(kind AccessKind) {
 	}
 	c.n = 0
 	if len(c.ents) > 4*valCap { // give a table grown on the budget back
+		c.tables.put(c.ents)
 		c.ents = nil
 	}
 	feed(c.sketch(kind), all)

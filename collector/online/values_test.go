@@ -35,3 +35,41 @@ func TestValueCounterGrowsBeforeGivingUp(t *testing.T) {
 		t.Errorf("values seen once: direct %v, sketch %v, %d exact", u.direct, u.sk != nil, u.n)
 	}
 }
+
+// Value tables come back empty and of the size asked for, whether new,
+// put back by a counter that grew, or recycled from an item's counters.
+func TestTablePool(t *testing.T) {
+	var p tablePool
+	a := p.get(64)
+	a[3] = vc{7, 2}
+	p.put(a)
+	if b := p.get(64); &b[0] != &a[0] || b[3] != (vc{}) {
+		t.Errorf("a table put back is not reused empty: %v", b[3])
+	}
+	if c := p.get(128); len(c) != 128 {
+		t.Errorf("get(128) gave %d entries", len(c))
+	}
+	p.put(make([]vc, 100)) // not a size the pool keeps: dropped
+	if len(p.free[tableClass(128)]) != 0 {
+		t.Error("a table of 100 entries went into the class of 128")
+	}
+	// An item's counters give their tables to the next item's.
+	budget := shardValBudget
+	old := newAcc()
+	old.objPC[objPCKey{}] = &opAcc{vals: valCounter{budget: &budget, tables: &old.tables}}
+	for v := uint64(0); v < 300; v++ {
+		old.objPC[objPCKey{}].vals.add(v, AccessKind{UnitBits: 32})
+	}
+	old.objPC[objPCKey{}].vals.settle(AccessKind{UnitBits: 32})
+	next := newAcc()
+	next.recycle(old)
+	got := next.tables.get(1024)
+	for _, e := range got {
+		if e != (vc{}) {
+			t.Fatal("a recycled table is not empty")
+		}
+	}
+	if len(next.tables.free[tableClass(512)]) == 0 {
+		t.Error("the tables the counter outgrew were not kept")
+	}
+}

@@ -169,6 +169,8 @@ type opAcc struct {
 // acc is what one shard accumulated since the last batch.
 type acc struct {
 	budget int // exact value entries left to the counters (see valCap)
+	// tables: value tables to reuse, the last item's among them (recycle)
+	tables tablePool
 	pcs    map[pcKey]*pcAcc
 	pairs  map[pairKey]*uint64
 	objPC  map[objPCKey]*opAcc
@@ -231,6 +233,7 @@ func (a *acc) opAcc(sl *pcSlot, obj uint32, ak AccessKind, hash *ValueHasher) *o
 	if oa == nil {
 		oa = &opAcc{ak: ak}
 		oa.vals.budget = &a.budget
+		oa.vals.tables = &a.tables
 		oa.vals.hash = hash
 		a.objPC[k] = oa
 	}
