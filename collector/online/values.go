@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"unsafe"
 
 	"gpuprof/profile"
 )
@@ -185,15 +186,21 @@ func (c *valCounter) grow() {
 // when a counter grows or gives a large table back, and when an item's
 // counters are done with (recycle). It belongs to one worker at a time.
 type tablePool struct {
-	free [tableClasses][][]vc
+	free  [tableClasses][][]vc
+	bytes int // in free
 }
 
 // tableClasses: tables of 16 to 2^19 entries are kept, at most
-// tablesPerClass of each size.
+// tablesPerClass of each size and tablePoolBytes in all (a shard's; 64
+// MiB for the 32 shards at most).
 const (
 	tableClasses   = 16
 	tablesPerClass = 64
+	tablePoolBytes = 2 << 20
 )
+
+// tableBytes is a table's size in bytes.
+func tableBytes(t []vc) int { return len(t) * int(unsafe.Sizeof(vc{})) }
 
 func tableClass(n int) int { return bits.Len(uint(n)) - 5 } // 16 -> 0
 
@@ -204,6 +211,7 @@ func (p *tablePool) get(n int) []vc {
 			if f := p.free[k]; len(f) > 0 {
 				t := f[len(f)-1]
 				p.free[k] = f[:len(f)-1]
+				p.bytes -= tableBytes(t)
 				return t
 			}
 		}
@@ -215,9 +223,10 @@ func (p *tablePool) get(n int) []vc {
 // built already (nothing reads them any more; the workers are between
 // frames), for the counters to come.
 func (a *acc) recycle(old *acc) {
-	for k, f := range old.tables.free {
-		room := tablesPerClass - len(a.tables.free[k])
-		a.tables.free[k] = append(a.tables.free[k], f[:min(len(f), max(room, 0))]...)
+	for _, f := range old.tables.free {
+		for _, t := range f {
+			a.tables.keep(t)
+		}
 	}
 	for _, oa := range old.objPC {
 		a.tables.put(oa.vals.ents)
@@ -225,17 +234,30 @@ func (a *acc) recycle(old *acc) {
 	}
 }
 
-// put takes a table back, emptying it.
+// put takes a table back, emptying it, if the pool has room for it.
 func (p *tablePool) put(t []vc) {
+	if p.room(t) {
+		clear(t)
+		p.keep(t)
+	}
+}
+
+// room says whether the pool keeps a table like t.
+func (p *tablePool) room(t []vc) bool {
 	if p == nil || len(t) < 16 {
-		return
+		return false
 	}
 	k := tableClass(len(t))
-	if k < 0 || k >= tableClasses || len(t) != 16<<k || len(p.free[k]) >= tablesPerClass {
-		return
+	return k < tableClasses && len(t) == 16<<k && len(p.free[k]) < tablesPerClass && p.bytes+tableBytes(t) <= tablePoolBytes
+}
+
+// keep adds empty table t if the pool has room for it.
+func (p *tablePool) keep(t []vc) {
+	if p.room(t) {
+		k := tableClass(len(t))
+		p.free[k] = append(p.free[k], t)
+		p.bytes += tableBytes(t)
 	}
-	clear(t)
-	p.free[k] = append(p.free[k], t)
 }
 
 // spill feeds the table into the sketch and empties it.

@@ -73,3 +73,23 @@ func TestTablePool(t *testing.T) {
 		t.Error("the tables the counter outgrew were not kept")
 	}
 }
+
+// The pool keeps no more than tablePoolBytes.
+func TestTablePoolBound(t *testing.T) {
+	var p tablePool
+	for i := 0; i < 100; i++ {
+		p.put(make([]vc, 8192))
+	}
+	if p.bytes > tablePoolBytes || p.bytes == 0 {
+		t.Errorf("pool holds %d bytes, bound %d", p.bytes, tablePoolBytes)
+	}
+	held := 0
+	for _, f := range p.free {
+		for _, x := range f {
+			held += tableBytes(x)
+		}
+	}
+	if held != p.bytes {
+		t.Errorf("pool counts %d bytes, holds %d", p.bytes, held)
+	}
+}
