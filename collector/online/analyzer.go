@@ -764,10 +764,10 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers)),
 		levels: a.startLevels(ci), lanes: make([][]int64, len(a.workers))}
 	blocks, warps := a.tracedBlocks(f)
-	l.groups = laneGroupsOf(blocks * warps)
 	l.tracedWarps = blocks * warps
 	l.span, l.shardBase = a.spanFor(ci, l.tracedWarps)
 	l.narrow = l.span < numShards
+	l.groups = laneGroupsFor(l.tracedWarps, l.span)
 	// Split when the blocks whose reuse is measured are too few to keep
 	// the memory workers busy.
 	l.splitGrains = (blocks+uint64(a.reusePeriod)-1)/uint64(a.reusePeriod) < uint64(len(a.x.ms.ws))

@@ -92,6 +92,14 @@ func TestNarrowLaunches(t *testing.T) {
 	if span, _ = a.spanFor(3, 16000); span != numShards {
 		t.Errorf("a large launch of a small launch's context: span %d, want %d", span, numShards)
 	}
+	// A narrow launch is split into lane groups only as far as its span
+	// needs: 5 warps on 2 shards whole, on 8 shards in quarters.
+	if g := laneGroupsFor(5, 2); g != 1 {
+		t.Errorf("5 warps on 2 shards: %d lane groups, want 1", g)
+	}
+	if g := laneGroupsFor(5, 8); g != 4 {
+		t.Errorf("5 warps on 8 shards: %d lane groups, want 4", g)
+	}
 	// Every lane group of every warp of a narrow launch lands in its span.
 	l := &launchInfo{span: 3, shardBase: numShards - 1, groups: 2, narrow: true}
 	seen := map[int]bool{}

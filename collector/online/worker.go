@@ -30,9 +30,14 @@ const maxLaneGroups = 4
 // warps traced: enough for 2·numShards work units, at most maxLaneGroups.
 // It depends on the stream alone, not on the worker count, so the results
 // do not either.
-func laneGroupsOf(tracedWarps uint64) int {
+func laneGroupsOf(tracedWarps uint64) int { return laneGroupsFor(tracedWarps, numShards) }
+
+// laneGroupsFor is laneGroupsOf for a launch whose units go to span
+// shards (a narrow launch): groups beyond two units a shard would only
+// split its records on the same shards.
+func laneGroupsFor(tracedWarps uint64, span int) int {
 	g := 1
-	for g < maxLaneGroups && tracedWarps*uint64(g) < 2*numShards {
+	for g < maxLaneGroups && tracedWarps*uint64(g) < 2*uint64(span) {
 		g *= 2
 	}
 	return g
