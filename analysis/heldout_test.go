@@ -45,6 +45,7 @@ var (
 	heldoutSelect = flag.Bool("heldout.select", false, "list the top three advices of each hot kernel, without estimates")
 	heldoutTable  = flag.Bool("heldout.table", false, "print the held-out table in docs/validation.md's format")
 	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU), 2 (HeCBench) or 3 (CUDA samples)")
+	heldoutItems  = flag.Bool("heldout.items", false, "write each redundancy capture's analysed item beside it (NAME.MODE.item)")
 )
 
 // heldoutSets are the held-out sets' folders, by number.
@@ -116,6 +117,33 @@ func heldoutAdvice(t *testing.T, tag string) ([]analysis.Advice, *profile.Profil
 		t.Fatal(err)
 	}
 	return as, p
+}
+
+// TestHeldOutItems writes, beside each redundancy capture, the item its
+// replay gives (NAME.MODE.item, the profile's encoding), which
+// programProfile reads where the capture is absent. Run where the
+// captures were taken: a fixed-size sample's value traces (scan's: 1 GB)
+// cannot come back from the GPU machine, its analysed item can (kilobytes),
+// and it is what the analysis would make of the capture here.
+func TestHeldOutItems(t *testing.T) {
+	if *heldoutDir == "" || !*heldoutItems {
+		t.Skip("held-out items: give -heldout.dir and -heldout.items")
+	}
+	caps := filepath.Join(*heldoutDir, "captures")
+	paths, _ := filepath.Glob(filepath.Join(caps, "*.redundancy.*.gpr"))
+	for _, path := range paths {
+		// one subtest a capture: a damaged one costs only its own item
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			tag, _, _ := strings.Cut(filepath.Base(path), ".redundancy.")
+			d := validationDirs{captures: caps, sass: filepath.Join(*heldoutDir, "sass")}
+			it := captureItem(t, path, captureStructures(d, tag), 0, captureModules(t, filepath.Join(caps, tag+".pcsampling.gpr")))
+			out := strings.TrimSuffix(path, ".gpr") + ".item"
+			if err := os.WriteFile(out, it.Encode(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Printf("%s: %d records analysed\n", out, it.Ranks[0].Records)
+		})
+	}
 }
 
 // kernelAdvice is a kernel's advice in report order (Advise's).

@@ -27,6 +27,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common.h"
@@ -77,6 +78,7 @@ struct CtxState {
     bool patches_tried = false;
     bool patches_ok = false;
     gp_ctl *disabled = nullptr; // all-zero gp_ctl: period 0, patches return at once
+    std::unordered_set<Sanitizer_StreamHandle> disabled_zeroed; // streams that zeroed it before their kernels
     std::vector<Buf *> free_bufs;
     std::vector<Buf *> all_bufs;
 };
@@ -432,13 +434,26 @@ Buf *acquire_buf(CtxState &cs, CUcontext ctx) {
     return b;
 }
 
+/* The context's disabled control block, zeroed in stream order before
+ * the first kernel of each stream that uses it. It used to be zeroed and
+ * the stream synchronised here, inside a launch-begin callback: on a
+ * stream created with cudaStreamNonBlocking that synchronisation never
+ * returned (CUDA samples matrixMul and jacobiCudaGraphs hung at their first
+ * launch left out by kernel sampling, on the H100). An asynchronous copy
+ * needs no synchronisation and works there, as the traced launches'
+ * control blocks always have. Copied per stream because a kernel on
+ * another stream is not ordered after this one's copy. */
 gp_ctl *disabled_ctl(CtxState &cs, CUcontext ctx, Sanitizer_StreamHandle hs) {
-    if (cs.disabled) return cs.disabled;
-    void *p = nullptr;
-    if (!SAN(sanitizerAlloc(ctx, &p, sizeof(gp_ctl)))) return nullptr;
-    if (!SAN(sanitizerMemset(p, 0, sizeof(gp_ctl), hs))) return nullptr;
-    SAN(sanitizerStreamSynchronize(hs));
-    cs.disabled = (gp_ctl *)p;
+    static const gp_ctl zero = {};
+    if (!cs.disabled) {
+        void *p = nullptr;
+        if (!SAN(sanitizerAlloc(ctx, &p, sizeof(gp_ctl)))) return nullptr;
+        cs.disabled = (gp_ctl *)p;
+    }
+    if (!cs.disabled_zeroed.count(hs)) {
+        if (!SAN(sanitizerMemcpyHostToDeviceAsync(cs.disabled, (void *)&zero, sizeof zero, hs))) return nullptr;
+        cs.disabled_zeroed.insert(hs);
+    }
     return cs.disabled;
 }
 
