@@ -58,6 +58,7 @@ struct SMod {
     std::unordered_map<std::string, SFunc> funcs;
     bool instrumentable = false; // patched successfully at load
     bool patched = false;        // current state (GPUPROF_SKIP=unpatch toggles it)
+    bool keep_patched = false;   // launched on a non-blocking stream: never unpatched again
 };
 
 struct Buf {
@@ -434,15 +435,24 @@ Buf *acquire_buf(CtxState &cs, CUcontext ctx) {
     return b;
 }
 
+/* Whether a stream was created with cudaStreamNonBlocking (the legacy and
+ * per-thread default streams are not). */
+bool stream_nonblocking(CUstream s) {
+    if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return false;
+    unsigned int flags = 0;
+    return cuStreamGetFlags(s, &flags) == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING) != 0;
+}
+
+// Launches sampled for tracing but left untraced: their module was
+// unpatched and they ran on a non-blocking stream (stream_nonblocking).
+std::atomic<uint64_t> g_unpatched_nonblocking{0};
+
 /* The context's disabled control block, zeroed in stream order before
- * the first kernel of each stream that uses it. It used to be zeroed and
- * the stream synchronised here, inside a launch-begin callback: on a
- * stream created with cudaStreamNonBlocking that synchronisation never
- * returned (CUDA samples matrixMul and jacobiCudaGraphs hung at their first
- * launch left out by kernel sampling, on the H100). An asynchronous copy
- * needs no synchronisation and works there, as the traced launches'
- * control blocks always have. Copied per stream because a kernel on
- * another stream is not ordered after this one's copy. */
+ * the first kernel of each stream that uses it, by an asynchronous copy as
+ * the traced launches' control blocks are: no synchronisation inside a
+ * launch callback (it was a memset and a stream synchronisation). Copied
+ * per stream because a kernel on another stream is not ordered after this
+ * one's copy. */
 gp_ctl *disabled_ctl(CtxState &cs, CUcontext ctx, Sanitizer_StreamHandle hs) {
     static const gp_ctl zero = {};
     if (!cs.disabled) {
@@ -643,17 +653,36 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
         bool instr = sampled && instrumentable && !comm_kernel(ld->functionName) && out_alive();
         CtxState &cs = g_ctxs[ld->context];
         if (instr) buf = acquire_buf(cs, ld->context);
-        if (!buf) disabled = disabled_ctl(cs, ld->context, ld->hStream);
         if (m && g_cfg.skip_unpatch && m->instrumentable) {
+            // Unpatching a module inside the launch callback of a stream
+            // created with cudaStreamNonBlocking never returned (NVIDIA's
+            // matrixMul and jacobiCudaGraphs samples hung at their first
+            // launch left out by kernel sampling, on the H100). A module
+            // launched on such a stream keeps its patches from then on: the
+            // launches left out run the patched code against the disabled
+            // control block, as GPUPROF_SKIP=data does (slower, not wrong).
+            // One unpatched by an earlier launch elsewhere is not re-patched
+            // there either: that launch goes untraced, and is counted.
+            const bool nonblocking = stream_nonblocking(ld->stream);
+            if (nonblocking && !m->keep_patched) {
+                m->keep_patched = true;
+                log("module %llu: launched on a non-blocking stream; it keeps its patches from now on",
+                    (unsigned long long)m->id);
+            }
             uint64_t t0 = stat_clock();
-            if (!buf && m->patched) {
+            if (!buf && m->patched && !m->keep_patched) {
                 if (SAN(sanitizerUnpatchModule(ld->module))) m->patched = false;
                 stat_time(ST_UNPATCH, stat_clock() - t0);
+            } else if (buf && !m->patched && nonblocking) {
+                cs.free_bufs.push_back(buf);
+                buf = nullptr;
+                g_unpatched_nonblocking++;
             } else if (buf && !m->patched) {
                 m->patched = patch_module(ld->module);
                 stat_time(ST_PATCH, stat_clock() - t0);
             }
         }
+        if (!buf) disabled = disabled_ctl(cs, ld->context, ld->hStream);
     }
     uint32_t P = g_cfg.block_sampling;
     // Block b is traced iff (b + r) % P == 0. A grid of fewer than P blocks
@@ -941,6 +970,10 @@ bool sanitizer_init() {
 }
 
 void sanitizer_atexit() {
+    if (uint64_t n = g_unpatched_nonblocking.load())
+        log("%llu launches sampled for tracing ran untraced: their module had been unpatched and they ran on a "
+            "non-blocking stream",
+            (unsigned long long)n);
     {
         std::lock_guard<std::mutex> lk(g_act_mu);
         g_stop = true;
