@@ -178,10 +178,10 @@ func TestHeldOutSelect(t *testing.T) {
 				continue
 			}
 			fmt.Printf("  kernel %s: %.0f%% of the program's GPU time\n", name, 100*share)
-			// Six, not three: where two of the top three are the same kind
+			// Sixteen, not three: where two of the top three are the same kind
 			// at the same line, the rule takes the next one.
 			for i, a := range kernelAdvice(as, name) {
-				if i == 6 {
+				if i == 16 {
 					break
 				}
 				h := a.Hotspots[0]
