@@ -22,7 +22,7 @@ func TestH100Accounts(t *testing.T) {
 
 // h100Runs are the committed runs, in order.
 var h100Runs = []string{"h100-wire2", "h100-staged", "h100-calls", "h100-lanes", "h100-reuse-blocks", "h100-continuous",
-	"h100-converters", "h100-device-records", "h100-slim-patches", "h100-wire-lanes", "h100-batches", "h100-spatial-sampling", "h100-lanes-nice"}
+	"h100-converters", "h100-device-records", "h100-slim-patches", "h100-wire-lanes", "h100-batches", "h100-spatial-sampling", "h100-lanes-nice", "h100-nonblocking"}
 
 // since says whether the run in dir came at or after the run named first.
 func since(dir, first string) bool {
