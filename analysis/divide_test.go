@@ -260,3 +260,66 @@ func TestDivisorInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestFP64RoutinesAreNotFastMath: CUDA's double-precision subroutines are
+// CUDA's own (no __forceinline__ reaches them) and not fast math's (it
+// leaves double precision as it is); the float slow paths stay fast
+// math's, and a user's function is neither.
+func TestFP64RoutinesAreNotFastMath(t *testing.T) {
+	for name, want := range map[string][2]bool{ // internal, fp64
+		"$__internal_0_$__cuda_sm20_div_rd_f64_v2":             {true, true},
+		"$__internal_1_$__cuda_sm20_div_ru_f64_v2":             {true, true},
+		"__cuda_sm20_div_rn_f64_full":                          {true, true},
+		"$__internal_1_$__cuda_sm3x_div_rn_noftz_f32_slowpath": {true, false},
+		"$__internal_0_$__cuda_sm20_sqrt_rn_f32_slowpath":      {true, false},
+		"__internal_trig_reduction_slowpathd":                  {true, false},
+		"$_Z7genericPfi$_Z3genPKf":                             {false, false},
+		"_Z3divPfPKfS1_":                                       {false, false},
+	} {
+		if got := [2]bool{internalRoutine(name), fp64Routine(name)}; got != want {
+			t.Errorf("%s: internal, fp64 = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// callKernel is a loop whose body calls callee: 60 samples issued at
+// the loop's work, 40 waiting (long scoreboard) at the call.
+func callKernel(t *testing.T, callee string) (*sass.Module, *sampled) {
+	t.Helper()
+	m := parseSASS(t, "k", `
+		#line 3
+		.L_x_1:
+		LDG.E R5, desc[UR4][R10.64] {W0 S1}
+		FADD R4, R4, R5 {B0 S4}
+		MOV R20, 0x100 {S1}
+		CALL.REL.NOINC `+"`("+callee+")"+` {S1}
+		IADD3 R10, R10, 0x4, RZ {S1}
+		ISETP.NE.AND P1, PT, R10, R13, PT {S4}
+		@P1 BRA `+"`(.L_x_1)"+` {S1}
+		#line 6
+		STG.E desc[UR4][R14.64], R4 {S1}
+		EXIT
+	`)
+	s := sampledKernel(t, m, "k", mod1)
+	for _, o := range []uint64{0x00, 0x10, 0x20, 0x40, 0x50, 0x60} {
+		s.stall(o, "selected", 10)
+	}
+	s.stall(0x30, "long_scoreboard", 40)
+	return m, s
+}
+
+// TestInliningLeavesCUDARoutines: the waits at a call of a user's
+// function are inlining's to hide, behind the loop's 60 active samples
+// (eq. 6: 100 / (100 - min(60, 40)) = 1.667); the waits at a call of
+// CUDA's double-precision division are not (item 33): no
+// __forceinline__ reaches it.
+func TestInliningLeavesCUDARoutines(t *testing.T) {
+	m, s := callKernel(t, "$_Z1kPf$_Z3genPKf")
+	if a := find(s.advise(t, m, Options{}), OptFunctionInlining); a == nil || !approx(a.Speedup, 100.0/60) {
+		t.Errorf("a user's function: inlining %+v, want 100/60", a)
+	}
+	m, s = callKernel(t, "$__internal_0_$__cuda_sm20_div_rd_f64_v2")
+	if a := find(s.advise(t, m, Options{}), OptFunctionInlining); a != nil && a.Speedup > 1.0001 {
+		t.Errorf("CUDA's division: inlining %v; %s", a.Speedup, a.Evidence)
+	}
+}
