@@ -87,9 +87,7 @@ func TestHeldOutItemKeepsAdvice(t *testing.T) {
 }
 
 // TestAdviceIsDeterministic: the same captures give the same advice, run
-// after run, whatever the workers' interleaving (a held-out selection on
-// the GPU machine once ranked one capture's advice differently from its
-// item's; docs/validation.md).
+// after run, whatever the workers' interleaving.
 func TestAdviceIsDeterministic(t *testing.T) {
 	d, tags := devPrograms(t)
 	for _, tag := range tags {
@@ -99,4 +97,3 @@ func TestAdviceIsDeterministic(t *testing.T) {
 		}
 	}
 }
-
