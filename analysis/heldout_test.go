@@ -171,9 +171,21 @@ func TestHeldOutSelect(t *testing.T) {
 		as, p := heldoutAdvice(t, tag)
 		x := analysis.NewIndex(p)
 		fmt.Printf("== %s\n", tag)
+		// A kernel is its function, all its launch sites together (the rule
+		// ranks kernels by their GPU time, and kernelAdvice lists a
+		// function's advice from every site): shares summed by name, in
+		// the index's order.
+		shares := map[string]float64{}
+		var names []string
 		for _, k := range x.Kernels {
-			share := float64(x.KernelTime[k]) / float64(max(x.JobTime, 1))
 			name := symname.Demangle(p.Nodes[k].Frame.Function)
+			if _, ok := shares[name]; !ok {
+				names = append(names, name)
+			}
+			shares[name] += float64(x.KernelTime[k]) / float64(max(x.JobTime, 1))
+		}
+		for _, name := range names {
+			share := shares[name]
 			if share < hotShare {
 				continue
 			}
