@@ -782,6 +782,46 @@ func TestTransactionReductionByWidth(t *testing.T) {
 	}
 }
 
+// Shared memory transactions widen to 128 bits at most (item 34): of the
+// 80 MIO throttle samples at a 32-bit shared load (T = 200), 60 go, 200 /
+// 140; at a 64-bit one 40, 200 / 160; a 128-bit one has nothing wider to
+// issue. The 20 samples of the FADD waiting on the load shrink alike: with
+// them, 200 / (200 - 60 - 15) at 32 bits.
+func TestSharedTransactionsByWidth(t *testing.T) {
+	for _, tc := range []struct {
+		op    string
+		waits bool
+		want  float64 // 0: not raised
+	}{{"LDS", false, 200.0 / 140}, {"LDS.64", false, 200.0 / 160}, {"LDS.128", false, 0}, {"LDS", true, 200.0 / 125}} {
+		m := parseSASS(t, "k", `
+			#line 4
+			`+tc.op+` R4, [R2] {W0 S1}
+			#line 5
+			FADD R7, R4, 1 {B0 S4}
+			STG.E desc[UR4][R8.64], R7 {S1}
+			EXIT`)
+		s := sampledKernel(t, m, "k", mod1)
+		s.stall(0x00, "mio_throttle", 80)
+		s.stall(0x00, "selected", 20)
+		if tc.waits {
+			s.stall(0x10, "short_scoreboard", 20)
+			s.stall(0x10, "selected", 30)
+		} else {
+			s.stall(0x10, "selected", 50)
+		}
+		s.stall(0x20, "selected", 50)
+		a := find(s.advise(t, m, Options{}), OptSharedTransactions)
+		switch {
+		case tc.want == 0 && a != nil:
+			t.Errorf("%s: raised at %v with nothing wider to issue", tc.op, a.Speedup)
+		case tc.want != 0 && a == nil:
+			t.Errorf("%s (waits %v): not raised", tc.op, tc.waits)
+		case tc.want != 0 && !approx(a.Speedup, tc.want):
+			t.Errorf("%s (waits %v): speedup %v, want %v (%s)", tc.op, tc.waits, a.Speedup, tc.want, a.Evidence)
+		}
+	}
+}
+
 // At the register ceiling (item 26): 248 registers per thread and a
 // 64-byte frame need 248 + 16 = 264 registers to keep the spilled values,
 // more than the H100's 255, so register increase and register spilling
