@@ -3,8 +3,11 @@ package online
 import (
 	"encoding/binary"
 	"math"
+	"os"
 	"sync"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 
 	"gpuprof/collector/rawstream"
 )
@@ -104,4 +107,48 @@ func BenchmarkManyLaunches(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// liveManyLaunches is many_launches' stream as the library wrote it on the
+// H100 (P=50 K=10, 2,500 launches of which 250 traced), compressed.
+const liveManyLaunches = "../../testdata/overhead/h100-nonblocking/many_launches.p50k10.gpr.zst"
+
+var (
+	liveLaunchesOnce   sync.Once
+	liveLaunchesFrames []rawstream.Frame
+	liveLaunchesRecs   uint64
+)
+
+// BenchmarkLiveManyLaunches analyses the stream the library wrote for
+// many_launches on the H100, with 16 workers: the generated stream of
+// BenchmarkManyLaunches did not show what the live collector's profile
+// did (warps' temporal tables growing from their smallest size).
+func BenchmarkLiveManyLaunches(b *testing.B) {
+	liveLaunchesOnce.Do(func() {
+		z, err := os.ReadFile(liveManyLaunches)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d, err := zstd.NewReader(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Close()
+		raw, err := d.DecodeAll(z, nil)
+		if err != nil {
+			b.Fatalf("%s: %v", liveManyLaunches, err)
+		}
+		liveLaunchesFrames, _, liveLaunchesRecs = decodeAll(b, raw)
+	})
+	frames, recs := liveLaunchesFrames, liveLaunchesRecs
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		a := New(Options{Job: "bench", Workers: 16})
+		replayFrames(b, a, frames)
+		a.Close()
+	}
+	cpu := float64((cpuTime() - cpu0).Nanoseconds()) / float64(b.N)
+	b.ReportMetric(cpu/float64(recs), "cpu-ns/record")
+	b.ReportMetric(cpu/1e6, "cpu-ms/op")
+	b.ReportMetric(0, "ns/op")
 }
