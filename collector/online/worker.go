@@ -396,12 +396,12 @@ type shard struct {
 	wpool  []*warpState
 	// pooled: the slots of the tables in wpool (at most poolSlots)
 	pooled int
-	// tslots is the largest temporal table a warp of this shard left:
-	// a warp that finds the pool empty starts with a table that size
-	// rather than growing to it, rehashing at every doubling (a fifth of
-	// the collector's CPU for many_launches' live stream on the H100,
-	// where a few thousand of its 44,000 traced warps found the pool
-	// empty).
+	// tslots is the size of the temporal table the shard's last warp
+	// left, at most maxStartSlots: a warp that finds the pool empty starts
+	// with a table that size rather than growing to it, rehashing at every
+	// doubling (a fifth of the collector's CPU for many_launches' live
+	// stream on the H100, where a few thousand of its 44,000 traced warps
+	// found the pool empty).
 	tslots int
 }
 
@@ -464,8 +464,13 @@ func (s *shard) exit(launch, block uint32, warp uint16, active uint32) {
 	}
 }
 
+// maxStartSlots bounds a new warp's first table (32 KiB): the warps of one
+// kernel are alike, but one warp of a pointer chase can grow a table far
+// larger than the next warps need.
+const maxStartSlots = 1 << 10
+
 func (s *shard) free(k warpKey, ws *warpState) {
-	s.tslots = max(s.tslots, len(ws.t))
+	s.tslots = min(len(ws.t), maxStartSlots)
 	delete(s.warps, k)
 	if sl := &s.wcache[k.slot()]; sl.ws == ws {
 		sl.ws = nil
