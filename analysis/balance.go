@@ -38,18 +38,11 @@ import (
 // the other (two ifs on different warps), which makes the bound tighter
 // than the truth there.
 
-// barrierWait is one instruction's barrier samples, with the barrier
-// they wait at.
-type barrierWait struct {
-	fv *fnView
-	at int // the barrier (or the instruction the samples are at)
-	v  float64
-}
-
 // balanceFloor returns the samples balancing the work between warps can
-// save of the barrier waits ws, with a note for the evidence, or why it
-// cannot bound them.
-func (kv *kernelView) balanceFloor(ws []barrierWait) (saved float64, note, na string) {
+// save of the barrier waits ws (warpBalance's hotspots: each the barrier,
+// or the instruction the samples are at, with their samples), with a note
+// for the evidence, or why it cannot bound them.
+func (kv *kernelView) balanceFloor(ws []hot) (saved float64, note, na string) {
 	if !kv.hybrid {
 		return 0, "", "without instruction counts the path of the slowest warp between the barriers is not known, and waits behind a serial path (a tree reduction's last steps) cannot be told from waits behind work that other warps could take"
 	}
@@ -75,12 +68,12 @@ func (kv *kernelView) balanceFloor(ws []barrierWait) (saved float64, note, na st
 	empty := 0.0 // waits after no work at all (block start, two barriers in a row)
 	for _, w := range ws {
 		c := w.fv.c
-		if !blockBarrier(&c.F.Insts[w.at]) {
+		if !blockBarrier(&c.F.Insts[w.i]) {
 			return 0, "", fmt.Sprintf("barrier waits at %s follow no block-wide barrier", c.F.Name)
 		}
-		ivs := c.intervalsBefore(w.at)
+		ivs := c.intervalsBefore(w.i)
 		if len(ivs) == 0 {
-			empty += w.v
+			empty += w.amount
 			continue
 		}
 		if len(ivs) > 1 {
@@ -93,8 +86,8 @@ func (kv *kernelView) balanceFloor(ws []barrierWait) (saved float64, note, na st
 			groups[k] = g
 			order = append(order, k)
 		}
-		g.B += w.v
-		g.bars[w.at] = true
+		g.B += w.amount
+		g.bars[w.i] = true
 	}
 	var parts []string
 	for _, k := range order {

@@ -286,8 +286,7 @@ func instIndex(m *sass.Module, name string, off uint64) (*sass.Function, int) {
 // information of its own (libm.go), and the IEEE float division's
 // inlined sequence, which fast math replaces (divide.go).
 func libraryCode(c *code, i int) bool {
-	name := c.F.Name
-	if strings.Contains(name, "__internal_") || strings.Contains(name, "__nv_") || strings.Contains(name, "__cuda_sm") {
+	if internalRoutine(c.F.Name) {
 		return true
 	}
 	if c.libmConversion(i) || c.division(i) {

@@ -419,7 +419,11 @@ func TestHeldOutPairs(t *testing.T) {
 					break
 				}
 			}
-			t.Logf("%s: the kernel's advice #%d is not %s at %s:%d; now #%d", s.id, s.rank, s.kind, s.file, s.line, r.rankNow)
+			if r.rankNow < 0 {
+				t.Errorf("%s: the kernel no longer raises %s at %s:%d with the selection's hint", s.id, s.kind, s.file, s.line)
+			} else {
+				t.Logf("%s: the kernel's advice #%d is not %s at %s:%d; now #%d", s.id, s.rank, s.kind, s.file, s.line, r.rankNow)
+			}
 		} else {
 			t.Errorf("%s: the kernel's advice #%d is not %s at %s:%d", s.id, s.rank, s.kind, s.file, s.line)
 		}

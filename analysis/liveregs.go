@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"gpuprof/analysis/blame"
 	"gpuprof/sass"
 )
 
@@ -83,16 +82,14 @@ func (kv *kernelView) movedLoadsCost(moved map[instRef]bool, s, share float64) (
 	return factor, note, ""
 }
 
-// chargeMovedLoads applies movedLoadsCost to latency-hiding match r,
-// whose waits are the blamed edges that edge accepts: the loads among
-// their producers are the loads to move.
-func (kv *kernelView) chargeMovedLoads(r *match, edge func(fv *fnView, e blame.Edge) bool) {
+// chargeMovedLoads applies movedLoadsCost to latency-hiding match r: the
+// loads to move are the producers of the waits r matched, its hotspots
+// recorded with a blamed edge (waits of no samples move nothing).
+func (kv *kernelView) chargeMovedLoads(r *match) {
 	moved := map[instRef]bool{}
-	for _, fv := range kv.fns {
-		for _, e := range fv.r.Edges {
-			if in := &fv.c.F.Insts[e.Src]; in.Mem.Op == sass.MemLoad && !in.Mem.Async && edge(fv, e) {
-				moved[instRef{fv, e.Src}] = true
-			}
+	for _, h := range r.hots {
+		if in := &h.fv.c.F.Insts[h.i]; h.pair >= 0 && in.Mem.Op == sass.MemLoad && !in.Mem.Async {
+			moved[instRef{h.fv, h.i}] = true
 		}
 	}
 	s := r.gain(kv.T)

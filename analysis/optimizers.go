@@ -149,7 +149,6 @@ func (kv *kernelView) fastMath() *match {
 func (kv *kernelView) warpBalance() *match {
 	h := newHotSet()
 	m := 0.0
-	var waits []barrierWait
 	for _, fv := range kv.fns {
 		for i := range fv.s {
 			v := fv.self(i, "barrier", "warpgroup_arrive")
@@ -165,7 +164,6 @@ func (kv *kernelView) warpBalance() *match {
 			}
 			m += v
 			h.add(fv, at, -1, v)
-			waits = append(waits, barrierWait{fv, at, v})
 		}
 	}
 	mt := &match{kind: OptWarpBalance, M: m, hots: h.list(),
@@ -176,7 +174,7 @@ func (kv *kernelView) warpBalance() *match {
 	}
 	// What balancing can save is bounded by the slowest warp's path
 	// between the barriers (balance.go, item 28).
-	saved, note, na := kv.balanceFloor(waits)
+	saved, note, na := kv.balanceFloor(mt.hots)
 	if na != "" {
 		mt.na = na
 		return mt
@@ -201,29 +199,50 @@ func asyncMMAWait(op string) bool {
 	return strings.HasPrefix(op, "WARPGROUP.DEPBAR") || strings.HasPrefix(op, "WARPGROUPDEPBAR")
 }
 
-// globalTransactions matches the throttle samples at global memory
-// instructions that wider accesses would remove. A thread's access widens
-// to 128 bits at most: an instruction of b bits becomes 128/b times fewer
-// instructions for the same bytes, and its queue's throttle shrinks with
-// them, so 1 - b/128 of its samples go (none at 128 bits); the rest wait
-// for the same bytes (docs/validation.md, item 24).
-func (kv *kernelView) globalTransactions() *match {
-	h := newHotSet()
-	global := kindIs(blame.KGlobalMem, blame.KGenericMem, blame.KTextureMem)
+// widenable is the share of instruction i's work that widening its
+// accesses removes: a thread's access widens to 128 bits at most, so an
+// instruction of b bits becomes 128/b times fewer instructions for the
+// same bytes, and 1 - b/128 of it goes (none at 128 bits; items 24, 34).
+func widenable(fv *fnView, i int) float64 {
+	return 1 - float64(accessBits(&fv.c.F.Insts[i]))/128
+}
+
+// widthMatch adds, over the instructions ok selects, the widenable share
+// of their own samples of reasons and, with edges, of the stalls blamed
+// on them, and records them as hotspots.
+func (kv *kernelView) widthMatch(ok func(fv *fnView, i int) bool, edges bool, h *hotSet, reasons ...string) float64 {
 	m := 0.0
 	for _, fv := range kv.fns {
 		for i := range fv.s {
-			if !global(fv, i) {
-				continue
+			if ok(fv, i) {
+				if v := fv.self(i, reasons...) * widenable(fv, i); v > 0 {
+					m += v
+					h.add(fv, i, -1, v)
+				}
 			}
-			v := fv.self(i, "lg_throttle", "tex_throttle") * (1 - float64(accessBits(&fv.c.F.Insts[i]))/128)
-			if v <= 0 {
-				continue
+		}
+		if !edges {
+			continue
+		}
+		for _, e := range fv.r.Edges {
+			if ok(fv, e.Src) {
+				if v := e.Samples * widenable(fv, e.Src); v > 0 {
+					m += v
+					h.add(fv, e.Src, e.Dst, v)
+				}
 			}
-			m += v
-			h.add(fv, i, -1, v)
 		}
 	}
+	return m
+}
+
+// globalTransactions matches the throttle samples at global memory
+// instructions that wider accesses would remove: the load/store queue's
+// throttle shrinks with the instructions (widenable); the rest wait for
+// the same bytes (docs/validation.md, item 24).
+func (kv *kernelView) globalTransactions() *match {
+	h := newHotSet()
+	m := kv.widthMatch(kindIs(blame.KGlobalMem, blame.KGenericMem, blame.KTextureMem), false, h, "lg_throttle", "tex_throttle")
 	return &match{kind: OptGlobalTransactions, M: m, hots: h.list(),
 		hint:   "the load/store queues are full: issue fewer, wider global memory instructions (vector loads such as float4, fewer redundant accesses).",
 		detail: "global memory throttle samples at global memory instructions"}
@@ -231,37 +250,14 @@ func (kv *kernelView) globalTransactions() *match {
 
 // sharedTransactions matches the MIO throttle samples at shared memory
 // instructions and the stalls blamed on shared loads that wider accesses
-// would remove. As for global memory (item 24), a thread's access widens
-// to 128 bits at most: an instruction of b bits becomes 128/b times fewer
-// instructions for the same bytes, so 1 - b/128 of its throttle samples
-// and of the waits on it go, none at 128 bits (item 34, after held-out
-// set 3, where removing every sample estimated 2.32x for matrixMul's tile
-// loop and it achieved 1.00x). Bank conflicts are shared memory access
-// adjustment's (sharedAdjust), priced by the passes they cost.
+// would remove, the widenable share of each, as for global memory (item
+// 34, after held-out set 3, where removing every sample estimated 2.32x
+// for matrixMul's tile loop and it achieved 1.00x). Bank conflicts are
+// shared memory access adjustment's (sharedAdjust), priced by the passes
+// they cost.
 func (kv *kernelView) sharedTransactions() *match {
 	h := newHotSet()
-	shared := kindIs(blame.KSharedMem)
-	narrow := func(fv *fnView, i int) float64 { return 1 - float64(accessBits(&fv.c.F.Insts[i]))/128 }
-	m := 0.0
-	for _, fv := range kv.fns {
-		for i := range fv.s {
-			if !shared(fv, i) {
-				continue
-			}
-			if v := fv.self(i, "mio_throttle") * narrow(fv, i); v > 0 {
-				m += v
-				h.add(fv, i, -1, v)
-			}
-		}
-		for _, e := range fv.r.Edges {
-			if shared(fv, e.Src) {
-				if v := e.Samples * narrow(fv, e.Src); v > 0 {
-					m += v
-					h.add(fv, e.Src, e.Dst, v)
-				}
-			}
-		}
-	}
+	m := kv.widthMatch(kindIs(blame.KSharedMem), true, h, "mio_throttle")
 	return &match{kind: OptSharedTransactions, M: m, hots: h.list(),
 		hint:   "shared memory instructions stall the kernel (MIO queue full, waits on shared loads): use wider shared accesses, avoid bank conflicts (pad rows), keep reused values in registers.",
 		detail: "mio_throttle at shared memory instructions and stalls blamed on shared loads, the share that 128-bit accesses would remove"}
@@ -373,7 +369,7 @@ func (kv *kernelView) codeReordering() *match {
 			r.note = fmt.Sprintf("; the waits lie in %d independent copies of one loop, whose fusion also runs the loop control once for %d bodies: %.0f samples of it go (eq. 3)", fused, fused, r.Mfused)
 		}
 		// Loads moved earlier keep their registers live longer (item 29).
-		kv.chargeMovedLoads(r, movable)
+		kv.chargeMovedLoads(r)
 	}
 	return r
 }
@@ -426,7 +422,7 @@ func (kv *kernelView) loopUnrolling() []match {
 			}
 			if mt.na == "" && !kv.gpaOnly {
 				// The next iterations' loads stay live beside this one's.
-				kv.chargeMovedLoads(&mt, ok)
+				kv.chargeMovedLoads(&mt)
 			}
 			out = append(out, mt)
 		}

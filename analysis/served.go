@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"gpuprof/sass"
 )
 
 // Where a divergent load's sectors come from (docs/validation.md, item 31).
@@ -102,15 +101,13 @@ func (kv *kernelView) loadElapsed(r instRef, rate servedRate) (ns float64, ok bo
 	return cycles / rate.clockGHz, true
 }
 
-// dramShare is the share of divergent access r's saving that DRAM traffic
-// can account for: min(1, elapsed / least DRAM latency) for a load, 1 for
-// a store, an atomic or a reduction (L1 writes through and L2 performs the
-// atomics: every sector they touch goes to L2 whatever is cached). ok
-// is false when a load's elapsed time is not known.
+// dramShare is the share of divergent load r's saving that DRAM traffic
+// can account for: min(1, elapsed / least DRAM latency). Its caller asks
+// only for loads: a store, an atomic or a reduction keeps its whole
+// saving (L1 writes through and L2 performs the atomics: every sector
+// they touch goes to L2 whatever is cached). ok is false when the load's
+// elapsed time is not known.
 func (kv *kernelView) dramShare(r instRef, rate servedRate) (f, ns float64, ok bool) {
-	if r.fv.c.F.Insts[r.i].Mem.Op != sass.MemLoad {
-		return 1, 0, true
-	}
 	ns, ok = kv.loadElapsed(r, rate)
 	if !ok {
 		return 0, 0, false

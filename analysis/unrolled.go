@@ -154,13 +154,13 @@ func (c *code) baseAdvance(i int, b sass.Reg, li int) int64 {
 // the source loop's line. 1 when li is no such loop.
 func (c *code) remainderOf(li int) int {
 	g := c.F.CFG()
-	line := c.loopLine(li)
-	if line == "" || len(g.Loops[li].Children) > 0 {
+	if len(g.Loops[li].Children) > 0 {
 		return 1
 	}
+	line := c.loopLine(li)
 	best := 1
 	for lj := range g.Loops {
-		if lj == li || c.loopLine(lj) != line || slices.Contains(g.Loops[lj].Blocks, g.Loops[li].Header) || slices.Contains(g.Loops[li].Blocks, g.Loops[lj].Header) {
+		if lj == li || c.loopLine(lj) != line || g.Loops[lj].Contains(g.Loops[li].Header) || g.Loops[li].Contains(g.Loops[lj].Header) {
 			continue
 		}
 		best = max(best, c.compilerUnroll(lj))

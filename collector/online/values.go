@@ -238,7 +238,7 @@ func (a *acc) recycle(old *acc) {
 func (p *tablePool) put(t []vc) {
 	if p.room(t) {
 		clear(t)
-		p.keep(t)
+		p.add(t)
 	}
 }
 
@@ -254,10 +254,15 @@ func (p *tablePool) room(t []vc) bool {
 // keep adds empty table t if the pool has room for it.
 func (p *tablePool) keep(t []vc) {
 	if p.room(t) {
-		k := tableClass(len(t))
-		p.free[k] = append(p.free[k], t)
-		p.bytes += tableBytes(t)
+		p.add(t)
 	}
+}
+
+// add adds empty table t, for which the pool has room.
+func (p *tablePool) add(t []vc) {
+	k := tableClass(len(t))
+	p.free[k] = append(p.free[k], t)
+	p.bytes += tableBytes(t)
 }
 
 // spill feeds the table into the sketch and empties it.

@@ -61,9 +61,16 @@ func TestTablePool(t *testing.T) {
 		old.objPC[objPCKey{}].vals.add(v, AccessKind{UnitBits: 32})
 	}
 	old.objPC[objPCKey{}].vals.settle(AccessKind{UnitBits: 32})
+	used := old.objPC[objPCKey{}].vals.ents
+	if len(used) != 1024 {
+		t.Fatalf("the counter's table has %d entries, want 1024 for 300 values", len(used))
+	}
 	next := newAcc()
 	next.recycle(old)
 	got := next.tables.get(1024)
+	if &got[0] != &used[0] {
+		t.Fatal("the counter's table was not recycled: get made a new one")
+	}
 	for _, e := range got {
 		if e != (vc{}) {
 			t.Fatal("a recycled table is not empty")

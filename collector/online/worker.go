@@ -92,7 +92,9 @@ func (l *launchInfo) widen() {
 func (a *Analyzer) spanFor(ctx uint32, tracedWarps uint64) (span, base int) {
 	h, ok := a.spanHints[ctx]
 	recs := h * float64(tracedWarps)
-	if !ok || recs >= numShards*spanRecords {
+	if !ok || tracedWarps == 0 || recs >= numShards*spanRecords {
+		// An untraced launch brings no records: it takes no turn of the
+		// narrow launches' rotation.
 		return numShards, 0
 	}
 	span = max(1, int(math.Ceil(recs/spanRecords)))
