@@ -3,7 +3,6 @@ package analysis
 import (
 	"fmt"
 	"math"
-
 )
 
 // Where a divergent load's sectors come from (docs/validation.md, item 31).
