@@ -68,6 +68,19 @@ type Advice struct {
 type redInfo struct {
 	frac float64   // share of the flagged accesses' cost the optimisation removes
 	tr   []float64 // eq. 1 ratio of each temporal hotspot
+	// byKernel is frac per kernel context where an insight about one
+	// object merges several kernels (mergeObjectInsights): each kernel
+	// accesses the object with its own width and values, so a narrower
+	// type or an index saves each of them its own share.
+	byKernel map[profile.NodeID]float64
+}
+
+// fracIn is the share the optimisation removes in kernel context k.
+func (r *redInfo) fracIn(k profile.NodeID) float64 {
+	if f, ok := r.byKernel[k]; ok {
+		return f
+	}
+	return r.frac
 }
 
 // Categories.

@@ -44,6 +44,7 @@ var (
 	heldoutDir    = flag.String("heldout.dir", os.Getenv("GPUPROF_HELDOUT_DIR"), "unpacked gpu-check heldout/ folder")
 	heldoutSelect = flag.Bool("heldout.select", false, "list the top three advices of each hot kernel, without estimates")
 	heldoutTable  = flag.Bool("heldout.table", false, "print the held-out table in docs/validation.md's format")
+	heldoutWhy    = flag.Bool("heldout.evidence", false, "log each pair's advice evidence (why the estimate is what it is)")
 	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU), 2 (HeCBench) or 3 (CUDA samples)")
 	heldoutItems  = flag.Bool("heldout.items", false, "write each redundancy capture's analysed item beside it (NAME.MODE.item)")
 )
@@ -393,6 +394,7 @@ func TestHeldOutPairs(t *testing.T) {
 	unfixable := heldoutUnfixable(t)
 	hints := selectionHints(t)
 	var rows []heldoutRow
+	logged := map[string]bool{}
 	for _, s := range heldoutSpecs(t) {
 		as, _ := heldoutAdvice(t, s.prog)
 		r := heldoutRow{spec: s}
@@ -426,6 +428,22 @@ func TestHeldOutPairs(t *testing.T) {
 			}
 		} else {
 			t.Errorf("%s: the kernel's advice #%d is not %s at %s:%d", s.id, s.rank, s.kind, s.file, s.line)
+		}
+		if *heldoutWhy {
+			if !logged[s.prog] {
+				logged[s.prog] = true
+				p, _ := programProfile(t, validationDirs{captures: filepath.Join(*heldoutDir, "captures"), sass: filepath.Join(*heldoutDir, "sass")}, s.prog)
+				mods := programModules(t, validationDirs{captures: filepath.Join(*heldoutDir, "captures"), sass: filepath.Join(*heldoutDir, "sass")}, s.prog, p)
+				for _, l := range analysis.KernelTrafficLines(p, mods) {
+					t.Logf("%s traffic: %s", s.prog, l)
+				}
+			}
+			for i := range ka {
+				if at(i) || r.rankNow == i+1 {
+					t.Logf("%s evidence: %s; n/a: %q", s.id, ka[i].Evidence, ka[i].SpeedupNA)
+					break
+				}
+			}
 		}
 		if why, ok := unfixable[s.id]; ok {
 			r.unfixable = why

@@ -106,6 +106,9 @@ func DeviceSpec(p *profile.Profile, sm uint16) *GPUSpec {
 		if d.ClockKHz > 0 {
 			g.ClockGHz = float64(d.ClockKHz) / 1e6
 		}
+		if d.L2Bytes > 0 {
+			g.L2Bytes = int(d.L2Bytes)
+		}
 		if ri.GPU != measuredGPU || g.SMs != base.SMs {
 			g.Memory = MemorySpec{}
 		}
@@ -142,6 +145,9 @@ type GPUSpec struct {
 	// ClockGHz is the top SM clock (boost): the fastest any instruction
 	// count can issue, for floors in time.
 	ClockGHz float64
+	// L2Bytes is the L2 cache's size, from the device where the library
+	// read it.
+	L2Bytes int
 	// Memory is the measured memory system (machine.go); zero when not
 	// measured.
 	Memory MemorySpec
@@ -152,13 +158,13 @@ type GPUSpec struct {
 // MHz boost clock.
 var H100 = GPUSpec{Name: "H100", SMs: 132, Schedulers: 4, RegsPerSM: 65536, RegUnit: 256, MaxRegsPerThread: 255,
 	ThreadsPerSM: 2048, BlocksPerSM: 32, SharedPerSM: 228 << 10, SharedPerBlock: 227 << 10, SharedUnit: 128, SharedReservedBlk: 1024,
-	ClockGHz: 1.98, Memory: h100Memory}
+	ClockGHz: 1.98, L2Bytes: 50 << 20, Memory: h100Memory}
 
 // A100 (sm_80, SXM4): 108 SMs, 164 KB of shared memory per SM, 1410 MHz
 // boost clock.
 var A100 = GPUSpec{Name: "A100", SMs: 108, Schedulers: 4, RegsPerSM: 65536, RegUnit: 256, MaxRegsPerThread: 255,
 	ThreadsPerSM: 2048, BlocksPerSM: 32, SharedPerSM: 164 << 10, SharedPerBlock: 163 << 10, SharedUnit: 128, SharedReservedBlk: 1024,
-	ClockGHz: 1.41}
+	ClockGHz: 1.41, L2Bytes: 40 << 20}
 
 // SpecFor returns the spec of a compute capability × 10 (nil if unknown).
 func SpecFor(sm uint16) *GPUSpec {

@@ -49,6 +49,12 @@ func mergeObjectInsights(as []Advice) []Advice {
 		}
 		if a.red != nil && m.red != nil {
 			m.red.frac = max(m.red.frac, a.red.frac)
+			for k, f := range a.red.byKernel {
+				if m.red.byKernel == nil {
+					m.red.byKernel = map[profile.NodeID]float64{}
+				}
+				m.red.byKernel[k] = f
+			}
 		}
 	}
 	return out
@@ -132,6 +138,10 @@ func estimateRedundancy(x *Index, views map[profile.NodeID]*kernelView, a *Advic
 				left = fl
 				note += fmt.Sprintf(", above the %s (%.1f%% of its time)", how, 100*fl/t)
 			}
+			if fl, how, ok := kv.dramFloor(kv.objectsShrunk(a, byKernel[k])); ok && fl*float64(kv.x.TimedLaunches(k)) > left {
+				left = fl * float64(kv.x.TimedLaunches(k))
+				note += fmt.Sprintf(", above the %s", how)
+			}
 		}
 		after += left
 		notes = append(notes, note)
@@ -198,6 +208,11 @@ func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) (
 		return kv.T, "", "" // the kernel only writes the constant: it goes away
 	}
 	rs, frac, gone := kv.removed(a, refs)
+	if !gone && !kv.gpaOnly {
+		if why := kv.roundTripBound(); why != "" {
+			return 0, why, ""
+		}
+	}
 	if !gone {
 		chained, rest := kv.chainedLoads(rs)
 		switch {
@@ -221,6 +236,24 @@ func (kv *kernelView) redundancyCost(a *Advice, refs []instRef, trs []float64) (
 	return frac * (sumCost(rs, 1) + kv.throttleRelief(rs)), how, ""
 }
 
+// objectsShrunk is the bytes of each object that advice a, through its
+// hotspots his, takes off kernel context kv's footprint: a constant all of
+// them, a narrower type or an index its share of each.
+func (kv *kernelView) objectsShrunk(a *Advice, his []int) map[profile.ObjectID]float64 {
+	_, by := kv.footprint()
+	out := map[profile.ObjectID]float64{}
+	f := a.red.fracIn(kv.k)
+	if a.Kind == KindConstant {
+		f = 1
+	}
+	for _, hi := range his {
+		if o := a.Hotspots[hi].Object; o != nil {
+			out[*o] = f * by[*o]
+		}
+	}
+	return out
+}
+
 // removed is what the insight's optimisation takes away in one kernel
 // context: the accesses, the share of their traffic, and whether the
 // accesses themselves go (a constant, a skipped load) or stay, narrower.
@@ -239,9 +272,9 @@ func (kv *kernelView) removed(a *Advice, refs []instRef) (rs []instRef, frac flo
 			}
 			co = append(co, coLoads(r)...)
 		}
-		return dedupRefs(co), a.red.frac, true
+		return dedupRefs(co), a.red.fracIn(kv.k), true
 	}
-	return refs, a.red.frac, false
+	return refs, a.red.fracIn(kv.k), false
 }
 
 // removedBy is what removed takes from each access, for the block-lifetime

@@ -147,7 +147,9 @@ func classify(s *profile.ValueSketch, ratio float64, th RedundancyThresholds, wh
 	if c, ok := narrow(); ok {
 		return c, true
 	}
-	if ratio >= th.MinSpatial && d <= th.FewDistinct {
+	// An index into a table of the values takes 8 bits: it saves nothing
+	// on 8-bit data.
+	if ratio >= th.MinSpatial && d <= th.FewDistinct && s.Bits > 8 {
 		return valueClass{KindCompression,
 			fmt.Sprintf("%s holds only %.0f distinct values: store an 8-bit index into a table of them (or a sparse format).", what, d),
 			fmt.Sprintf("%.0f distinct values (%s), redundancy %.1f%%", d, distinctNote(s), 100*ratio), max(0, 1-8/float64(max(s.Bits, 8)))}, true
@@ -244,7 +246,7 @@ func spatialInsights(x *Index, th RedundancyThresholds, covered map[InstKey]stri
 			Hint:        cls.hint,
 			Importance:  share,
 			KernelShare: x.KernelShare(key.Context),
-			red:         &redInfo{frac: cls.frac},
+			red:         &redInfo{frac: cls.frac, byKernel: map[profile.NodeID]float64{p.KernelOf(key.Context): cls.frac}},
 		}
 		hs := pairs[key]
 		sort.Slice(hs, func(i, j int) bool { return hs[i].n > hs[j].n || (hs[i].n == hs[j].n && pcLess(hs[i].pc, hs[j].pc)) })
