@@ -45,7 +45,7 @@ var (
 	heldoutSelect = flag.Bool("heldout.select", false, "list the top three advices of each hot kernel, without estimates")
 	heldoutTable  = flag.Bool("heldout.table", false, "print the held-out table in docs/validation.md's format")
 	heldoutWhy    = flag.Bool("heldout.evidence", false, "log each pair's advice evidence (why the estimate is what it is)")
-	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU), 2 (HeCBench) or 3 (CUDA samples)")
+	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU), 2 (HeCBench), 3 (CUDA samples) or 4 (proxy applications)")
 	heldoutItems  = flag.Bool("heldout.items", false, "write each redundancy capture's analysed item beside it (NAME.MODE.item)")
 )
 
@@ -54,6 +54,7 @@ var heldoutSets = map[int]string{
 	1: "../testdata/validation/heldout",
 	2: "../testdata/validation/heldout2",
 	3: "../testdata/validation/heldout3",
+	4: "../testdata/validation/heldout4",
 }
 
 // heldoutSpecsPath is the chosen set's specs.tsv.
@@ -591,7 +592,7 @@ func TestHeldOutSpecsFiles(t *testing.T) {
 }
 
 // TestHeldOutProgramsFiles checks the held-out sets' programs.tsv: sets 2
-// and 3 (gpu-check's heldout2 and heldout3 phases) have seven non-empty
+// to 4 (gpu-check's heldout2 to heldout4 phases) have seven non-empty
 // columns a row (name, folder, build, kernel sources, timed and small
 // arguments, success regex: an empty field would shift the others, tabs
 // being whitespace to the phase's read), names used once, a build that
