@@ -39,6 +39,10 @@ type Account struct {
 	CallS             [len(CallNames)]float64
 	AliveS, TailS     float64
 	HasCalls, HasTail bool
+	// ExitS is how long the application's exit waited for the library's
+	// writer to send what was queued (newer logs only).
+	ExitS   float64
+	HasExit bool
 }
 
 // CallNames are the parts of the library's callback account, in the order
@@ -58,6 +62,7 @@ var (
 	libRe = regexp.MustCompile(`time: \d+ trace buffers drained \(\d+ records\) in ([\d.]+) s while the GPU waited; ` +
 		`producers waited ([\d.]+) s for queue room \(\d+ times\); writer ([\d.]+) s in write for ([\d.]+) MB`)
 	callRe = regexp.MustCompile(callPattern())
+	exitRe = regexp.MustCompile(`exit waited ([\d.]+) s for the writer`)
 	tailRe = regexp.MustCompile(`END read at \S+, the analysis finished (\S+) after it`)
 	colRe  = regexp.MustCompile(`analysed (\d+) access records in (\S+): workers busy (\S+) \(.*barriers (\S+)` +
 		`(?: of which resolving (\S+))?, items \S+\), socket reader held up (\S+);`)
@@ -85,6 +90,13 @@ func Parse(r io.Reader) (Account, error) {
 			}
 			copy(a.CallS[:], f)
 			a.AliveS, a.HasCalls = f[len(f)-1], true
+		}
+		if m := exitRe.FindStringSubmatch(line); m != nil {
+			f, err := floats(m[1:])
+			if err != nil {
+				return a, fmt.Errorf("exit wait %q: %w", line, err)
+			}
+			a.ExitS, a.HasExit = f[0], true
 		}
 		if m := tailRe.FindStringSubmatch(line); m != nil {
 			d, err := durations(m[1:2])
@@ -170,7 +182,9 @@ func (p Program) Median() Account {
 	}
 	m.AliveS = pick(calls, func(a Account) float64 { return a.AliveS })
 	m.TailS = pick(tail, func(a Account) float64 { return a.TailS })
+	m.ExitS = pick(func(a Account) bool { return a.HasExit }, func(a Account) float64 { return a.ExitS })
 	for _, r := range p.Runs {
+		m.HasExit = m.HasExit || r.HasExit
 		m.HasCalls = m.HasCalls || r.HasCalls
 		m.HasTail = m.HasTail || r.HasTail
 		m.HasLibrary = m.HasLibrary || r.HasLibrary
@@ -291,10 +305,11 @@ func Table(w io.Writer, ps []Program) {
 // CallTable writes the table of the library's callbacks and the
 // analysis' tail, for logs that have them (nothing otherwise).
 func CallTable(w io.Writer, ps []Program) {
-	found := false
+	found, exits := false, false
 	for _, p := range ps {
 		for _, r := range p.Runs {
 			found = found || r.HasCalls || r.HasTail
+			exits = exits || r.HasExit
 		}
 	}
 	if !found {
@@ -304,8 +319,13 @@ func CallTable(w io.Writer, ps []Program) {
 	for _, n := range CallNames {
 		fmt.Fprintf(w, " %s s |", n)
 	}
+	cols := len(CallNames) + 1
+	if exits {
+		fmt.Fprint(w, " exit waited for the writer s |")
+		cols++
+	}
 	fmt.Fprintln(w, " analysis after END s |")
-	fmt.Fprintln(w, "|---|---:|"+strings.Repeat("---:|", len(CallNames)+1))
+	fmt.Fprintln(w, "|---|---:|"+strings.Repeat("---:|", cols))
 	for _, p := range ps {
 		m := p.Median()
 		row := "| " + p.Name
@@ -316,6 +336,11 @@ func CallTable(w io.Writer, ps []Program) {
 			}
 		} else {
 			row += strings.Repeat(" | -", len(CallNames)+1)
+		}
+		if exits && m.HasExit {
+			row += fmt.Sprintf(" | %.2f", m.ExitS)
+		} else if exits {
+			row += " | -"
 		}
 		if m.HasTail {
 			row += fmt.Sprintf(" | %.2f |", m.TailS)

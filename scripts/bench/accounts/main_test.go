@@ -22,7 +22,7 @@ func TestH100Accounts(t *testing.T) {
 
 // h100Runs are the committed runs, in order.
 var h100Runs = []string{"h100-wire2", "h100-staged", "h100-calls", "h100-lanes", "h100-reuse-blocks", "h100-continuous",
-	"h100-converters", "h100-device-records", "h100-slim-patches", "h100-wire-lanes", "h100-batches", "h100-spatial-sampling", "h100-lanes-nice", "h100-nonblocking"}
+	"h100-converters", "h100-device-records", "h100-slim-patches", "h100-wire-lanes", "h100-batches", "h100-spatial-sampling", "h100-lanes-nice", "h100-nonblocking", "h100-writev"}
 
 // since says whether the run in dir came at or after the run named first.
 func since(dir, first string) bool {
@@ -97,6 +97,11 @@ func TestParse(t *testing.T) {
 		HasLibrary: true, HasCollector: true}
 	if a != want {
 		t.Errorf("got %+v\nwant %+v", a, want)
+	}
+	// Newer libraries add how long the exit waited for the writer.
+	a, err = Parse(strings.NewReader("[gpuprof 1] time: 2 trace buffers drained (10 records) in 1.500 s while the GPU waited; producers waited 0.250 s for queue room (1 times); writer 2.000 s in write for 12.5 MB; drains took 0.100 s; exit waited 0.375 s for the writer (64.0 MB queued)\n"))
+	if err != nil || !a.HasExit || a.ExitS != 0.375 || a.WriterS != 2 {
+		t.Errorf("exit wait: got %+v, %v; want 0.375 s", a, err)
 	}
 	// The collector's line as it is now written, with the resolving time.
 	a, err = Parse(strings.NewReader(`msg="rank 0: stream 1: analysed 7 access records in 2s: workers busy 3s (16 workers, 1 records/s per busy core), ` +
