@@ -229,11 +229,13 @@ func programProfile(t *testing.T, d validationDirs, prog string) (*profile.Profi
 	// samples (held-out set 3's first measurement did: hostTable).
 	decoded := map[string]*profile.Profile{}
 	var host online.HostResolver
+	// An item stands for its capture even where the capture came back
+	// too (a small one): replayed here, without the binaries, the capture
+	// would name no host frames, and the selection, made where the
+	// binaries were, read the item (held-out set 4's first measurement
+	// replayed BabelStream's capture: its allocation sites went unnamed).
 	for _, mode := range modes {
 		path := filepath.Join(d.captures, prog+"."+mode+".item")
-		if _, err := os.Stat(strings.TrimSuffix(path, ".item") + ".gpr"); err == nil {
-			continue
-		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			continue
