@@ -32,6 +32,21 @@ type Index struct {
 	phase      map[profile.NodeID]string // Phase's answers
 	pcAccesses map[profile.PCKey]uint64  // per (kernel, access kind), PC zero
 	localPCs   map[InstKey]bool          // PCs touching local-memory pseudo objects
+	siteMax    map[profile.NodeID]uint64 // siteSize's answers
+}
+
+// siteSize is the largest device allocation any pass made at allocation
+// context ctx (0 if none).
+func (x *Index) siteSize(ctx profile.NodeID) uint64 {
+	if x.siteMax == nil {
+		x.siteMax = map[profile.NodeID]uint64{}
+		for _, o := range x.P.Objects {
+			if o.Space == 0 && o.Size > x.siteMax[o.Context] {
+				x.siteMax[o.Context] = o.Size
+			}
+		}
+	}
+	return x.siteMax[ctx]
 }
 
 // InstKey names an instruction within a kernel launch context.

@@ -160,6 +160,17 @@ func (kv *kernelView) nodeOf(fv *fnView, i int) profile.NodeID {
 // system.
 var memReasons = map[string]bool{"long_scoreboard": true, "lg_throttle": true, "tex_throttle": true, "drain": true, "membar": true}
 
+// memAt is instruction i's own samples of memory stall reasons.
+func (fv *fnView) memAt(i int) float64 {
+	t := 0.0
+	for r, v := range fv.s[i].ByReason {
+		if memReasons[r] {
+			t += v
+		}
+	}
+	return t
+}
+
 // memSamples is the kernel's samples of memory stall reasons.
 func (kv *kernelView) memSamples() float64 {
 	t := 0.0

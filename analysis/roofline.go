@@ -22,7 +22,10 @@ import (
 // those the value-tracing pass saw the kernel access.
 
 // footprint is the bytes of the global-memory objects kernel context k
-// accessed, by object.
+// accessed, by object (item 38). The value-tracing pass may have run a smaller
+// problem than the timed one (its arguments are chosen for the trace's
+// size): an object counts with the largest allocation any pass made at
+// its allocation site, the timed pass's where it allocated more.
 func (kv *kernelView) footprint() (total float64, by map[profile.ObjectID]float64) {
 	by = map[profile.ObjectID]float64{}
 	for key := range kv.x.P.ObjStats {
@@ -33,8 +36,9 @@ func (kv *kernelView) footprint() (total float64, by map[profile.ObjectID]float6
 			continue
 		}
 		if o := kv.x.P.Objects[key.Object]; o != nil && o.Space == 0 && o.Size > 0 {
-			by[key.Object] = float64(o.Size)
-			total += float64(o.Size)
+			size := float64(max(o.Size, kv.x.siteSize(o.Context)))
+			by[key.Object] = size
+			total += size
 		}
 	}
 	return total, by

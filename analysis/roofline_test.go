@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"gpuprof/profile"
@@ -77,5 +78,62 @@ func TestMergedObjectAdviceKeepsEachKernelsShare(t *testing.T) {
 	r := out[0].red
 	if r.fracIn(1) != 0 || r.fracIn(2) != 0.75 || r.frac != 0.75 {
 		t.Fatalf("shares %v %v (max %v), want 0, 0.75 and 0.75", r.fracIn(1), r.fracIn(2), r.frac)
+	}
+}
+
+// Item 39: regrouping a warp's lanes removes the idle lanes' share of the
+// issue and dependency samples of divergent code, not of its memory
+// waits. The load at 0x00 and the add at 0x10 run with half the lanes;
+// the add has 40 selected and 60 long_scoreboard samples, the store 100
+// selected at full efficiency: T = 200, M = 40 × 0.5 = 20, 200/180 (it was
+// 100 × 0.5 = 50, 200/150, before the memory waits were kept).
+func TestBranchDivergenceKeepsMemoryWaits(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 4
+		LDG.E R4, desc[UR4][R2.64] {W0 S1}
+		#line 5
+		FADD R7, R4, 1 {B0 S4}
+		#line 6
+		STG.E desc[UR4][R8.64], R7 {S1}
+		EXIT`)
+	s := sampledKernel(t, m, "k", mod1)
+	for off, lanes := range map[uint64]uint64{0x00: 16, 0x10: 16, 0x20: 32} {
+		s.p.Add(s.node[off], profile.InstExecuted, 100)
+		s.p.Add(s.node[off], InstThreadExecuted, 100*lanes)
+	}
+	s.stall(0x10, "selected", 40)
+	s.stall(0x10, "long_scoreboard", 60)
+	s.stall(0x20, "selected", 100)
+	a := find(s.advise(t, m, Options{}), OptBranchDivergence)
+	if a == nil {
+		t.Fatal("branch divergence not raised")
+	}
+	if want := 200.0 / 180; !approx(a.Speedup, want) || !strings.Contains(a.Evidence, "memory waits' 30 stay") {
+		t.Fatalf("speedup %v, want %v (%s)", a.Speedup, want, a.Evidence)
+	}
+}
+
+// Item 38: the value-tracing pass ran a quarter of the timed arrays; the
+// timed pass allocated 268 MB at the site where the traced kernel's
+// 67 MB object was allocated, so the kernel's footprint is counted at
+// 268 MB (and a second object, allocated once, at its own 4 MB).
+func TestFootprintAtTheTimedSize(t *testing.T) {
+	p := profile.New("j")
+	host := p.Path(profile.Frame{Kind: profile.KindHostFrame, Module: "/app", Function: "main", File: "main.cu", Line: 10})
+	k := p.Child(host.ID, profile.Frame{Kind: profile.KindKernel, Function: "triad"})
+	site := p.Child(host.ID, profile.Frame{Kind: profile.KindHostFrame, Module: "/app", Function: "alloc_arrays", File: "main.cu", Line: 20})
+	other := p.Child(host.ID, profile.Frame{Kind: profile.KindHostFrame, Module: "/app", Function: "alloc_table", File: "main.cu", Line: 30})
+	traced := profile.ObjectIDOf(site.ID, 67<<20)
+	timed := profile.ObjectIDOf(site.ID, 268<<20)
+	table := profile.ObjectIDOf(other.ID, 4<<20)
+	p.Objects[traced] = &profile.DataObject{ID: traced, Context: site.ID, Size: 67 << 20}
+	p.Objects[timed] = &profile.DataObject{ID: timed, Context: site.ID, Size: 268 << 20}
+	p.Objects[table] = &profile.DataObject{ID: table, Context: other.ID, Size: 4 << 20}
+	p.ObjStats[profile.ObjectKey{Context: k.ID, Object: traced, Access: profile.Load}] = &profile.ObjectStat{Accesses: 10}
+	p.ObjStats[profile.ObjectKey{Context: k.ID, Object: table, Access: profile.Load}] = &profile.ObjectStat{Accesses: 10}
+	kv := &kernelView{x: NewIndex(p), k: k.ID}
+	total, by := kv.footprint()
+	if total != 272<<20 || by[traced] != 268<<20 || by[table] != 4<<20 {
+		t.Fatalf("footprint %v by %v, want 272 MiB with the traced array at 268 MiB", total, by)
 	}
 }
