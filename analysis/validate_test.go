@@ -327,9 +327,19 @@ func hostTable(h online.HostResolver, item *profile.Profile) online.HostResolver
 	if st == nil {
 		st = &symbolTable{HostResolver: symbolize.New(), frames: map[symbolKey]profile.Frame{}}
 	}
-	for _, n := range item.Nodes {
-		if f := n.Frame; f.Kind == profile.KindHostFrame && f.Offset != 0 {
-			st.frames[symbolKey{f.Module, f.Offset}] = f
+	// One return address can stand in several nodes; the first by node ID
+	// names it, so that the table does not depend on a map's order.
+	ids := make([]profile.NodeID, 0, len(item.Nodes))
+	for id := range item.Nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		f := item.Nodes[id].Frame
+		if k := (symbolKey{f.Module, f.Offset}); f.Kind == profile.KindHostFrame && f.Offset != 0 {
+			if _, ok := st.frames[k]; !ok {
+				st.frames[k] = f
+			}
 		}
 	}
 	return st
