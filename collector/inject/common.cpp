@@ -270,27 +270,6 @@ static uint64_t mono_ns() {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-bool write_all(int fd, bool sock, const uint8_t *p, size_t n) {
-    Output &o = O();
-    uint64_t t0 = mono_ns();
-    o.written += n;
-    struct Acc {
-        Output &o;
-        uint64_t t0;
-        ~Acc() { o.write_ns += mono_ns() - t0; }
-    } acc{o, t0};
-    while (n > 0) {
-        ssize_t w = sock ? send(fd, p, n, MSG_NOSIGNAL) : write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
 // write_iov writes the n buffers of iov whole, in order: one writev (a
 // sendmsg without SIGPIPE on a socket) for many queued items, so the
 // writer does not first copy each item into a batch (1.9 GB a run for the
@@ -331,6 +310,14 @@ bool write_iov(int fd, bool sock, struct iovec *iov, int n) {
         }
     }
     return true;
+}
+
+// write_all writes p[0..n) whole.
+bool write_all(int fd, bool sock, const uint8_t *p, size_t n) {
+    struct iovec v;
+    v.iov_base = (void *)p;
+    v.iov_len = n;
+    return write_iov(fd, sock, &v, 1);
 }
 
 std::string expand_path(const std::string &tmpl) {
