@@ -86,7 +86,8 @@ type SASS struct {
 	sem      chan struct{}
 	tmp      string
 	files    *listingFiles
-	structs  map[*sass.Module]*sassStructure
+	structs  map[structKey]*sassStructure
+	parsed   map[*sass.Module]*sass.Structure
 	toolOnce sync.Once
 	toolPath string
 	toolID   string
@@ -414,18 +415,36 @@ func parseFunction(text []byte, fn string) (*sass.Module, error) {
 	return m, nil
 }
 
-// structureOf adapts a parsed module, once per module.
+// structKey names an adapted structure: one listing can serve several
+// modules (a file of several cubins' listings, chosen by function names),
+// and each module's frames carry its own hash.
+type structKey struct {
+	h profile.ModuleHash
+	m *sass.Module
+}
+
+// structureOf adapts a parsed module for module h, once per (module,
+// listing); the listing's structure is computed once whatever the modules.
+// Keyed by the listing alone, the first module to ask named the frames of
+// every module the listing served, so which one depended on timing.
 func (s *SASS) structureOf(h profile.ModuleHash, m *sass.Module) *sassStructure {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.structs[m]; st != nil {
+	k := structKey{h, m}
+	if st := s.structs[k]; st != nil {
 		return st
 	}
 	if s.structs == nil {
-		s.structs = map[*sass.Module]*sassStructure{}
+		s.structs = map[structKey]*sassStructure{}
+		s.parsed = map[*sass.Module]*sass.Structure{}
 	}
-	st := newSASSStructure(h, m)
-	s.structs[m] = st
+	ps := s.parsed[m]
+	if ps == nil {
+		ps = m.Structure()
+		s.parsed[m] = ps
+	}
+	st := &sassStructure{hash: h.String(), m: m, st: ps}
+	s.structs[k] = st
 	return st
 }
 

@@ -174,10 +174,6 @@ type sassStructure struct {
 	st   *sass.Structure
 }
 
-func newSASSStructure(h profile.ModuleHash, m *sass.Module) *sassStructure {
-	return &sassStructure{hash: h.String(), m: m, st: m.Structure()}
-}
-
 func (s *sassStructure) AccessKind(fn string, off uint64) (AccessKind, bool) {
 	k, ok := s.m.AccessKind(fn, off)
 	if !ok || k.Fallback || k.UnitBits <= 0 || k.UnitBits > 64 || k.Vec <= 0 {

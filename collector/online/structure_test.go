@@ -417,3 +417,31 @@ type prefetchRecorder struct{ n int }
 
 func (r *prefetchRecorder) Request(ModuleRef, string) *Pending { return Resolved(nil, WhyNoNVDisasm) }
 func (r *prefetchRecorder) Prefetch(ModuleRef)                 { r.n++ }
+
+// One listing file of several cubins serves each module with its own hash:
+// two modules asking for functions of the same file get structures whose
+// function frames name their own module, whichever asked first (keyed by
+// the listing alone, the first to ask named both).
+func TestOneListingServesEachModuleUnderItsOwnHash(t *testing.T) {
+	for _, order := range [][2]int{{0, 1}, {1, 0}} {
+		src := &SASS{NVDisasm: "-", Files: []string{probeHex}}
+		mods := [2]ModuleRef{
+			{Hash: profile.ModuleHash(0x1111), SM: 90, Functions: []string{probeKernel}},
+			{Hash: profile.ModuleHash(0x2222), SM: 90, Functions: []string{probeUnasked}},
+		}
+		fns := [2]string{probeKernel, probeUnasked}
+		for _, i := range order {
+			st, why := StructureOf(src, mods[i], fns[i])
+			if st == nil {
+				t.Fatalf("module %d: no structure: %s", i, why)
+			}
+			pl, ok := st.Place(fns[i], 0)
+			if !ok || len(pl.Frames) == 0 {
+				t.Fatalf("module %d: %s+0 not placed", i, fns[i])
+			}
+			if got, want := pl.Frames[0].Module, mods[i].Hash.String(); got != want {
+				t.Errorf("order %v: %s's frame names module %s, want %s", order, fns[i], got, want)
+			}
+		}
+	}
+}
