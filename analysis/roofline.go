@@ -25,7 +25,9 @@ import (
 // accessed, by object (item 38). The value-tracing pass may have run a smaller
 // problem than the timed one (its arguments are chosen for the trace's
 // size): an object counts with the largest allocation any pass made at
-// its allocation site, the timed pass's where it allocated more.
+// its allocation site, the timed pass's where it allocated more (a site
+// that allocates objects of several sizes counts each at the largest,
+// which dramFloor's sweep check bounds).
 func (kv *kernelView) footprint() (total float64, by map[profile.ObjectID]float64) {
 	by = map[profile.ObjectID]float64{}
 	for key := range kv.x.P.ObjStats {
