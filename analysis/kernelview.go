@@ -30,6 +30,9 @@ type kernelView struct {
 	parDone bool
 	// objBytes caches objectBytes (lifetime.go).
 	objBytes map[profile.PC]float64
+	// foot and footTotal cache footprint (roofline.go).
+	foot      map[profile.ObjectID]float64
+	footTotal float64
 }
 
 // fnView is one GPU function of a kernel context.

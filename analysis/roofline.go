@@ -29,6 +29,10 @@ import (
 // that allocates objects of several sizes counts each at the largest,
 // which dramFloor's sweep check bounds).
 func (kv *kernelView) footprint() (total float64, by map[profile.ObjectID]float64) {
+	if kv.foot != nil {
+		return kv.footTotal, kv.foot
+	}
+	defer func() { kv.foot, kv.footTotal = by, total }() // every estimate of the kernel asks
 	by = map[profile.ObjectID]float64{}
 	for key := range kv.x.P.ObjStats {
 		if kv.x.P.KernelOf(key.Context) != kv.k {

@@ -48,19 +48,37 @@ func TestKnee(t *testing.T) {
 	}
 }
 
-func TestRoundTripDemand(t *testing.T) {
-	// reduce7-like: 64 blocks of 256 threads (under one block an SM), two
-	// 128-byte loads a warp in flight: 512 × 256 / 398.4 = 329 GB/s, far
-	// below the H100's knee of 669.5 GB/s: a narrower type saves nothing.
-	gbs := littleDemand(512, 256, 398.4)
-	if math.Abs(gbs-329.0) > 0.5 || gbs >= kneeGBs(h100Memory) {
-		t.Fatalf("demand %.1f GB/s against knee %.1f", gbs, kneeGBs(h100Memory))
-	}
-	// wide_type-like: 132 SMs × 8 blocks × 8 warps with 512 bytes of
-	// 8-byte loads each ask for 8448 × 512 / 398.4 = 10,857 GB/s: the
-	// waits can be for bandwidth, and the byte model stands.
-	if gbs := littleDemand(8448, 512, 398.4); gbs < kneeGBs(h100Memory) {
-		t.Fatalf("full-occupancy demand %.0f GB/s below the knee", gbs)
+// Item 36 on a kernel: one 128-byte load a warp (400 sectors over 100
+// warp accesses). 64 blocks of 256 threads are 512 resident warps, which
+// ask for at most 512 × 128 / 398.4 = 164 GB/s, below the H100's knee of
+// 669.5 GB/s: a narrower type saves nothing. 2,112 blocks fill 8 blocks
+// on each of the 132 SMs, 8,448 warps asking for 2,714 GB/s: no bound.
+func TestRoundTripBound(t *testing.T) {
+	for _, tc := range []struct {
+		grid  uint64
+		bound string
+	}{{64, "at most 164 GB/s"}, {2112, ""}} {
+		m := parseSASS(t, "k", `
+			#line 4
+			LDG.E R4, desc[UR4][R2.64] {W0 S1}
+			#line 5
+			FADD R7, R4, 1 {B0 S4}
+			STG.E desc[UR4][R8.64], R7 {S1}
+			EXIT`)
+		s := sampledKernel(t, m, "k", mod1)
+		s.launches(1, 256, tc.grid, 32)
+		s.p.Add(s.node[0x00], profile.MemWarpAccess, 100)
+		s.p.Add(s.node[0x00], profile.MemSectors, 400)
+		s.stall(0x10, "long_scoreboard", 80)
+		s.stall(0x20, "selected", 20)
+		kv, err := newKernelView(NewIndex(s.p), s.k.ID, Modules{mod1: m}, Options{})
+		if err != nil || kv == nil {
+			t.Fatalf("grid %d: no kernel view (%v)", tc.grid, err)
+		}
+		why := kv.roundTripBound()
+		if tc.bound == "" && why != "" || tc.bound != "" && !strings.Contains(why, tc.bound) {
+			t.Errorf("grid %d: bound %q, want one saying %q", tc.grid, why, tc.bound)
+		}
 	}
 }
 

@@ -32,16 +32,7 @@ func KernelTrafficLines(p *profile.Profile, mods ModuleSource) []string {
 		if pp := kv.parallelism(); pp != nil {
 			grid = pp.cfg.GridBlocks
 		}
-		foot := 0.0
-		seen := map[profile.ObjectID]bool{}
-		for key := range p.Spatial {
-			if key.Context == k && !seen[key.Object] {
-				seen[key.Object] = true
-				if o := p.Objects[key.Object]; o != nil && o.Space == 0 {
-					foot += float64(o.Size)
-				}
-			}
-		}
+		foot, _ := kv.footprint()
 		perL := 0.0
 		if bt > 0 {
 			perL = sectors / bt * grid
