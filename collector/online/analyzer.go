@@ -221,12 +221,8 @@ type launchInfo struct {
 	// their own (memSplit), for launches with fewer blocks whose reuse is
 	// measured than memory workers
 	splitGrains bool
-	wunits      map[uint64]uint64 // warp unit << 32 | its block's unit
+	wunits      warpUnits
 	bunits      map[uint32]uint32
-	// ucache caches wunits (direct-mapped by warp: the records of a few
-	// dozen warps interleave, and the map lookup at each change of warp
-	// was 40% of the dispatch loop's time on loop_reload).
-	ucache *[numUnitCache]unitCacheEntry
 	// sent and memSent: the workers and memory workers given records of
 	// the launch (a bit each), the ones to tell of its end
 	sent, memSent uint64
@@ -837,7 +833,7 @@ func (a *Analyzer) endLaunch(l *launchInfo) {
 	delete(a.launches, l.wireID)
 	l.ended = true
 	a.ended = append(a.ended, l)
-	l.wunits, l.bunits, l.ucache = nil, nil, nil
+	l.wunits, l.bunits = warpUnits{}, nil
 	// Only the workers given its records hold state of the launch.
 	for i, w := range a.workers {
 		if sentTo(l.sent, i) {

@@ -246,7 +246,7 @@ func (a *Analyzer) build(seq uint32, accs []*acc) *profile.Profile {
 	}
 
 	b.instStats()
-	a.x.build(b)
+	a.x.build(b, accs)
 	return p
 }
 

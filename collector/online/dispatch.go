@@ -29,6 +29,7 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 	l.widen()
 	it := f.RecordHeaders()
 	lastKey, unit, bunit := ^uint64(0), uint32(0), uint32(0)
+	memOn := mem.n > 0
 	for {
 		off := it.Offset()
 		if !it.Next() {
@@ -39,6 +40,12 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 		if k := uint64(r.Block)<<16 | uint64(r.Warp); k != lastKey {
 			lastKey = k
 			unit, bunit = a.units(l, r.Block, r.Warp)
+		}
+		// divHere: the record's divergence part goes with the lane group
+		// of its first active lane.
+		first := uint32(0)
+		if memOn && divHere(r, bunit) {
+			first = r.Active & -r.Active
 		}
 		for g := 0; g < l.groups; g++ {
 			lanes := r.Active & groupMask(g, l.groups)
@@ -51,7 +58,7 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 				per[w] = recRefs.get()
 				lanesTo[w] = 0
 			}
-			*per[w] = append(*per[w], recRef{idx: uint32(it.Index()), off: uint32(off), lanes: lanes, shard: uint8(s)})
+			*per[w] = append(*per[w], recRef{idx: uint32(it.Index()), off: uint32(off), lanes: lanes, shard: uint8(s), div: lanes&first != 0})
 			lanesTo[w] += int64(bits.OnesCount32(lanes))
 		}
 		mem.add(r, uint32(off), bunit, l.splitGrains)
@@ -65,6 +72,19 @@ func (a *Analyzer) dispatch(f *rawstream.Access, l *launchInfo) {
 		}
 	}
 	a.tMemBlocked += a.x.ms.access(f, l, mem)
+}
+
+// divHere says whether a record's divergence part (memory divergence and
+// the loads' units, partDiv) is counted by the redundancy worker that gets
+// its first active lane rather than by a memory worker: a global
+// non-prefetch access with active lanes, of a block whose reuse is not
+// measured (three blocks in four by default). Those workers parse the
+// record anyway; a memory worker would parse it only for this (on
+// loop_reload's live stream on the H100, a third of the memory workers'
+// CPU went to reading headers).
+func divHere(r *rawstream.Record, blockUnit uint32) bool {
+	return blockUnit&trackedBlock == 0 && r.Size != 0 && r.Active != 0 &&
+		r.Space == rawstream.SpaceGlobal && r.Flags&rawstream.FlagPrefetch == 0
 }
 
 // sentBit is worker i's bit in launchInfo.sent or memSent; workers from
@@ -87,21 +107,11 @@ func sentTo(sent uint64, i int) bool { return i >= 64 || sent&(1<<i) != 0 }
 // indices (spaced by the block-sampling period) would not do.
 func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, blockUnit uint32) {
 	k := uint64(block)<<16 | uint64(warp)
-	var c *unitCacheEntry
-	if l.ucache != nil {
-		c = &l.ucache[(k*0x9e3779b97f4a7c15)>>(64-numUnitCacheBits)]
-		if c.k == k|unitCached {
-			return uint32(c.u >> 32), uint32(c.u)
-		}
-	}
-	if u, ok := l.wunits[k]; ok { // one lookup on the hot path: both units
-		c.k, c.u = k|unitCached, u // c is set: wunits is made with it
+	if u, ok := l.wunits.get(k); ok {
 		return uint32(u >> 32), uint32(u)
 	}
-	if l.wunits == nil { // the launch's first record: most launches have none
-		l.wunits, l.bunits = map[uint64]uint64{}, map[uint32]uint32{}
-		l.ucache = new([numUnitCache]unitCacheEntry)
-		c = &l.ucache[(k*0x9e3779b97f4a7c15)>>(64-numUnitCacheBits)]
+	if l.bunits == nil { // the launch's first record: most launches have none
+		l.bunits = map[uint32]uint32{}
 	}
 	b, ok := l.bunits[block]
 	if !ok {
@@ -127,17 +137,78 @@ func (a *Analyzer) units(l *launchInfo, block uint32, warp uint16) (warpUnit, bl
 		u = a.nextWarp
 		a.nextWarp++
 	}
-	l.wunits[k] = uint64(u)<<32 | uint64(b)
-	c.k, c.u = k|unitCached, uint64(u)<<32|uint64(b)
+	l.wunits.put(k, uint64(u)<<32|uint64(b), l.tracedWarps)
 	return u, b
 }
 
-// A launch's cache of warp units: numUnitCache entries, each a warp key
-// (block << 16 | warp, with unitCached set) and its units as in wunits.
-const (
-	numUnitCacheBits = 8
-	numUnitCache     = 1 << numUnitCacheBits
-	unitCached       = 1 << 63 // keys are at most 48 bits: marks a used entry
-)
+// warpUnits maps a launch's warps (block << 16 | warp) to their units
+// (warp unit << 32 | block unit): open addressing with linear probing,
+// made at the launch's first record with room for the warps block
+// sampling traces. The dispatch loop looks a warp up at every change of
+// warp, and the records of hundreds to thousands of warps interleave in
+// a frame: a Go map, and then a 256-entry cache in front of it, missed
+// on most of them (a quarter of the loop's CPU on loop_reload's live
+// stream on the H100).
+type warpUnits struct {
+	e     []warpUnitEntry
+	n     int
+	shift uint // 64 - log2(len(e)): a multiplicative hash's top bits
+}
 
-type unitCacheEntry struct{ k, u uint64 }
+type warpUnitEntry struct{ k, u uint64 } // k: the key with warpUsed set
+
+// warpUsed marks a used entry: keys are at most 48 bits.
+const warpUsed = 1 << 63
+
+// maxFirstWarpUnits bounds a table's first size (entries); a launch with
+// more traced warps grows its table as they come.
+const maxFirstWarpUnits = 1 << 16
+
+func (t *warpUnits) home(k uint64) uint64 { return k * 0x9e3779b97f4a7c15 >> t.shift }
+
+func (t *warpUnits) get(k uint64) (uint64, bool) {
+	if t.n == 0 {
+		return 0, false
+	}
+	mask := uint64(len(t.e) - 1)
+	for i := t.home(k); ; i = (i + 1) & mask {
+		e := &t.e[i]
+		if e.k == k|warpUsed {
+			return e.u, true
+		}
+		if e.k == 0 {
+			return 0, false
+		}
+	}
+}
+
+// put adds k, absent, with units u; traced sizes the first table.
+func (t *warpUnits) put(k, u uint64, traced uint64) {
+	if 2*(t.n+1) > len(t.e) {
+		n := 64
+		if len(t.e) > 0 {
+			n = 2 * len(t.e)
+		}
+		for uint64(n) < 2*traced && n < maxFirstWarpUnits {
+			n *= 2
+		}
+		old := t.e
+		t.e, t.n, t.shift = make([]warpUnitEntry, n), 0, uint(64-bits.Len(uint(n-1)))
+		for _, e := range old {
+			if e.k != 0 {
+				t.insert(e.k, e.u)
+			}
+		}
+	}
+	t.insert(k|warpUsed, u)
+}
+
+func (t *warpUnits) insert(k, u uint64) {
+	mask := uint64(len(t.e) - 1)
+	i := t.home(k &^ warpUsed)
+	for t.e[i].k != 0 {
+		i = (i + 1) & mask
+	}
+	t.e[i] = warpUnitEntry{k, u}
+	t.n++
+}

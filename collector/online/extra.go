@@ -19,7 +19,16 @@ func (x *extra) launch(ci uint32, fn *funcInfo, f *rawstream.Launch, l *launchIn
 	x.ls.launch(ci, fn, f)
 }
 
-func (x *extra) build(b *builder) {
+// build adds the item's launch statistics and memory statistics; accs are
+// the shards' accumulators, which hold the divergence parts the
+// redundancy workers counted.
+func (x *extra) build(b *builder, accs []*acc) {
 	x.ls.build(b)
-	x.ms.build(b)
+	var mem []*memAcc
+	for _, ac := range accs {
+		if ac.mem != nil {
+			mem = append(mem, ac.mem)
+		}
+	}
+	x.ms.build(b, mem)
 }

@@ -369,8 +369,9 @@ func (s *memStats) start(n, depth int) {
 
 // memSplit collects, per memory worker, its parts of a frame's records:
 // exits of blocks whose reuse is measured, shared accesses (bank
-// conflicts, on part 0) and global non-prefetch accesses (the reuse parts
-// in measured blocks, partDiv in all). Block units go to the workers in
+// conflicts, on part 0) and the global non-prefetch accesses of measured
+// blocks (the reuse parts and partDiv; the other blocks' partDiv is
+// counted by the redundancy workers, see divHere). Block units go to the workers in
 // turn, measured ones and the others each counted apart; in a launch with
 // fewer measured blocks than workers, each part of a block is a work unit
 // of its own (a block's stream order matters only within one
@@ -426,6 +427,9 @@ func (m *memSplit) add(r *rawstream.Record, off uint32, blockUnit uint32, split 
 	case r.Space == rawstream.SpaceShared:
 		parts = 1
 	case r.Space == rawstream.SpaceGlobal && r.Flags&rawstream.FlagPrefetch == 0:
+		if !tracked && r.Active != 0 {
+			return // its divergence part is counted by a redundancy worker (divHere)
+		}
 	default:
 		return
 	}
@@ -662,27 +666,13 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 	if !ok {
 		return
 	}
-	load := kind == kLoad && r.Flags&rawstream.FlagAtomic == 0 // an atomic writes (in L2): it restarts the unit
-	if parts&reuseMask == 0 && parts&(1<<partDiv) != 0 {
-		if lo, hi, n, ok := span(r); ok {
-			// A block whose reuse is not tracked needs only the counts,
-			// and a coalesced access's follow from its span.
-			d := w.acc.divOf(l.ctx, kind, w.packed(l, r.PC))
-			d.warps++
-			d.sectors += hi>>sectorShift - lo>>sectorShift + 1
-			if load {
-				h := w.acc.reuseOf(l.ctx)
-				for g, gr := range reuseGrains {
-					if gr.shift == 0 {
-						h.loads[g] += uint64(n) // the element: a lane's address
-					} else {
-						h.loads[g] += hi>>gr.shift - lo>>gr.shift + 1
-					}
-				}
-			}
-			return
+	if parts&reuseMask == 0 {
+		if parts&(1<<partDiv) != 0 {
+			divergence(w.acc, l, r, kind, w.packed(l, r.PC), &w.addrs)
 		}
+		return
 	}
+	load := kind == kLoad && r.Flags&rawstream.FlagAtomic == 0 // an atomic writes (in L2): it restarts the unit
 	// The lanes' addresses, sorted once (coalesced accesses come in
 	// order); a coarser granularity's units follow from them in order.
 	addrs := sortedAddrs(w.addrs, r)
@@ -725,9 +715,6 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 			}
 		}
 	}
-	if parts&reuseMask == 0 {
-		return
-	}
 	c := w.cta(l, r.Block)
 	for g := range reuseGrains {
 		if parts&(1<<g) == 0 {
@@ -739,6 +726,48 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 				h.h[g][t.load(u)]++
 			} else {
 				t.store(u)
+			}
+		}
+	}
+}
+
+// divergence counts the divergence part alone of one global warp access
+// of kind at packed PC into ac: its distinct 32-byte sectors and, for a
+// load, its units at each reuse granularity (what a block whose reuse is
+// not measured contributes to the reuse histograms' scale). addrs is
+// scratch. The redundancy workers call it for those blocks' records,
+// which they read anyway (docs/collector.md, "Memory statistics"); the
+// memory workers, for the records they are sent without reuse parts.
+func divergence(ac *memAcc, l *launchInfo, r *rawstream.Record, kind uint8, packed uint64, addrs *[]uint64) {
+	load := kind == kLoad && r.Flags&rawstream.FlagAtomic == 0 // an atomic writes (in L2): it restarts the unit
+	d := ac.divOf(l.ctx, kind, packed)
+	d.warps++
+	if lo, hi, n, ok := span(r); ok {
+		// A coalesced access's counts follow from its span.
+		d.sectors += hi>>sectorShift - lo>>sectorShift + 1
+		if load {
+			h := ac.reuseOf(l.ctx)
+			for g, gr := range reuseGrains {
+				if gr.shift == 0 {
+					h.loads[g] += uint64(n) // the element: a lane's address
+				} else {
+					h.loads[g] += hi>>gr.shift - lo>>gr.shift + 1
+				}
+			}
+		}
+		return
+	}
+	as := sortedAddrs(*addrs, r)
+	*addrs = as
+	size := uint64(r.Size)
+	d.sectors += uint64(countUnits(as, size, sectorShift))
+	if load {
+		h := ac.reuseOf(l.ctx)
+		for g, gr := range reuseGrains {
+			if gr.shift == 0 {
+				h.loads[g] += uint64(len(as)) // the element: a lane's address
+			} else {
+				h.loads[g] += uint64(countUnits(as, size, gr.shift))
 			}
 		}
 	}
@@ -885,15 +914,16 @@ func entry[K comparable, V any](m map[K]*V, k K) *V {
 	return v
 }
 
-// build adds the workers' bank, divergence and reuse counts to the item.
-func (s *memStats) build(b *builder) {
+// build adds the workers' bank, divergence and reuse counts to the item,
+// with the divergence parts counted elsewhere (more).
+func (s *memStats) build(b *builder, more []*memAcc) {
 	if !s.started {
 		return
 	}
 	reuse := map[uint32]*reuseAcc{}
 	banks := map[bankKey]*bankAcc{}
 	div := map[pcKey]*divAcc{}
-	for _, ac := range s.collect() {
+	for _, ac := range append(s.collect(), more...) {
 		for k, v := range ac.div {
 			t := entry(div, b.a.canonPCKey(k))
 			t.warps += v.warps

@@ -93,6 +93,19 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	w.spatial(l, us, kind, fseq, idx, pi.packed, r.Space == rawstream.SpaceGlobal, sl.pa)
 }
 
+// divergence counts the divergence part of a record this shard's worker
+// was dealt it with (divHere) into the shard's accumulator.
+func (s *shard) divergence(w *worker, l *launchInfo, r *rawstream.Record) {
+	kind, ok := kindOf(r.Flags)
+	if !ok {
+		return
+	}
+	if s.acc.mem == nil {
+		s.acc.mem = newMemAcc()
+	}
+	divergence(s.acc.mem, l, r, kind, w.pcInfo(l, r.PC).packed, &w.addrs)
+}
+
 // laneUnit is one unit of a lane's access: its address, value, data
 // object, lane and unit index, and its temporal slot's hash.
 type laneUnit struct {

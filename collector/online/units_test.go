@@ -123,3 +123,44 @@ func TestNarrowLaunches(t *testing.T) {
 		t.Errorf("2^20 records: span %d, want every shard", l.span)
 	}
 }
+
+// A launch's warp table finds every warp put in it, whether the launch
+// brought fewer warps than block sampling predicted or many more (the
+// table then grows), and finds no other.
+func TestWarpUnits(t *testing.T) {
+	for _, tc := range []struct {
+		traced uint64
+		warps  int
+	}{{0, 5}, {10, 10}, {100, 3}, {40, 5000}, {1 << 20, 70000}} {
+		var wu warpUnits
+		want := map[uint64]uint64{}
+		r := uint64(12345)
+		for len(want) < tc.warps {
+			r = r*6364136223846793005 + 1442695040888963407
+			k := (r >> 16) & (1<<48 - 1) // block << 16 | warp
+			if _, ok := want[k]; ok {
+				continue
+			}
+			if _, ok := wu.get(k); ok {
+				t.Fatalf("traced %d: warp %#x found before it was put", tc.traced, k)
+			}
+			u := uint64(len(want))<<32 | uint64(len(want)/8)
+			wu.put(k, u, tc.traced)
+			want[k] = u
+		}
+		for k, u := range want {
+			if got, ok := wu.get(k); !ok || got != u {
+				t.Fatalf("traced %d: warp %#x: got %#x %v, want %#x", tc.traced, k, got, ok, u)
+			}
+		}
+		for _, k := range []uint64{1<<48 - 1, 0, 77} {
+			_, put := want[k]
+			if _, ok := wu.get(k); ok != put {
+				t.Fatalf("traced %d: warp %#x found %v, put %v", tc.traced, k, ok, put)
+			}
+		}
+		if wu.n != tc.warps || 2*wu.n > len(wu.e) {
+			t.Fatalf("traced %d: %d entries in %d slots, want %d at most half full", tc.traced, wu.n, len(wu.e), tc.warps)
+		}
+	}
+}

@@ -185,6 +185,9 @@ type acc struct {
 	// struct keys, three or four a record, were a sixth of the workers'
 	// time on the H100 captures.
 	slots keyTable[pcSlot]
+	// mem: the divergence parts counted here (divHere), merged with the
+	// memory workers' accumulators (nil: none yet)
+	mem *memAcc
 }
 
 // pcSlot is an instruction's accumulators in one context and access
@@ -536,6 +539,8 @@ type worker struct {
 	seenOK    uint32
 	// busy: nanoseconds spent analysing (Analyzer.Busy)
 	busy atomic.Int64
+	// addrs: scratch for the divergence parts (shard.divergence)
+	addrs []uint64
 	// ends: launches ended that the worker has not been told of (the
 	// dispatcher's; see endLaunch)
 	ends []*launchInfo
@@ -616,6 +621,7 @@ type recRef struct {
 	idx, off uint32
 	lanes    uint32
 	shard    uint8
+	div      bool // count the record's divergence part (divHere)
 }
 
 type msg struct {
@@ -784,6 +790,10 @@ func (w *worker) access(a *rawstream.Access, l *launchInfo, fseq uint32, recs []
 			}
 			parsed = ref.off
 		}
-		w.a.shards[ref.shard].record(w, l, fseq, int(ref.idx), &r, ref.lanes)
+		s := w.a.shards[ref.shard]
+		if ref.div {
+			s.divergence(w, l, &r)
+		}
+		s.record(w, l, fseq, int(ref.idx), &r, ref.lanes)
 	}
 }

@@ -124,3 +124,46 @@ func compactStream(b *testing.B, data []byte) []byte {
 	}
 	return c
 }
+
+// BenchmarkHeaders is the dispatch loop's walk over a frame's record
+// headers, on frames copied until they outgrow the caches (256 MiB), as
+// the live stream's 1-2 GB do: every header is a first touch.
+func BenchmarkHeaders(b *testing.B) {
+	_, compact := sampledCaptures(b)
+	var frames []*rawstream.Access
+	var recs, size int
+	for size < 256<<20 {
+		for _, s := range compact {
+			d := rawstream.NewDecoder(bytes.NewReader(s))
+			for {
+				f, err := d.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				if a, ok := f.(*rawstream.Access); ok {
+					c := *a
+					c.Data = bytes.Clone(a.Data)
+					frames = append(frames, &c)
+					recs += int(a.Count)
+					size += len(a.Data)
+				}
+			}
+		}
+	}
+	b.ResetTimer()
+	var x uint64
+	for i := 0; i < b.N; i++ {
+		for _, f := range frames {
+			it := f.RecordHeaders()
+			for it.Next() {
+				r := it.Record()
+				x += uint64(r.Block) ^ uint64(r.Active)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(recs)/float64(b.N), "ns/record")
+	b.ReportMetric(float64(x&1), "sink")
+}
