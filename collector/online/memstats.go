@@ -526,7 +526,10 @@ func (w *memWorker) run() {
 // records were validated by the decoder).
 func (w *memWorker) frame(f *rawstream.Access, refs []memRef, l *launchInfo) {
 	var rec rawstream.Record
-	for _, ref := range refs {
+	for j, ref := range refs {
+		if j+recAhead < len(refs) {
+			prefetchRecord(f.Data, refs[j+recAhead].off)
+		}
 		// Addresses only: this pool never reads values, so compact
 		// records stay unexpanded.
 		if _, err := rawstream.ParseRecordHeader(f.Data[ref.off:], &rec); err != nil {

@@ -780,7 +780,10 @@ func (w *worker) seenSet(l *launchInfo, p int, ok uint32) *valSet {
 func (w *worker) access(a *rawstream.Access, l *launchInfo, fseq uint32, recs []recRef) {
 	var r rawstream.Record
 	parsed := ^uint32(0)
-	for _, ref := range recs {
+	for j, ref := range recs {
+		if j+recAhead < len(recs) {
+			prefetchRecord(a.Data, recs[j+recAhead].off)
+		}
 		if ref.off != parsed { // a record's groups that share this worker come one after the other
 			// Compact records stay as the wire has them: units reads
 			// their 4- and 8-byte lanes in place (expanding them was a
