@@ -13,9 +13,6 @@ import "unsafe"
 // would hold up retirement until the line came; a prefetch does not.
 func prefetch(addr uintptr)
 
-// prefetchAll prefetches the cache line at each address, in one call.
-func prefetchAll(addrs []uintptr)
-
 // recAhead is how many records ahead of the one it analyses a worker
 // prefetches (a record takes microseconds, a miss a fraction of one).
 const recAhead = 2

@@ -5,8 +5,6 @@ package online
 // prefetch does nothing where no prefetch instruction is wired in.
 func prefetch(addr uintptr) {}
 
-func prefetchAll(addrs []uintptr) {}
-
 const recAhead = 2
 
 func prefetchRecord(data []byte, off uint32) {}

@@ -3,7 +3,6 @@ package online
 import (
 	"encoding/binary"
 	"math/bits"
-	"unsafe"
 
 	"gpuprof/collector/rawstream"
 )
@@ -53,18 +52,25 @@ func kindOf(f rawstream.Flags) (uint8, bool) {
 // registers, and before each table is updated the slots of all the
 // units are loaded, so that their cache misses overlap (the tables are
 // large, and most of the analysis' time was these misses).
-func (s *shard) record(w *worker, l *launchInfo, fseq uint32, p *prepared) {
-	r, lanes, idx := &p.r, p.ref.lanes, int(p.ref.idx)
+func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstream.Record, lanes uint32) {
 	if r.Size == 0 {
 		if r.Flags&rawstream.FlagBlockExit != 0 {
 			s.exit(l.seq, r.Block, r.Warp, lanes)
 		}
 		return
 	}
-	if !p.access {
+	kind, ok := kindOf(r.Flags)
+	if !ok {
 		return // a prefetch moves no value
 	}
-	us, kind, pi, ak := p.us, p.kind, p.pi, p.ak
+	pi := w.pcInfo(l, r.PC)
+	ak := pi.ak
+	ub := int(ak.UnitBits / 8)
+	if !pi.kindOK || ub == 0 || int(r.Size)%ub != 0 {
+		ak = fallbackKind(r.Size)
+		ub = int(ak.UnitBits / 8)
+	}
+	us := w.units(l, r, lanes, ub)
 	ac := s.acc
 	sl := ac.slot(l.ctx, kind, pi, ak)
 	ws := s.warp(warpKey{l.seq, r.Block, r.Warp})
@@ -85,63 +91,6 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, p *prepared) {
 	}
 	sl.pa.accesses += uint64(len(us))
 	w.spatial(l, us, kind, fseq, idx, pi.packed, r.Space == rawstream.SpaceGlobal, sl.pa)
-}
-
-// prepared is a record's part as a worker reads it before analysing it:
-// its header, and for an access its instruction, access kind and lane
-// units.
-type prepared struct {
-	r      rawstream.Record
-	ref    recRef
-	access bool // an access whose units were made (not an exit, not a prefetch)
-	kind   uint8
-	pi     *pcInfo
-	ak     AccessKind
-	us     []laneUnit // its own buffer
-}
-
-// prepare reads the part ref of a record of frame data into p: its
-// header, instruction and units, none of which depends on the analysis
-// of the records before it. Then the temporal slots the units will probe
-// are prefetched, where their warp has a table: the worker prepares a
-// record while it analyses the one before, and these slots' cache misses
-// were the largest part of the temporal pass on the H100.
-func (w *worker) prepare(p *prepared, data []byte, l *launchInfo, ref recRef) {
-	p.ref, p.access = ref, false
-	if _, err := rawstream.ParseRecordHeader(data[ref.off:], &p.r); err != nil {
-		panic(err) // validated by the decoder: this is a bug
-	}
-	r := &p.r
-	if r.Size == 0 {
-		return
-	}
-	kind, ok := kindOf(r.Flags)
-	if !ok {
-		return
-	}
-	pi := w.pcInfo(l, r.PC)
-	ak := pi.ak
-	ub := int(ak.UnitBits / 8)
-	if !pi.kindOK || ub == 0 || int(r.Size)%ub != 0 {
-		ak = fallbackKind(r.Size)
-		ub = int(ak.UnitBits / 8)
-	}
-	p.us = w.units(p.us, l, r, ref.lanes, ub)
-	p.access, p.kind, p.pi, p.ak = true, kind, pi, ak
-	ws := w.a.shards[ref.shard].peekWarp(warpKey{l.seq, r.Block, r.Warp})
-	if ws == nil || len(ws.t) == 0 {
-		return
-	}
-	sh, mask := tslotShift(len(ws.t)), uint64(len(ws.t)-1)
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(ws.t)))
-	pf := w.pf[:0]
-	for i := range p.us {
-		u := &p.us[i]
-		h := tslotHashShift(u.addr, tagOf(int(u.lane), kind), sh) & mask
-		pf = append(pf, base+uintptr(h)*unsafe.Sizeof(tslot{}))
-	}
-	prefetchAll(pf)
-	w.pf = pf
 }
 
 // divergence counts the divergence part of a record this shard's worker
@@ -167,9 +116,10 @@ type laneUnit struct {
 }
 
 // units decodes the units of a record's lanes in lanes (ub bytes each)
-// with their data objects, into buf's memory. (Its loops call nothing in
-// their common paths, so that their variables stay in registers.)
-func (w *worker) units(buf []laneUnit, l *launchInfo, r *rawstream.Record, lanes uint32, ub int) []laneUnit {
+// with their data objects, into the worker's scratch. (Its loops call
+// nothing in their common paths, so that their variables stay in
+// registers.)
+func (w *worker) units(l *launchInfo, r *rawstream.Record, lanes uint32, ub int) []laneUnit {
 	stride := 8 + int(r.Size)
 	nu := int(r.Size) / ub
 	nl := bits.OnesCount32(lanes)
@@ -177,11 +127,12 @@ func (w *worker) units(buf []laneUnit, l *launchInfo, r *rawstream.Record, lanes
 	// after those of the active lanes below the group.
 	e0 := bits.OnesCount32(r.Active & (lanes&-lanes - 1))
 	n := nl * nu
-	us := buf
+	us := w.us
 	if cap(us) < n {
 		us = make([]laneUnit, n, max(n, 64))
 	}
 	us = us[:n]
+	w.us = us
 	obj := noObj
 	switch r.Space {
 	case rawstream.SpaceShared:

@@ -423,14 +423,6 @@ func (k warpKey) slot() int {
 	return int(((uint64(k.block)<<16 | uint64(k.warp)) ^ uint64(k.launch)<<40) * 0x9e3779b97f4a7c15 >> (64 - 6) & (numWarpSlots - 1))
 }
 
-// peekWarp returns the temporal state of a warp, nil if it has none.
-func (s *shard) peekWarp(k warpKey) *warpState {
-	if sl := &s.wcache[k.slot()]; sl.ws != nil && sl.k == k {
-		return sl.ws
-	}
-	return s.warps[k]
-}
-
 // warp returns the temporal state of a warp, new if it has none.
 func (s *shard) warp(k warpKey) *warpState {
 	sl := &s.wcache[k.slot()]
@@ -549,10 +541,6 @@ type worker struct {
 	busy atomic.Int64
 	// addrs: scratch for the divergence parts (shard.divergence)
 	addrs []uint64
-	// prep: the record analysed and the next (access); pf: scratch for
-	// the addresses prepare prefetches
-	prep [2]prepared
-	pf   []uintptr
 	// ends: launches ended that the worker has not been told of (the
 	// dispatcher's; see endLaunch)
 	ends []*launchInfo
@@ -578,7 +566,8 @@ type worker struct {
 	// are candidates here or were seen, so an access that brings one again
 	// needs no lookup in the seen sets or the candidates.
 	recent [numRecent]struct{ a, v uint64 }
-	// scratch of record: a record's new spatial values
+	// scratch of record: a record's lane units and new spatial values
+	us []laneUnit
 	sp []spNew
 	// sink keeps the loads that bring table slots into the cache.
 	sink uint64
@@ -787,30 +776,27 @@ func (w *worker) seenSet(l *launchInfo, p int, ok uint32) *valSet {
 	return w.seenCache[p]
 }
 
-// access analyses this worker's parts of a frame's records, one ahead:
-// record k+1 is prepared (its units made, its temporal slots prefetched)
-// before record k is analysed, and the frame's bytes two records ahead
-// are prefetched. Compact records stay as the wire has them: units reads
-// their 4- and 8-byte lanes in place (expanding them was a fifth of a
-// live collector's CPU on the H100).
+// access analyses this worker's parts of a frame's records.
 func (w *worker) access(a *rawstream.Access, l *launchInfo, fseq uint32, recs []recRef) {
-	if len(recs) == 0 {
-		return
-	}
-	p := &w.prep
-	w.prepare(&p[0], a.Data, l, recs[0])
-	for j := range recs {
+	var r rawstream.Record
+	parsed := ^uint32(0)
+	for j, ref := range recs {
 		if j+recAhead < len(recs) {
 			prefetchRecord(a.Data, recs[j+recAhead].off)
 		}
-		if j+1 < len(recs) {
-			w.prepare(&p[(j+1)&1], a.Data, l, recs[j+1])
+		if ref.off != parsed { // a record's groups that share this worker come one after the other
+			// Compact records stay as the wire has them: units reads
+			// their 4- and 8-byte lanes in place (expanding them was a
+			// fifth of a live collector's CPU on the H100).
+			if _, err := rawstream.ParseRecordHeader(a.Data[ref.off:], &r); err != nil {
+				panic(err) // validated by the decoder: this is a bug
+			}
+			parsed = ref.off
 		}
-		cur := &p[j&1]
-		s := w.a.shards[cur.ref.shard]
-		if cur.ref.div {
-			s.divergence(w, l, &cur.r)
+		s := w.a.shards[ref.shard]
+		if ref.div {
+			s.divergence(w, l, &r)
 		}
-		s.record(w, l, fseq, cur)
+		s.record(w, l, fseq, int(ref.idx), &r, ref.lanes)
 	}
 }
