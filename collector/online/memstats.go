@@ -739,7 +739,7 @@ func (w *memWorker) global(l *launchInfo, r *rawstream.Record, parts uint8) {
 // load, its units at each reuse granularity (what a block whose reuse is
 // not measured contributes to the reuse histograms' scale). addrs is
 // scratch. The redundancy workers call it for those blocks' records,
-// which they read anyway (docs/collector.md, "Memory statistics"); the
+// which they read anyway (docs/collector.md, "Parallelism"); the
 // memory workers, for the records they are sent without reuse parts.
 func divergence(ac *memAcc, l *launchInfo, r *rawstream.Record, kind uint8, packed uint64, addrs *[]uint64) {
 	load := kind == kLoad && r.Flags&rawstream.FlagAtomic == 0 // an atomic writes (in L2): it restarts the unit
