@@ -47,24 +47,7 @@ func BenchmarkExpand(b *testing.B) {
 		name    string
 		streams [][]byte
 	}{{"plain", plain}, {"compact", compact}} {
-		var frames []*rawstream.Access
-		var recs int
-		for _, s := range c.streams {
-			d := rawstream.NewDecoder(bytes.NewReader(s))
-			for {
-				f, err := d.Next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				if a, ok := f.(*rawstream.Access); ok {
-					frames = append(frames, a)
-					recs += int(a.Count)
-				}
-			}
-		}
+		frames, recs := accessFrames(b, c.streams)
 		b.Run(c.name, func(b *testing.B) {
 			var lanes int
 			for i := 0; i < b.N; i++ {
@@ -78,6 +61,27 @@ func BenchmarkExpand(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(recs)/float64(b.N), "ns/record")
 		})
 	}
+}
+
+// accessFrames decodes the streams' access frames and counts their records.
+func accessFrames(b *testing.B, streams [][]byte) (frames []*rawstream.Access, recs int) {
+	for _, s := range streams {
+		d := rawstream.NewDecoder(bytes.NewReader(s))
+		for {
+			f, err := d.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if a, ok := f.(*rawstream.Access); ok {
+				frames = append(frames, a)
+				recs += int(a.Count)
+			}
+		}
+	}
+	return frames, recs
 }
 
 // sampledCaptures returns the sampled H100 captures as recorded (plain)
@@ -133,25 +137,14 @@ func BenchmarkHeaders(b *testing.B) {
 	var frames []*rawstream.Access
 	var recs, size int
 	for size < 256<<20 {
-		for _, s := range compact {
-			d := rawstream.NewDecoder(bytes.NewReader(s))
-			for {
-				f, err := d.Next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				if a, ok := f.(*rawstream.Access); ok {
-					c := *a
-					c.Data = bytes.Clone(a.Data)
-					frames = append(frames, &c)
-					recs += int(a.Count)
-					size += len(a.Data)
-				}
-			}
+		fs, n := accessFrames(b, compact)
+		for _, a := range fs { // fresh memory for every copy
+			c := *a
+			c.Data = bytes.Clone(a.Data)
+			frames = append(frames, &c)
+			size += len(a.Data)
 		}
+		recs += n
 	}
 	b.ResetTimer()
 	var x uint64
