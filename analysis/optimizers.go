@@ -55,18 +55,29 @@ func (kv *kernelView) strengthReduction() *match {
 	}
 	// A division by a divisor the loop does not change becomes a multiply
 	// by a reciprocal computed once before the loop: its whole sequence
-	// goes, the reciprocal included (item 27).
+	// goes, the reciprocal included (item 27). So does a division by the
+	// value an earlier division divided by: one reciprocal serves both
+	// (item 40; float and double divisions alike).
 	invariant := func(fv *fnView, i int) bool {
 		d := fv.c.divisions()
 		return d.of[i] >= 0 && divisorInvariant(fv.c, int(d.of[i]))
 	}
-	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return longArith(fv, e.Src) && !invariant(fv, e.Dst) }, h)
+	shared := func(fv *fnView, i int) bool {
+		d := fv.c.divisions()
+		return d.of[i] >= 0 && d.shared[d.of[i]] && !invariant(fv, i)
+	}
+	gone := func(fv *fnView, i int) bool { return invariant(fv, i) || shared(fv, i) }
+	m := kv.edgeMatch(func(fv *fnView, e blame.Edge) bool { return longArith(fv, e.Src) && !gone(fv, e.Dst) }, h)
 	div := kv.totalMatch(invariant, h)
+	common := kv.totalMatch(shared, h)
 	note := ""
 	if div > 0 {
-		note = fmt.Sprintf("; %.0f samples in float divisions whose divisor the loop does not change: a reciprocal before the loop turns each into a multiply", div)
+		note = fmt.Sprintf("; %.0f samples in divisions whose divisor the loop does not change: a reciprocal before the loop turns each into a multiply", div)
 	}
-	m += div
+	if common > 0 {
+		note += fmt.Sprintf("; %.0f samples in divisions by a value an earlier division divides by: one reciprocal turns each into a multiply", common)
+	}
+	m += div + common
 	return &match{kind: OptStrengthReduction, M: m, hots: h.list(), note: note,
 		hint:   "results of long-latency arithmetic (MUFU, conversions, FP64, integer division) are waited for: replace them by cheaper operations (multiply by a reciprocal, shifts for powers of two, float instead of double, fewer conversions).",
 		detail: "execution-dependency stalls blamed on long-latency arithmetic"}
