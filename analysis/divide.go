@@ -207,15 +207,7 @@ func isRcp64(in *sass.Instruction) bool { return in.Op == "MUFU" && hasModifier(
 
 // callsF64Division reports whether block b calls CUDA's double division
 // (__cuda_sm20_div_rn_f64_full and its rounding variants).
-func callsF64Division(f *sass.Function, b sass.Block) bool {
-	for j := b.Start; j < b.End; j++ {
-		c := f.Insts[j].Callee
-		if f.Insts[j].Op == "CALL" && strings.Contains(c, "_div_") && strings.Contains(c, "_f64") {
-			return true
-		}
-	}
-	return false
-}
+func callsF64Division(f *sass.Function, b sass.Block) bool { return callsDivision(f, b, "_f64") }
 
 // sharedDivisors marks the divisions that divide by a value an earlier
 // division of the function divides by: the same register with the same
@@ -243,7 +235,6 @@ func sharedDivisors(f *sass.Function, du *sass.DefUse, d *divisions) {
 		seen[k] = true
 	}
 }
-
 
 // markSlice marks the instructions of block blk, from q back, that q's
 // value is computed from by multiply-adds and moves, leaving out those in
@@ -288,9 +279,15 @@ func isMove(in *sass.Instruction) bool {
 // callsDivisionSlowPath reports whether block b calls the accurate
 // division's slow path.
 func callsDivisionSlowPath(f *sass.Function, b sass.Block) bool {
+	return callsDivision(f, b, "slowpath")
+}
+
+// callsDivision reports whether block b calls one of CUDA's division
+// routines whose name holds kind.
+func callsDivision(f *sass.Function, b sass.Block, kind string) bool {
 	for j := b.Start; j < b.End; j++ {
 		c := f.Insts[j].Callee
-		if f.Insts[j].Op == "CALL" && strings.Contains(c, "_div_") && strings.Contains(c, "slowpath") {
+		if f.Insts[j].Op == "CALL" && strings.Contains(c, "_div_") && strings.Contains(c, kind) {
 			return true
 		}
 	}

@@ -326,11 +326,8 @@ func TestInliningLeavesCUDARoutines(t *testing.T) {
 
 // complexDivision is RSBench's c_div as nvcc lays it out for the H100
 // (simulation.cu:452-453): the denominator c*c + d*d (0x30-0x40), then two
-// double divisions by it, each a move of the reciprocal's low word, the
-// dividend's range check, MUFU.RCP64H, two Newton steps, the quotient and
-// its correction, the quotient's range check, the branch around the slow
-// path's call block and the result's moves; the second at 0x1d0-0x310.
-const complexDivision = `
+// double divisions by it (0x60-0x1b0 and 0x1d0-0x320; f64Division).
+var complexDivision = `
 		#line 3
 		LDG.E.64 R20, desc[UR4][R2.64] {W0 S1}
 		LDG.E.64 R22, desc[UR4][R2.64+0x8] {W1 S1}
@@ -339,62 +336,48 @@ const complexDivision = `
 		DMUL R10, R22, R22 {B01 S1}
 		DFMA R10, R20, R20, R10 {S1}
 		DMUL R84, R30, R20 {B2 S1}
-		#line 5
-		IMAD.MOV.U32 R16, RZ, RZ, 0x1 {S1}
-		BSSY B3, ` + "`(.L_x_2)" + ` {S1}
-		FSETP.GEU.AND P1, PT, |R85|, 6.5827683646048100446e-37, PT {S1}
-		MUFU.RCP64H R17, R11 {S1}
-		DFMA R18, -R10, R16, 1 {S1}
-		DFMA R18, R18, R18, R18 {S1}
-		DFMA R18, R16, R18, R16 {S1}
-		DFMA R16, -R10, R18, 1 {S1}
-		DFMA R16, R18, R16, R18 {S1}
-		DMUL R26, R84, R16 {S1}
-		DFMA R18, -R10, R26, R84 {S1}
-		DFMA R26, R16, R18, R26 {S1}
-		FFMA R16, RZ, R11, R27 {S1}
-		FSETP.GT.AND P0, PT, |R16|, 1.469367938527859385e-39, PT {S1}
-		@P0 BRA P1, ` + "`(.L_x_1)" + ` {S1}
-		IMAD.MOV.U32 R19, RZ, RZ, R10 {S1}
-		MOV R17, 0x190 {S1}
-		IMAD.MOV.U32 R18, RZ, RZ, R11 {S1}
-		CALL.REL.NOINC ` + "`($__internal_1_$__cuda_sm20_div_rn_f64_full)" + ` {S1}
-		MOV R26, R18 {S1}
-		IMAD.MOV.U32 R27, RZ, RZ, R19 {S1}
-		.L_x_1:
-		BSYNC B3 {S1}
-		.L_x_2:
+		#line 5` + f64Division("R26", "R27", "0x190", "1", "2") + `
 		#line 6
-		DMUL R84, R22, R30 {S1}
-		IMAD.MOV.U32 R16, RZ, RZ, 0x1 {S1}
-		BSSY B3, ` + "`(.L_x_4)" + ` {S1}
-		FSETP.GEU.AND P1, PT, |R85|, 6.5827683646048100446e-37, PT {S1}
-		MUFU.RCP64H R17, R11 {S1}
-		DFMA R18, -R10, R16, 1 {S1}
-		DFMA R18, R18, R18, R18 {S1}
-		DFMA R18, R16, R18, R16 {S1}
-		DFMA R16, -R10, R18, 1 {S1}
-		DFMA R16, R18, R16, R18 {S1}
-		DMUL R28, R84, R16 {S1}
-		DFMA R18, -R10, R28, R84 {S1}
-		DFMA R28, R16, R18, R28 {S1}
-		FFMA R16, RZ, R11, R29 {S1}
-		FSETP.GT.AND P0, PT, |R16|, 1.469367938527859385e-39, PT {S1}
-		@P0 BRA P1, ` + "`(.L_x_3)" + ` {S1}
-		IMAD.MOV.U32 R19, RZ, RZ, R10 {S1}
-		MOV R17, 0x300 {S1}
-		IMAD.MOV.U32 R18, RZ, RZ, R11 {S1}
-		CALL.REL.NOINC ` + "`($__internal_1_$__cuda_sm20_div_rn_f64_full)" + ` {S1}
-		MOV R28, R18 {S1}
-		IMAD.MOV.U32 R29, RZ, RZ, R19 {S1}
-		.L_x_3:
-		BSYNC B3 {S1}
-		.L_x_4:
+		DMUL R84, R22, R30 {S1}` + f64Division("R28", "R29", "0x300", "3", "4") + `
 		#line 7
 		STG.E.64 desc[UR4][R2.64], R26 {S1}
 		STG.E.64 desc[UR4][R2.64+0x8], R28 {S1}
 		EXIT
 `
+
+// f64Division is one double division of the dividend in R84:R85 by the
+// divisor in R10:R11 into q (lo, hi) as nvcc lays it out: a move of the
+// reciprocal's low word, the dividend's range check, MUFU.RCP64H, two
+// Newton steps, the quotient and its correction, the quotient's range
+// check, the branch around the slow path's call block (ret is the call's
+// return address) and the result's moves; l1 and l2 name its labels.
+func f64Division(lo, hi, ret, l1, l2 string) string {
+	return `
+		IMAD.MOV.U32 R16, RZ, RZ, 0x1 {S1}
+		BSSY B3, ` + "`(.L_x_" + l2 + ")" + ` {S1}
+		FSETP.GEU.AND P1, PT, |R85|, 6.5827683646048100446e-37, PT {S1}
+		MUFU.RCP64H R17, R11 {S1}
+		DFMA R18, -R10, R16, 1 {S1}
+		DFMA R18, R18, R18, R18 {S1}
+		DFMA R18, R16, R18, R16 {S1}
+		DFMA R16, -R10, R18, 1 {S1}
+		DFMA R16, R18, R16, R18 {S1}
+		DMUL ` + lo + `, R84, R16 {S1}
+		DFMA R18, -R10, ` + lo + `, R84 {S1}
+		DFMA ` + lo + `, R16, R18, ` + lo + ` {S1}
+		FFMA R16, RZ, R11, ` + hi + ` {S1}
+		FSETP.GT.AND P0, PT, |R16|, 1.469367938527859385e-39, PT {S1}
+		@P0 BRA P1, ` + "`(.L_x_" + l1 + ")" + ` {S1}
+		IMAD.MOV.U32 R19, RZ, RZ, R10 {S1}
+		MOV R17, ` + ret + ` {S1}
+		IMAD.MOV.U32 R18, RZ, RZ, R11 {S1}
+		CALL.REL.NOINC ` + "`($__internal_1_$__cuda_sm20_div_rn_f64_full)" + ` {S1}
+		MOV ` + lo + `, R18 {S1}
+		IMAD.MOV.U32 ` + hi + `, RZ, RZ, R19 {S1}
+		.L_x_` + l1 + `:
+		BSYNC B3 {S1}
+		.L_x_` + l2 + `:`
+}
 
 // TestDoubleDivisionSequences: item 40 finds both double divisions of the
 // complex division, with the instructions a multiply by a reciprocal
