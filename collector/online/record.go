@@ -93,8 +93,8 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	w.spatial(l, us, kind, fseq, idx, pi.packed, r.Space == rawstream.SpaceGlobal, sl.pa)
 }
 
-// divergence counts the divergence part of a record this shard's worker
-// was dealt it with (divHere) into the shard's accumulator.
+// divergence counts, into the shard's accumulator, the divergence part of
+// a record whose first active lane this worker was dealt (divHere).
 func (s *shard) divergence(w *worker, l *launchInfo, r *rawstream.Record) {
 	kind, ok := kindOf(r.Flags)
 	if !ok {
