@@ -158,9 +158,17 @@ func (kv *kernelView) advice(m match) Advice {
 		a.Speedup, a.SpeedupNA = 0, why
 	} else if why := kv.unjustified(m, s); why != "" {
 		a.Speedup, a.SpeedupNA = 0, why
-	} else if c, note := kv.dramCap(s); note != "" {
-		a.Speedup = c
-		a.Evidence += note
+	} else {
+		if c, note := kv.dramCap(s); note != "" {
+			a.Speedup = c
+			a.Evidence += note
+		}
+		if m.est == estHiding {
+			if c, note := kv.issueCap(a.Speedup); note != "" {
+				a.Speedup = c
+				a.Evidence += note
+			}
+		}
 	}
 	return a
 }

@@ -43,6 +43,23 @@ func (kv *kernelView) issueUtilization() (u, all float64, ok bool) {
 	return math.Min(1, launches*perLaunch/(busy*p.g.ClockGHz*tNs)), all, true
 }
 
+// issueCap bounds the speedup s of hiding latency (reordering, unrolling,
+// inlining, asynchronous copies: changes that keep the kernel's
+// instructions) by its schedulers' issue (docs/validation.md, item 41):
+// a kernel whose schedulers issue in a share u of the cycles can get at
+// most 1/u faster without issuing less, however its waits are hidden, as
+// the occupancy model's bound already says. u is a lower bound (counted at
+// the top clock), so 1/u errs high. It returns s unchanged where no
+// instruction counts are known or s is below the bound.
+func (kv *kernelView) issueCap(s float64) (float64, string) {
+	u, _, ok := kv.issueUtilization()
+	if !ok || u <= 0 || s <= 1 || s <= 1/u {
+		return s, ""
+	}
+	b := max(1, 1/u)
+	return b, fmt.Sprintf("; capped at %.3f: the schedulers already issue in %.0f%% of the cycles (instruction counts at the top clock, item 41)", b, 100*u)
+}
+
 // countedWarps is the warps the instruction counts cover: the executions
 // of the kernel's entry instruction, which every warp runs once.
 func (kv *kernelView) countedWarps() float64 {

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"strings"
 	"testing"
 
 	"gpuprof/profile"
@@ -70,6 +71,64 @@ func TestScalarReplacementIssueBound(t *testing.T) {
 		}
 		if want := 100 / (100 - M); !approx(a.Speedup, want) {
 			t.Errorf("values %v: speedup %v, want %v (M = %.2f); %s", values, a.Speedup, want, M, a.Evidence)
+		}
+	}
+}
+
+// Latency hiding cannot outrun issue (item 41): the loop's FFMA waits 40
+// samples for its load, behind 60 issued samples, so code reordering
+// prices T/(T-min(A, M)) well above 1.25x. The counts say each of the 100
+// counted warps issued 1,587 instructions (3 outside the loop, 9 × 17,600
+// / 100 inside); one launch of 132 blocks of 4 warps on 528 schedulers in
+// 1000 ns at 1.98 GHz issues in u = 1587 / 1980 of the cycles, so no
+// reordering makes it more than 1980 / 1587 = 1.248x faster. Without the
+// counts the estimate stands.
+func TestLatencyHidingIssueBound(t *testing.T) {
+	for _, counts := range []bool{true, false} {
+		m := parseSASS(t, "k", `
+		#line 7
+		LDC.64 R2, c[0x0][0x218]
+		MOV R12, RZ
+		.L_x_1:
+		#line 8
+		SHF.L.U32 R4, R12, 0x2, RZ
+		LOP3.LUT R4, R4, 0x1c, RZ, 0xc0, !PT
+		IADD3 R6, P1, R4, R2, RZ
+		IADD3.X R7, RZ, R3, RZ, P1, !PT
+		LDG.E R5, desc[UR4][R6.64] {W0 S1}
+		FFMA R8, R8, R5, 1 {B0 S4}
+		IADD3 R12, R12, 0x1, RZ {S1}
+		ISETP.NE.AND P0, PT, R12, R13, PT {S4}
+		@P0 BRA `+"`(.L_x_1)"+` {S1}
+		#line 9
+		EXIT
+	`)
+		s := sampledKernel(t, m, "k", mod1)
+		s.p.Add(s.k.ID, profile.Metric(timeHistPrefix+"10"), 1)
+		s.launches(1, 128, 132, 32)
+		if counts {
+			for off := uint64(0); off <= 0xb0; off += 0x10 {
+				n := uint64(17600)
+				if off < 0x20 || off == 0xb0 {
+					n = 100
+				}
+				s.p.Add(s.node[off], profile.InstExecuted, n)
+			}
+		}
+		s.stall(0x70, "long_scoreboard", 40)
+		for _, o := range []uint64{0x20, 0x30, 0x40, 0x50, 0x60, 0x80} {
+			s.stall(o, "selected", 10)
+		}
+		a := find(s.advise(t, m, Options{}), OptCodeReordering)
+		if a == nil {
+			t.Fatalf("counts %v: no code reordering", counts)
+		}
+		capped := strings.Contains(a.Evidence, "item 41")
+		switch {
+		case counts && (!capped || !approx(a.Speedup, 1980.0/1587)):
+			t.Errorf("counts: code reordering %v, want the issue bound %v; %s", a.Speedup, 1980.0/1587, a.Evidence)
+		case !counts && (capped || a.Speedup <= 1980.0/1587):
+			t.Errorf("no counts: code reordering %v, want its own estimate above %v; %s", a.Speedup, 1980.0/1587, a.Evidence)
 		}
 	}
 }
