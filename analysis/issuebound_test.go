@@ -5,7 +5,52 @@ import (
 	"testing"
 
 	"gpuprof/profile"
+	"gpuprof/sass"
 )
+
+// coefLoop is a loop loading coef[k & 7] (0x60) and accumulating it into
+// R8 (0x70), with the loop's address arithmetic at 0x20-0x50 and its
+// control at 0x80-0xa0.
+const coefLoop = `
+		#line 7
+		LDC.64 R2, c[0x0][0x218]
+		MOV R12, RZ
+		.L_x_1:
+		#line 8
+		SHF.L.U32 R4, R12, 0x2, RZ
+		LOP3.LUT R4, R4, 0x1c, RZ, 0xc0, !PT
+		IADD3 R6, P1, R4, R2, RZ
+		IADD3.X R7, RZ, R3, RZ, P1, !PT
+		LDG.E R5, desc[UR4][R6.64] {W0 S1}
+		FFMA R8, R8, R5, 1 {B0 S4}
+		IADD3 R12, R12, 0x1, RZ {S1}
+		ISETP.NE.AND P0, PT, R12, R13, PT {S4}
+		@P0 BRA ` + "`(.L_x_1)" + ` {S1}
+		#line 9
+		EXIT
+`
+
+// coefLoopLaunch is coefLoop's kernel in one launch of 132 blocks of 128
+// threads taking 1000 ns, with instruction counts for 100 warps: each
+// instruction outside the loop once a warp, each in it loop times in all
+// (0: no counts).
+func coefLoopLaunch(t *testing.T, m *sass.Module, loop uint64) *sampled {
+	t.Helper()
+	s := sampledKernel(t, m, "k", mod1)
+	s.p.Add(s.k.ID, profile.Metric(timeHistPrefix+"10"), 1)
+	s.launches(1, 128, 132, 32)
+	if loop == 0 {
+		return s
+	}
+	for off := uint64(0); off <= 0xb0; off += 0x10 {
+		n := loop
+		if off < 0x20 || off == 0xb0 {
+			n = 100
+		}
+		s.p.Add(s.node[off], profile.InstExecuted, n)
+	}
+	return s
+}
 
 // Scalar replacement in an issue-bound loop (reload_compute's shape): the
 // loop reloads coef[k & 7] every iteration. Keeping the 8 values in
@@ -20,35 +65,9 @@ import (
 // stands: the load's 2 samples and the 10 blamed on it, × 0.99 redundant.
 func TestScalarReplacementIssueBound(t *testing.T) {
 	for _, values := range []bool{true, false} {
-		m := parseSASS(t, "k", `
-		#line 7
-		LDC.64 R2, c[0x0][0x218]
-		MOV R12, RZ
-		.L_x_1:
-		#line 8
-		SHF.L.U32 R4, R12, 0x2, RZ
-		LOP3.LUT R4, R4, 0x1c, RZ, 0xc0, !PT
-		IADD3 R6, P1, R4, R2, RZ
-		IADD3.X R7, RZ, R3, RZ, P1, !PT
-		LDG.E R5, desc[UR4][R6.64] {W0 S1}
-		FFMA R8, R8, R5, 1 {B0 S4}
-		IADD3 R12, R12, 0x1, RZ {S1}
-		ISETP.NE.AND P0, PT, R12, R13, PT {S4}
-		@P0 BRA `+"`(.L_x_1)"+` {S1}
-		#line 9
-		EXIT
-	`)
-		s := sampledKernel(t, m, "k", mod1)
+		m := parseSASS(t, "k", coefLoop)
+		s := coefLoopLaunch(t, m, 6400)
 		k := s.k.ID
-		s.p.Add(k, profile.Metric(timeHistPrefix+"10"), 1)
-		s.launches(1, 128, 132, 32)
-		for off := uint64(0); off <= 0xb0; off += 0x10 {
-			n := uint64(6400)
-			if off < 0x20 || off == 0xb0 {
-				n = 100
-			}
-			s.p.Add(s.node[off], profile.InstExecuted, n)
-		}
 		s.stall(0x60, "selected", 2)
 		s.stall(0x70, "long_scoreboard", 10)
 		s.stall(0x70, "selected", 8)
@@ -85,36 +104,12 @@ func TestScalarReplacementIssueBound(t *testing.T) {
 // counts the estimate stands.
 func TestLatencyHidingIssueBound(t *testing.T) {
 	for _, counts := range []bool{true, false} {
-		m := parseSASS(t, "k", `
-		#line 7
-		LDC.64 R2, c[0x0][0x218]
-		MOV R12, RZ
-		.L_x_1:
-		#line 8
-		SHF.L.U32 R4, R12, 0x2, RZ
-		LOP3.LUT R4, R4, 0x1c, RZ, 0xc0, !PT
-		IADD3 R6, P1, R4, R2, RZ
-		IADD3.X R7, RZ, R3, RZ, P1, !PT
-		LDG.E R5, desc[UR4][R6.64] {W0 S1}
-		FFMA R8, R8, R5, 1 {B0 S4}
-		IADD3 R12, R12, 0x1, RZ {S1}
-		ISETP.NE.AND P0, PT, R12, R13, PT {S4}
-		@P0 BRA `+"`(.L_x_1)"+` {S1}
-		#line 9
-		EXIT
-	`)
-		s := sampledKernel(t, m, "k", mod1)
-		s.p.Add(s.k.ID, profile.Metric(timeHistPrefix+"10"), 1)
-		s.launches(1, 128, 132, 32)
+		m := parseSASS(t, "k", coefLoop)
+		loop := uint64(0) // no instruction counts
 		if counts {
-			for off := uint64(0); off <= 0xb0; off += 0x10 {
-				n := uint64(17600)
-				if off < 0x20 || off == 0xb0 {
-					n = 100
-				}
-				s.p.Add(s.node[off], profile.InstExecuted, n)
-			}
+			loop = 17600
 		}
+		s := coefLoopLaunch(t, m, loop)
 		s.stall(0x70, "long_scoreboard", 40)
 		for _, o := range []uint64{0x20, 0x30, 0x40, 0x50, 0x60, 0x80} {
 			s.stall(o, "selected", 10)
