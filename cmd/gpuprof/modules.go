@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"gpuprof/analysis"
 	"gpuprof/broker"
 	"gpuprof/collector/online"
 	"gpuprof/profile"
@@ -137,6 +138,31 @@ func moduleSource(dir, sassFiles string, p *profile.Profile) (*modules, error) {
 	return &modules{dir: dir, p: p, fns: profileFunctions(p),
 		src:   &online.SASS{Files: files, Cache: online.DefaultDiskCache()},
 		cache: map[profile.ModuleHash]*sass.Module{}, errs: map[profile.ModuleHash]error{}}, nil
+}
+
+// noAdviceNote says why an analysis that found no advice may have found
+// nothing: modules whose instructions it could not read (no listing, no
+// nvdisasm, no --sass). "" when every module it asked for was read. Without
+// it, such a report read "the analysis found nothing above its thresholds"
+// over millions of samples.
+func (m *modules) noAdviceNote(adv []analysis.Advice) string {
+	if len(adv) > 0 {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var hs []profile.ModuleHash
+	for h, err := range m.errs {
+		if err != nil {
+			hs = append(hs, h)
+		}
+	}
+	if len(hs) == 0 {
+		return ""
+	}
+	sort.Slice(hs, func(i, j int) bool { return fmt.Sprint(hs[i]) < fmt.Sprint(hs[j]) })
+	return fmt.Sprintf("not computed for %d GPU module(s) without SASS (%v); give their nvdisasm outputs with --sass, or run where nvdisasm is on PATH",
+		len(hs), m.errs[hs[0]])
 }
 
 // Close removes the cubins written for nvdisasm (a framework's are

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"gpuprof/analysis"
 	"gpuprof/collector/online"
 	"gpuprof/collector/online/nvdisasmtest"
 	"gpuprof/profile"
@@ -146,5 +147,35 @@ func TestModuleSourceRemovesCubinCopies(t *testing.T) {
 	mods.Close()
 	if left, _ := filepath.Glob(filepath.Join(tmp, "gpuprof-cubins-*")); len(left) != 0 {
 		t.Fatalf("cubin copies left after Close: %v", left)
+	}
+}
+
+// A module whose instructions could not be read (no listing beside the
+// profile, no --sass, no cubin for nvdisasm) is named where the report
+// would otherwise say that the analysis found nothing; with advice, or
+// with every module read, there is nothing to say.
+func TestNoAdviceNoteNamesModulesWithoutSASS(t *testing.T) {
+	p := profile.New("j")
+	const h = profile.ModuleHash(0x49741b6e3558b8a3)
+	p.AddModule(profile.Module{Hash: h, Name: "app.cubin"})
+	p.AddFunc(h, "_Z6kernelv")
+	dir := t.TempDir()
+	mods, err := moduleSource(dir, "", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mods.Close()
+	if note := mods.noAdviceNote(nil); note != "" {
+		t.Errorf("before any module was asked for: %q", note)
+	}
+	if _, err := mods.Module(h); err == nil {
+		t.Fatalf("module %v read from an empty directory %s", h, filepath.Base(dir))
+	}
+	note := mods.noAdviceNote(nil)
+	if !strings.Contains(note, "1 GPU module(s) without SASS") || !strings.Contains(note, "49741b6e3558b8a3") || !strings.Contains(note, "--sass") {
+		t.Errorf("note %q does not name the module and the remedy", note)
+	}
+	if note := mods.noAdviceNote([]analysis.Advice{{Kind: "x"}}); note != "" {
+		t.Errorf("with advice: %q", note)
 	}
 }

@@ -29,19 +29,20 @@ func sassFlag(fsFlag func(name, value, usage string) *string) *string {
 	return fsFlag("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) of the profile's GPU modules")
 }
 
-// loadAdvice reads a profile and runs the analysis on it.
-func loadAdvice(path, sassFiles string) (*profile.Profile, []analysis.Advice, error) {
-	p, err := profile.ReadFile(path)
+// loadAdvice reads a profile and runs the analysis on it; note says why
+// there is no advice where modules could not be read (noAdviceNote).
+func loadAdvice(path, sassFiles string) (p *profile.Profile, adv []analysis.Advice, note string, err error) {
+	p, err = profile.ReadFile(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	mods, err := moduleSource(filepath.Dir(profilePath(path)), sassFiles, p)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	defer mods.Close()
-	adv, err := analysis.Advise(p, mods, analysis.Options{Static: true})
-	return p, adv, err
+	adv, err = analysis.Advise(p, mods, analysis.Options{Static: true})
+	return p, adv, mods.noAdviceNote(adv), err
 }
 
 func profilePath(path string) string {
@@ -65,11 +66,11 @@ and data objects (GVProf eq. 1-2), per-rank imbalance.`)
 		printUsage(fs)
 		return errors.New("want one output directory or profile file")
 	}
-	p, adv, err := loadAdvice(fs.Arg(0), *sassFiles)
+	p, adv, note, err := loadAdvice(fs.Arg(0), *sassFiles)
 	if err != nil {
 		return err
 	}
-	return text.Write(os.Stdout, p, adv, text.Options{})
+	return text.Write(os.Stdout, p, adv, text.Options{AdviceNote: note})
 }
 
 // exportFormats are the values export --format takes.
@@ -94,16 +95,17 @@ docs/json-schema.json), html (one self-contained file), text, or all.`)
 	if _, ok := names[*format]; !ok && *format != "all" {
 		return fmt.Errorf("--format %q: want one of %s", *format, strings.Join(exportFormats, ", "))
 	}
-	p, adv, err := loadAdvice(fs.Arg(0), *sassFiles)
+	p, adv, note, err := loadAdvice(fs.Arg(0), *sassFiles)
 	if err != nil {
 		return err
 	}
+	eo := export.Options{AdviceNote: note}
 	dir := *out
 	if dir == "" {
 		dir = filepath.Dir(profilePath(fs.Arg(0)))
 	}
 	if *format == "all" {
-		if err := export.WriteAll(dir, p, adv); err != nil {
+		if err := export.WriteAllOptions(dir, p, adv, eo); err != nil {
 			return err
 		}
 		fmt.Println(dir)
@@ -114,7 +116,7 @@ docs/json-schema.json), html (one self-contained file), text, or all.`)
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := export.WriteAll(tmp, p, adv); err != nil {
+	if err := export.WriteAllOptions(tmp, p, adv, eo); err != nil {
 		return err
 	}
 	name := names[*format]
@@ -168,9 +170,12 @@ and lists the static findings with their SASS lines.`)
 		}
 		return nil
 	}
-	p, adv, err := loadAdvice(fs.Arg(0), *sassFiles)
+	p, adv, note, err := loadAdvice(fs.Arg(0), *sassFiles)
 	if err != nil {
 		return err
+	}
+	if note != "" {
+		fmt.Println("no advice: " + note)
 	}
 	printAdvice(p, adv, *top)
 	return nil
@@ -228,7 +233,7 @@ comparison.`)
 	if err != nil {
 		return err
 	}
-	after, adv, err := loadAdvice(fs.Arg(1), *sassFiles)
+	after, adv, note, err := loadAdvice(fs.Arg(1), *sassFiles)
 	if err != nil {
 		return err
 	}
@@ -237,7 +242,7 @@ comparison.`)
 		return err
 	}
 	if *htmlOut != "" {
-		return html.WriteFile(*htmlOut, after, adv, html.Options{Diff: r})
+		return html.WriteFile(*htmlOut, after, adv, html.Options{Diff: r, AdviceNote: note})
 	}
 	return nil
 }

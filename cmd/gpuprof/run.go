@@ -473,6 +473,8 @@ func writeOutputs(out, sassFiles string, p *profile.Profile, ranks int, bound ti
 			// A failed analysis must not read as one that found nothing.
 			note = fmt.Sprintf("not computed: the analysis failed (%v); 'gpuprof report %s' runs it again", r.err, out)
 			slog.Warn("analysis", "err", r.err)
+		} else {
+			note = mods.noAdviceNote(adv)
 		}
 	case <-timeout:
 		note = fmt.Sprintf("not computed: the analysis did not finish within --analysis-timeout %v; 'gpuprof report %s' runs it without a bound", bound, out)
