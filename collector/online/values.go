@@ -316,37 +316,93 @@ func feed(sk *profile.ValueSketch, all []vc) {
 
 // mergeCounters combines counters (settled, in a fixed order) into one
 // sketch: exact counts are summed first, then the spilled sketches merged.
-// It only reads the counters.
+// It only reads the counters. The exact entries of every counter are
+// gathered, sorted by value and summed where they repeat: a data object
+// read by many instructions in many shards brings hundreds of thousands of
+// them when its values are all new (a pointer chase), and a map of them
+// was most of the last item's time.
 func mergeCounters(cs []*valCounter, kind AccessKind) *profile.ValueSketch {
-	exact := map[uint64]uint64{}
 	var sks []*profile.ValueSketch
 	hashed := false
+	total := 0
 	for _, c := range cs {
 		hashed = hashed || c.hash != nil
-		for _, e := range c.ents {
-			if e.n != 0 {
-				exact[e.v] += e.n
-			}
-		}
+		total += c.n
 		if c.sk != nil {
 			sks = append(sks, c.sk)
 		}
 	}
-	if len(exact) == 0 && len(sks) == 0 {
+	all := make([]vc, 0, total)
+	for _, c := range cs {
+		for _, e := range c.ents {
+			if e.n != 0 {
+				all = append(all, e)
+			}
+		}
+	}
+	if len(all) == 0 && len(sks) == 0 {
 		return nil
 	}
 	sk := newSketch(kind, hashed)
-	all := make([]vc, 0, len(exact))
-	for v, n := range exact {
-		all = append(all, vc{v, n})
-	}
-	// Map order is random: sort, so the item is a function of the input.
-	slices.SortFunc(all, func(a, b vc) int { return cmp.Compare(a.v, b.v) })
+	all = sumByValue(sortByValue(all))
 	feed(sk, all)
 	for _, o := range sks {
 		sk.Merge(o)
 	}
 	return sk
+}
+
+// sortByValue sorts entries by value: a radix sort over the bytes in
+// which the values differ, or a comparison sort for few entries. It may
+// return another slice than es.
+func sortByValue(es []vc) []vc {
+	if len(es) < 512 {
+		slices.SortFunc(es, func(a, b vc) int { return cmp.Compare(a.v, b.v) })
+		return es
+	}
+	var or, and uint64 = 0, ^uint64(0)
+	for _, e := range es {
+		or |= e.v
+		and &= e.v
+	}
+	diff := or ^ and // bits in which some values differ
+	tmp := make([]vc, len(es))
+	for shift := uint(0); shift < 64; shift += 8 {
+		if diff>>shift&0xff == 0 {
+			continue
+		}
+		var counts [256]int
+		for _, e := range es {
+			counts[e.v>>shift&0xff]++
+		}
+		pos := 0
+		for i, c := range counts {
+			counts[i] = pos
+			pos += c
+		}
+		for _, e := range es {
+			b := e.v >> shift & 0xff
+			tmp[counts[b]] = e
+			counts[b]++
+		}
+		es, tmp = tmp, es
+	}
+	return es
+}
+
+// sumByValue merges the entries of equal values of a sorted slice, in
+// place.
+func sumByValue(es []vc) []vc {
+	k := 0
+	for i, e := range es {
+		if i > 0 && e.v == es[k-1].v {
+			es[k-1].n += e.n
+			continue
+		}
+		es[k] = e
+		k++
+	}
+	return es[:k]
 }
 
 // newSketch is an empty sketch for values of kind, or of their hashes.

@@ -1,6 +1,13 @@
 package online
 
-import "testing"
+import (
+	"cmp"
+	"reflect"
+	"slices"
+	"testing"
+
+	"gpuprof/profile"
+)
 
 // Values that come back after more than valCap others (a grid's values
 // at every step) are counted exactly while the shard's budget lets the
@@ -98,5 +105,58 @@ func TestTablePoolBound(t *testing.T) {
 	}
 	if held != p.bytes {
 		t.Errorf("pool counts %d bytes, holds %d", p.bytes, held)
+	}
+}
+
+// mergeCounters sums the exact counts of a value across counters before
+// the sketch sees them, whatever their number: the sorted merge gives the
+// same sketch as summing the counters' exact entries in a map and sorting
+// the sums, then merging their spilled sketches.
+func TestMergeCountersSumsAcrossCounters(t *testing.T) {
+	kind := AccessKind{UnitBits: 32, Type: profile.ValInt}
+	// Below and above the radix sort's threshold, and past the spill.
+	for _, n := range []int{40, 3000, 9000} {
+		var cs []*valCounter
+		budget := shardValBudget
+		for k := 0; k < 6; k++ {
+			c := &valCounter{budget: &budget}
+			for i := 0; i < n; i++ {
+				// Values shared by the counters, values of one counter,
+				// and a heavy one; high bits set on some.
+				v := uint64(i*(k+1)) % uint64(n)
+				if i%7 == 0 {
+					v = 3
+				}
+				if i%11 == 0 {
+					v |= 0xabcd << 40
+				}
+				c.add(v, kind)
+			}
+			c.settle(kind)
+			cs = append(cs, c)
+		}
+		exact := map[uint64]uint64{}
+		ref := newSketch(kind, false)
+		for _, c := range cs {
+			for _, e := range c.ents {
+				if e.n != 0 {
+					exact[e.v] += e.n
+				}
+			}
+		}
+		all := make([]vc, 0, len(exact))
+		for v, c := range exact {
+			all = append(all, vc{v, c})
+		}
+		slices.SortFunc(all, func(a, b vc) int { return cmp.Compare(a.v, b.v) })
+		feed(ref, all)
+		for _, c := range cs {
+			if c.sk != nil {
+				ref.Merge(c.sk)
+			}
+		}
+		if got := mergeCounters(cs, kind); !reflect.DeepEqual(got, ref) {
+			t.Errorf("%d values a counter (%d exact in all): merged sketch %+v, want %+v", n, len(all), got.Top, ref.Top)
+		}
 	}
 }

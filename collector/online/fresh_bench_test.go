@@ -1,0 +1,156 @@
+package online
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"gpuprof/collector/rawstream"
+)
+
+// BenchmarkAnalyzeFresh measures the analysis where every access is new:
+// a pointer chase through a table larger than the caches (stall_memory's
+// shape; hash tables and graph walks have it too), whose addresses and
+// values never repeat, so every lane takes a new temporal slot and a new
+// spatial value. The committed capture is small (16 chain steps, a 16 MiB
+// table, a block or two per launch); the live overhead runs trace about
+// 20k records per launch into a 64 MiB table. The stream is widened to
+// that shape: the table's allocation is moved and grown to 64 MiB, each
+// traced block is repeated as blocks further along the sampling period
+// (blocks times the grid's growth), and the table's lanes get fresh
+// addresses and values from a hash of their position; the launches are
+// replayed under fresh ids until about 2^19 records went through.
+func BenchmarkAnalyzeFresh(b *testing.B) {
+	caps := loadCaptures(b, captureGlob("stall_memory.redundancy.p50k10.gpr"))
+	frames, total := freshFrames(b, caps[0].data, 48)
+	b.Logf("%d access records", total)
+	for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
+			var barriers, early int
+			var busy, wait, build time.Duration
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				a := New(Options{Job: "bench", Workers: w, Structures: caps[0].st})
+				replayFrames(b, a, frames)
+				bz := a.Busy()
+				barriers, early = bz.Barriers, bz.EarlyBarriers
+				busy += bz.WorkerBusy + bz.MemBusy
+				wait += bz.BarrierWait
+				build += bz.Build
+				a.Close()
+			}
+			cpu := cpuTime() - cpu0
+			n := float64(total) * float64(b.N)
+			b.ReportMetric(float64(barriers), "barriers")
+			b.ReportMetric(float64(early), "early-barriers")
+			b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/record")
+			b.ReportMetric(n/busy.Seconds(), "records/busy-s")
+			b.ReportMetric(n/b.Elapsed().Seconds(), "records/s")
+			// The dispatch loop's waits for the workers at barriers and for
+			// the items, per run.
+			b.ReportMetric(wait.Seconds()/float64(b.N), "barrier-s")
+			b.ReportMetric(build.Seconds()/float64(b.N), "item-s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// freshFrames widens a sampled capture as BenchmarkAnalyzeFresh says:
+// each traced block becomes grow blocks, and the lanes in the largest
+// allocation get fresh addresses (in the moved, 64 MiB allocation) and
+// fresh 24-bit values.
+func freshFrames(tb testing.TB, data []byte, grow uint32) (frames []rawstream.Frame, total uint64) {
+	const tableBytes = 64 << 20
+	const newBase = 0x7f4000000000
+	all, _, _ := decodeAll(tb, data)
+	var big *rawstream.Alloc
+	for _, fr := range all {
+		if a, ok := fr.(*rawstream.Alloc); ok && (big == nil || a.Size > big.Size) {
+			big = a
+		}
+	}
+	if big == nil {
+		tb.Fatal("capture has no allocation")
+	}
+	var p uint32 = 50
+	var head, launches []rawstream.Frame
+	var maxID uint64
+	for _, fr := range all {
+		switch x := fr.(type) {
+		case *rawstream.Hello:
+			p = x.BlockSampling
+			head = append(head, fr)
+		case *rawstream.Alloc:
+			c := *x
+			if x == big {
+				c.Address, c.Size = newBase, tableBytes
+			}
+			head = append(head, &c)
+		case *rawstream.Launch:
+			maxID = max(maxID, x.LaunchID)
+			launches = append(launches, fr)
+		case *rawstream.Access, *rawstream.KernelEnd:
+			launches = append(launches, fr)
+		case *rawstream.Free, *rawstream.End:
+		default:
+			head = append(head, fr)
+		}
+	}
+	frames = append(frames, head...)
+	var seq uint64
+	for r := uint64(0); total < 1<<19; r++ {
+		shift := r * (maxID + 1)
+		for _, fr := range launches {
+			switch x := fr.(type) {
+			case *rawstream.Launch:
+				c := *x
+				c.LaunchID += shift
+				c.Grid[0] = p * grow
+				frames = append(frames, &c)
+			case *rawstream.KernelEnd:
+				c := *x
+				c.LaunchID += shift
+				c.BlocksTotal, c.BlocksSampled, c.Records = p*grow, x.BlocksSampled*grow, x.Records*uint64(grow)
+				frames = append(frames, &c)
+			case *rawstream.Access:
+				out := &rawstream.Access{LaunchID: x.LaunchID + shift}
+				for g := uint32(0); g < grow; g++ {
+					it := x.Records()
+					for it.Next() {
+						rec := it.Record()
+						out.AppendRecord(rec.PC, rec.Block+g*p, rec.Warp, rec.Space, rec.Flags, rec.Active, rec.Size)
+						for i := 0; i < rec.NumLanes(); i++ {
+							addr, val := rec.Lane(i)
+							if addr >= big.Address && addr < big.Address+big.Size && len(val) == 4 {
+								seq++
+								h := splitmix(seq)
+								addr = newBase + (h%(tableBytes/4))*4
+								var v [4]byte
+								binary.LittleEndian.PutUint32(v[:], uint32(h>>40)&(1<<24-1))
+								out.AppendLane(addr, v[:])
+								continue
+							}
+							out.AppendLane(addr, val)
+						}
+					}
+					if err := it.Err(); err != nil {
+						tb.Fatal(err)
+					}
+				}
+				total += uint64(out.Count)
+				frames = append(frames, out)
+			}
+		}
+	}
+	return frames, total
+}
+
+// splitmix is splitmix64: fresh, well-spread addresses and values.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
