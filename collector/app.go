@@ -127,6 +127,9 @@ func (c *Collector) appCommand(lib, sock string) *exec.Cmd {
 	if c.o.KernelSampling > 0 {
 		cmd.Env = append(cmd.Env, "GPUPROF_KERNEL_SAMPLING="+strconv.Itoa(c.o.KernelSampling))
 	}
+	if c.o.HybridKernel != "" {
+		cmd.Env = append(cmd.Env, "GPUPROF_SASS_KERNEL="+c.o.HybridKernel)
+	}
 	if c.o.PythonFrames {
 		cmd.Env = append(cmd.Env, "PYTHONPERFSUPPORT=1")
 	}

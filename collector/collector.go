@@ -71,6 +71,12 @@ type Options struct {
 	// BlockSampling (P) and KernelSampling (K); 0 leaves the library's
 	// defaults (P = 50, K = 1).
 	BlockSampling, KernelSampling int
+	// HybridKernel: in hybrid mode, the SASS metrics are enabled at the
+	// first launch of a kernel whose (mangled) name contains it instead of
+	// at the first launch of any (GPUPROF_SASS_KERNEL; only the function
+	// launched when they are enabled gets instruction counts,
+	// docs/inject.md). "" leaves the library's default.
+	HybridKernel string
 	// Record tees the raw stream to this file (the rank expanded as in
 	// Replay; without {rank}, a second stream goes to FILE.1, ...).
 	Record string

@@ -284,6 +284,9 @@ func TestMain(m *testing.M) {
 
 func fakeApp() int {
 	io.Copy(os.Stdout, os.Stdin)
+	if want, ok := os.LookupEnv("GPUPROF_TEST_SASS_KERNEL"); ok && !sassKernelIs(want) {
+		return 96
+	}
 	conn, err := net.Dial("unix", os.Getenv("GPUPROF_SOCKET"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "app:", err)

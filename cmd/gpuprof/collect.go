@@ -75,6 +75,7 @@ torchrun; written by hand:
 	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid | all (one run per kind, merged)")
 	fs.IntVar(&o.BlockSampling, "block-sampling", 0, "block sampling period P (default 50)")
 	fs.IntVar(&o.KernelSampling, "kernel-sampling", 0, "kernel sampling period K (default 1)")
+	fs.StringVar(&o.HybridKernel, "hybrid-kernel", os.Getenv("GPUPROF_HYBRID_KERNEL"), "hybrid mode: count the instructions of the kernel whose mangled name contains NAME (its plain name will do) instead of the first kernel launched, the only one that gets counts (GPUPROF_SASS_KERNEL; default $GPUPROF_HYBRID_KERNEL)")
 	fs.IntVar(&o.Nice, "nice", envIntOr("GPUPROF_NICE", collector.DefaultNice), "nice value of the collector's threads once the application runs, so that the application and the library come first on a busy host; 0: unchanged (default $GPUPROF_NICE or 10)")
 	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")

@@ -124,6 +124,7 @@ status applications rarely use.
 	mode := cf.String("mode", "", "redundancy | pcsampling | hybrid | all (default redundancy; all: one run per kind, merged by calling context)")
 	p := cf.Int("block-sampling", 0, "block sampling period P (default 50)")
 	k := cf.Int("kernel-sampling", 0, "kernel sampling period K (default 1)")
+	cf.String("hybrid-kernel", os.Getenv("GPUPROF_HYBRID_KERNEL"), "hybrid mode: count the instructions of the kernel whose mangled name contains NAME (its plain name will do) instead of the first kernel launched, the only one that gets counts (default $GPUPROF_HYBRID_KERNEL)")
 	reuse := cf.Int("reuse-sampling", 0, "measure reuse distances in one traced block in this many of each launch; 1: every block (default 4)")
 	cf.Bool("python-frames", false, "run Python with its perf trampoline (PYTHONPERFSUPPORT=1) so host stacks name Python functions")
 	cf.Uint64("batch-records", 0, "collectors publish a batch every this many access records (default 1048576)")
