@@ -58,11 +58,12 @@ func TestHybridKernelEnvironment(t *testing.T) {
 	}
 }
 
-// The hybrid pass can read a context's instruction counts more than once
-// (GPUPROF_SASS_EACH: at each new function's first launch, then at the
-// context's end), every read with launch id 0. The collector adds the
-// reads up: replayed in two reads, a stream gives every instruction the
-// count it gets from one read at the end.
+// A hybrid stream may carry a context's instruction counts in more than
+// one read with launch id 0 (the removed GPUPROF_SASS_EACH experiment read
+// them at each new function's first launch, then at the context's end;
+// docs/inject.md). The collector adds the reads up: replayed in two reads,
+// a stream gives every instruction the count it gets from one read at the
+// end.
 func TestHybridCountsReadSeveralTimesAddUp(t *testing.T) {
 	var src bytes.Buffer
 	if _, err := synth.WriteRank(&src, 0, synth.Options{Seed: 4, Mode: rawstream.ModeHybrid}); err != nil {

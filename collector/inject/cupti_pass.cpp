@@ -11,9 +11,9 @@
  *   smsp__sass_thread_inst_executed per instruction), enabled at the
  *   context's first launch (GPUPROF_SASS_KERNEL: at the first launch of the
  *   kernel it names) and read once at the context's end (GPUPROF_SASS_FLUSH=
- *   launch: after every launch, which is then synchronous);
- *   GPUPROF_SASS_EACH=1 (experimental) reads them and enables them again at
- *   the first launch of each function (docs/inject.md, "Hybrid pass").
+ *   launch: after every launch, which is then synchronous). Only the
+ *   function launched when they are enabled gets counts on the H100: one
+ *   function per process (docs/inject.md, "Hybrid pass").
  * Both: MODULE/FUNCTION from module loads, LAUNCH from the launch callbacks,
  *   KERNEL_END from CONCURRENT_KERNEL activity records (GPU timestamps),
  *   ALLOC/FREE from the driver's allocation calls.
@@ -71,9 +71,6 @@ struct PCtx {
     bool pcs_ranges = false; // started and stopped around the launches kernel sampling chooses
     bool sass = false; // SASS metrics enabled
     bool sass_pending = false; // enable at the first launch (GPUPROF_SASS_KERNEL: the first of that kernel)
-    std::set<std::string> sass_fns; // functions launched since the SASS metrics were first enabled (GPUPROF_SASS_EACH)
-    unsigned sass_cycles = 0;       // GPUPROF_SASS_EACH: times read, disabled and enabled again
-    bool sass_each_off = false;     // GPUPROF_SASS_EACH: a disable failed, no more cycles
     size_t nreasons = 0;
     CUpti_PCSamplingData cfgbuf;
     CUpti_PCSamplingData getbuf;
@@ -89,7 +86,7 @@ std::unordered_map<uint32_t, uint64_t> g_corr;          // correlation id -> lau
 std::unordered_map<uint64_t, uint32_t> g_launch_blocks; // launch id -> blocks
 std::unordered_map<CUcontext, PCtx *> g_ctxs;
 std::set<uint32_t> g_sass_devices;
-std::mutex g_sass_mu; // enabling SASS metrics at a launch (sass_at_launch)
+std::mutex g_sass_mu; // enabling SASS metrics at a launch (sass_at_launch) or giving up at the end (sass_unmatched)
 std::atomic<uint64_t> g_next_launch{1};
 std::mutex g_pcs_mu;
 bool g_stall_reasons_sent = false;
@@ -616,21 +613,8 @@ const std::string &sass_kernel() {
     return k;
 }
 
-/* GPUPROF_SASS_EACH=1 (experimental, off by default): at the first launch
- * of each function not launched since the SASS metrics were enabled, read
- * what was counted so far (as at the context's end), disable the metrics
- * and enable them again, so that the new function is patched too. Whether
- * that gives every function its counts is what it is there to find out. */
-bool sass_each() {
-    static const bool each = [] {
-        const char *v = getenv("GPUPROF_SASS_EACH");
-        return v && v[0] == '1';
-    }();
-    return each;
-}
-
 /* sass_sync waits for the context's work, so that a read sees the counts
- * of every launch made before it. */
+ * of every launch made before it (the read at exit). */
 void sass_sync(PCtx *pc) {
     if (cuCtxPushCurrent(pc->ctx) == CUDA_SUCCESS) {
         cuCtxSynchronize();
@@ -640,56 +624,23 @@ void sass_sync(PCtx *pc) {
 }
 
 /* sass_at_launch runs at a launch's API enter, before the launch, for a
- * context whose SASS metrics are pending, or enabled with GPUPROF_SASS_EACH;
- * name is the kernel's (mangled) name. */
+ * context whose SASS metrics are pending; name is the kernel's (mangled)
+ * name. Under g_sass_mu: two threads launching on one context at once
+ * would otherwise both enable them. */
 void sass_at_launch(PCtx *pc, const char *name) {
     const std::string fn = name ? name : "";
     std::lock_guard<std::mutex> lk(g_sass_mu);
-    if (pc->sass_pending) {
-        const std::string &want = sass_kernel();
-        if (!want.empty() && fn.find(want) == std::string::npos) return; // not the kernel asked for: still pending
-        pc->sass_pending = false;
-        pc->sass = setup_sass(pc);
-        if (!pc->sass) {
-            log("SASS metrics could not be enabled on this context");
-            return;
-        }
-        pc->sass_fns.insert(fn);
-        vlog("SASS metrics enabled at the first launch of %s%s", fn.c_str(),
-             want.empty() ? "" : " (GPUPROF_SASS_KERNEL)");
-        return;
-    }
-    if (!pc->sass || !sass_each() || pc->sass_each_off) return;
-    if (!pc->sass_fns.insert(fn).second) return; // seen since the metrics were first enabled: no new cycle
-    // A function not launched before (GPUPROF_SASS_EACH): read the counts
-    // so far, then disable and enable again (SetConfig stays done for the
-    // device), so that this launch patches it. The counts of every read go
-    // out with launch id 0 and add up per instruction in the collector.
-    // A function seen before starts no cycle (alternating kernels would
-    // otherwise read and re-patch at every launch); whether its launches
-    // after a later cycle are still counted is part of the experiment.
-    if (sass_flush_at_end()) {
-        sass_sync(pc);
-        sass_flush(pc, 0);
-    } // else each launch was read at its API exit already
-    CUpti_SassMetricsDisable_Params dp;
-    memset(&dp, 0, sizeof dp);
-    dp.structSize = CUpti_SassMetricsDisable_Params_STRUCT_SIZE;
-    dp.ctx = pc->ctx;
-    if (!CUPTI(cuptiSassMetricsDisable(&dp))) {
-        // Still enabled as before: no more cycles, the rest is read at the end.
-        pc->sass_each_off = true;
-        return;
-    }
-    pc->sass_cycles++;
+    if (!pc->sass_pending) return; // enabled (or failed) by another thread's launch meanwhile
+    const std::string &want = sass_kernel();
+    if (!want.empty() && fn.find(want) == std::string::npos) return; // not the kernel asked for: still pending
+    pc->sass_pending = false;
     pc->sass = setup_sass(pc);
     if (!pc->sass) {
-        log("SASS metrics could not be enabled again for %s (GPUPROF_SASS_EACH): no counts from here on", fn.c_str());
+        log("SASS metrics could not be enabled on this context");
         return;
     }
-    vlog("SASS metrics read, disabled (%zu records dropped) and enabled again at the first launch of %s "
-         "(GPUPROF_SASS_EACH, cycle %u)",
-         dp.numOfDroppedRecords, fn.c_str(), pc->sass_cycles);
+    vlog("SASS metrics enabled at the first launch of %s%s", fn.c_str(),
+         want.empty() ? "" : " (GPUPROF_SASS_KERNEL)");
 }
 
 /* sass_unmatched says, where GPUPROF_SASS_KERNEL named no kernel that the
@@ -906,9 +857,8 @@ void on_driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cd) {
             if (CUPTI(cuptiPCSamplingStart(&sp))) t_pcs_started = pc;
         }
         // SASS metrics: enabled at the context's first launch (or the first
-        // of GPUPROF_SASS_KERNEL's kernel), re-enabled for a new function
-        // with GPUPROF_SASS_EACH.
-        if (pc && (pc->sass_pending || (pc->sass && sass_each()))) sass_at_launch(pc, cd->symbolName);
+        // of GPUPROF_SASS_KERNEL's kernel).
+        if (pc && pc->sass_pending) sass_at_launch(pc, cd->symbolName);
         return;
     }
     // API exit
