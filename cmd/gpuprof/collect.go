@@ -19,6 +19,7 @@ import (
 	"gpuprof/collector/proctree"
 	"gpuprof/collector/publish"
 	"gpuprof/profile"
+	"gpuprof/symname"
 )
 
 func init() {
@@ -72,10 +73,10 @@ torchrun; written by hand:
 	fs.StringVar(&o.PerfMap, "perf-map", "", "CPython perf map (perf-PID.map) naming the Python frames of a replayed stream")
 	fs.StringVar(&o.Replay, "replay", "", "replay recorded raw streams, several (comma-separated) as passes of one rank ({rank} or {rank:N} in a path is replaced)")
 	fs.StringVar(&o.Record, "record", "", "also record the raw stream to this file ({rank} replaced)")
-	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid | all (one run per kind, merged)")
+	fs.StringVar(&o.Mode, "mode", os.Getenv("GPUPROF_MODE"), "redundancy | pcsampling | hybrid | all (three runs of the application, merged: pcsampling, then hybrid counting the instructions of the kernel with the most GPU time in the pcsampling run, then redundancy)")
 	fs.IntVar(&o.BlockSampling, "block-sampling", 0, "block sampling period P (default 50)")
 	fs.IntVar(&o.KernelSampling, "kernel-sampling", 0, "kernel sampling period K (default 1)")
-	fs.StringVar(&o.HybridKernel, "hybrid-kernel", os.Getenv("GPUPROF_HYBRID_KERNEL"), "hybrid mode: count the instructions of the kernel whose mangled name contains NAME (its plain name will do) instead of the first kernel launched, the only one that gets counts (GPUPROF_SASS_KERNEL; default $GPUPROF_HYBRID_KERNEL)")
+	fs.StringVar(&o.HybridKernel, "hybrid-kernel", os.Getenv("GPUPROF_HYBRID_KERNEL"), "hybrid mode (and the hybrid run of --mode all): count the instructions of the kernel whose mangled name contains NAME (its plain name will do) instead of the first kernel launched (hybrid) or the kernel with the most GPU time (all); only one kernel gets counts (GPUPROF_SASS_KERNEL; default $GPUPROF_HYBRID_KERNEL)")
 	fs.IntVar(&o.Nice, "nice", envIntOr("GPUPROF_NICE", collector.DefaultNice), "nice value of the collector's threads once the application runs, so that the application and the library come first on a busy host; 0: unchanged (default $GPUPROF_NICE or 10)")
 	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
 	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
@@ -330,8 +331,18 @@ func (l *localPublisher) Publish(_ context.Context, item *profile.Profile, _ boo
 // rank (-1 if the collection did not start), whether the application ran
 // (its exit status is then the rank's), and the signal that interrupted
 // it (no pass follows one).
+//
+// --mode all runs the application three times: PC sampling (kernel times
+// and stalls), hybrid (instruction counts), value tracing. The hybrid pass
+// counts one kernel function per process (docs/inject.md): unless
+// --hybrid-kernel names one, it is the one with the most GPU time in this
+// collector's PC-sampling pass (kernelTimes).
 func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank int32, appRan bool, sig os.Signal) {
-	type pass struct{ replay, mode string }
+	type pass struct {
+		replay, mode string
+		tally        bool // tally the pass's kernel times (kernelTimes)
+		hotKernel    bool // a hybrid pass of the tallied pass's hottest kernel
+	}
 	var passes []pass
 	switch {
 	case strings.Contains(o.Replay, ","):
@@ -339,8 +350,10 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 			passes = append(passes, pass{replay: f})
 		}
 	case o.Mode == "all" && o.Replay == "":
-		// CUPTI first: its kernel times are the ones kept.
-		passes = []pass{{mode: "pcsampling"}, {mode: "redundancy"}}
+		// CUPTI first: its kernel times are the ones kept, and they choose
+		// the kernel whose instructions the hybrid pass counts.
+		auto := o.HybridKernel == ""
+		passes = []pass{{mode: "pcsampling", tally: auto}, {mode: "hybrid", hotKernel: auto}, {mode: "redundancy"}}
 	default:
 		c, err := collector.New(o)
 		if err != nil {
@@ -354,10 +367,7 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 	if err != nil {
 		return err, -1, false, nil
 	}
-	// Kernel times of an instrumented (redundancy) pass are host-timed around
-	// patched code: drop them when a CUPTI pass measured the same kernels.
 	modes := make([]string, len(passes))
-	cupti := false
 	for i, ps := range passes {
 		modes[i] = ps.mode
 		if ps.replay != "" {
@@ -367,15 +377,30 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 			}
 			modes[i] = m.String()
 		}
-		cupti = cupti || modes[i] != "redundancy"
 	}
+	drop := dropTimes(modes)
 	pp := &passPublisher{next: o.Publisher}
+	var times *kernelTimes
 	for i, ps := range passes {
 		po := o // the rank is resolved again by each pass: the same
 		po.Publisher = pp
 		po.Replay = ps.replay
 		if ps.mode != "" {
 			po.Mode = ps.mode
+		}
+		if ps.tally {
+			times = &kernelTimes{next: pp}
+			po.Publisher = times
+		}
+		if ps.hotKernel && times != nil {
+			name, t := times.hottest()
+			po.HybridKernel = hybridKernelName(name)
+			if po.HybridKernel != "" {
+				slog.Info("hybrid pass: counting the instructions of the kernel with the most GPU time in the PC-sampling pass",
+					"rank", rank, "kernel", symname.Short(name), "gpu_time", time.Duration(t), "match", po.HybridKernel)
+			} else {
+				slog.Info("hybrid pass: the PC-sampling pass timed no kernel launched directly; counting the first kernel launched", "rank", rank)
+			}
 		}
 		last := i == len(passes)-1
 		var c *collector.Collector
@@ -388,7 +413,7 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 				}
 			}
 		}
-		pp.startPass(last, cupti && modes[i] == "redundancy")
+		pp.startPass(last, drop[i])
 		c, err = collector.New(po)
 		if err != nil {
 			if i == 0 {
@@ -411,6 +436,26 @@ func collectPasses(ctx context.Context, o collector.Options) (runErr error, rank
 		}
 	}
 	return runErr, rank, appRan, nil
+}
+
+// dropTimes says, for passes of the given modes, which passes' kernel
+// times are dropped when they are merged. A PC-sampling pass's are the
+// ones kept (CUPTI's activity records around unmodified code); a hybrid
+// pass times (GPUPROF_KERNEL_ACTIVITY=1) the kernel whose code is patched
+// to count instructions, and a value-tracing pass times kernels on the host
+// around patched code: theirs are dropped when a pass of a better kind
+// measured the same kernels (hybrid's then only under a PC-sampling pass).
+func dropTimes(modes []string) []bool {
+	pcs, cupti := false, false
+	for _, m := range modes {
+		pcs = pcs || m == "pcsampling"
+		cupti = cupti || m != "redundancy"
+	}
+	drop := make([]bool, len(modes))
+	for i, m := range modes {
+		drop[i] = m == "redundancy" && cupti || m == "hybrid" && pcs
+	}
+	return drop
 }
 
 // logRanks says which ranks a collector published when they are more

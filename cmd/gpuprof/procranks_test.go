@@ -32,6 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(helperLauncher())
 	case "rank":
 		os.Exit(helperRank())
+	case "passes":
+		os.Exit(passesApp())
 	}
 	os.Exit(m.Run())
 }
