@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -233,10 +234,26 @@ type launchInfo struct {
 	// object << 1 | kind (none: 0, every value); written only at the
 	// launch's start and at barriers, and never lowered (sample.go).
 	levels []uint8
+	// tslots: the temporal table size its context's last freed warp
+	// left (any worker's; shard.warp)
+	tslots *atomic.Int32
 	// lanes: per worker, the accesses of each (object, kind) it analysed,
 	// by object << 1 | kind; each worker writes its own row, the barriers
 	// read them all (sample.go)
 	lanes [][]int64
+}
+
+// tslotHint is the temporal table size hint of calling context ctx.
+func (a *Analyzer) tslotHint(ctx uint32) *atomic.Int32 {
+	h := a.tslotHints[ctx]
+	if h == nil {
+		if a.tslotHints == nil {
+			a.tslotHints = map[uint32]*atomic.Int32{}
+		}
+		h = new(atomic.Int32)
+		a.tslotHints[ctx] = h
+	}
+	return h
 }
 
 type kernAcc struct {
@@ -292,6 +309,9 @@ type Analyzer struct {
 	// first shard of the next narrow launch
 	spanHints map[uint32]float64
 	nextShard int
+	// tslotHints: by calling context, the temporal table size its last
+	// freed warp left (shard.warp), shared by the launches' workers
+	tslotHints map[uint32]*atomic.Int32
 	// levelHints: by calling context, the spatial sampling levels its
 	// last launch ended with (sample.go)
 	levelHints map[uint32][]uint8
@@ -758,7 +778,7 @@ func (a *Analyzer) launch(f *rawstream.Launch, off int64) {
 	a.nextSeq++
 	l := &launchInfo{seq: a.nextSeq, wireID: f.LaunchID, fn: fn, ctx: ci, objs: a.osnap, funcs: a.funcSnapshot(),
 		shared: c.shared, local: c.local, instrumented: f.Instrumented, seen: make([]map[uint32]*valSet, len(a.workers)),
-		levels: a.startLevels(ci), lanes: make([][]int64, len(a.workers))}
+		levels: a.startLevels(ci), lanes: make([][]int64, len(a.workers)), tslots: a.tslotHint(ci)}
 	blocks, warps := a.tracedBlocks(f)
 	l.tracedWarps = blocks * warps
 	l.span, l.shardBase = a.spanFor(ci, l.tracedWarps)

@@ -16,15 +16,16 @@ import (
 // values never repeat, so every lane takes a new temporal slot and a new
 // spatial value. The committed capture is small (16 chain steps, a 16 MiB
 // table, a block or two per launch); the live overhead runs trace about
-// 20k records per launch into a 64 MiB table. The stream is widened to
-// that shape: the table's allocation is moved and grown to 64 MiB, each
-// traced block is repeated as blocks further along the sampling period
-// (blocks times the grid's growth), and the table's lanes get fresh
-// addresses and values from a hash of their position; the launches are
-// replayed under fresh ids until about 2^19 records went through.
+// 20 warps of about a thousand records each per launch (256 steps) into a
+// 64 MiB table. The stream is widened to that shape: the table's
+// allocation is moved and grown to 64 MiB, each traced block is repeated
+// as blocks further along the sampling period, each load of the table is
+// repeated as the steps of a longer chase, and the table's lanes get
+// fresh addresses and values from a hash of their position; the launches
+// are replayed under fresh ids until about 2^19 records went through.
 func BenchmarkAnalyzeFresh(b *testing.B) {
 	caps := loadCaptures(b, captureGlob("stall_memory.redundancy.p50k10.gpr"))
-	frames, total := freshFrames(b, caps[0].data, 48)
+	frames, total := freshFrames(b, caps[0].data, 4, 16)
 	b.Logf("%d access records", total)
 	for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
@@ -58,10 +59,10 @@ func BenchmarkAnalyzeFresh(b *testing.B) {
 }
 
 // freshFrames widens a sampled capture as BenchmarkAnalyzeFresh says:
-// each traced block becomes grow blocks, and the lanes in the largest
-// allocation get fresh addresses (in the moved, 64 MiB allocation) and
-// fresh 24-bit values.
-func freshFrames(tb testing.TB, data []byte, grow uint32) (frames []rawstream.Frame, total uint64) {
+// each traced block becomes grow blocks, each record that reads the
+// largest allocation becomes steps records, and those lanes get fresh
+// addresses (in the moved, 64 MiB allocation) and fresh 24-bit values.
+func freshFrames(tb testing.TB, data []byte, grow uint32, steps int) (frames []rawstream.Frame, total uint64) {
 	const tableBytes = 64 << 20
 	const newBase = 0x7f4000000000
 	all, _, _ := decodeAll(tb, data)
@@ -120,19 +121,26 @@ func freshFrames(tb testing.TB, data []byte, grow uint32) (frames []rawstream.Fr
 					it := x.Records()
 					for it.Next() {
 						rec := it.Record()
-						out.AppendRecord(rec.PC, rec.Block+g*p, rec.Warp, rec.Space, rec.Flags, rec.Active, rec.Size)
-						for i := 0; i < rec.NumLanes(); i++ {
-							addr, val := rec.Lane(i)
-							if addr >= big.Address && addr < big.Address+big.Size && len(val) == 4 {
-								seq++
-								h := splitmix(seq)
-								addr = newBase + (h%(tableBytes/4))*4
-								var v [4]byte
-								binary.LittleEndian.PutUint32(v[:], uint32(h>>40)&(1<<24-1))
-								out.AppendLane(addr, v[:])
-								continue
+						chase := false
+						if rec.NumLanes() > 0 {
+							addr, val := rec.Lane(0)
+							chase = addr >= big.Address && addr < big.Address+big.Size && len(val) == 4
+						}
+						for k := 0; k < steps && (k == 0 || chase); k++ {
+							out.AppendRecord(rec.PC, rec.Block+g*p, rec.Warp, rec.Space, rec.Flags, rec.Active, rec.Size)
+							for i := 0; i < rec.NumLanes(); i++ {
+								addr, val := rec.Lane(i)
+								if addr >= big.Address && addr < big.Address+big.Size && len(val) == 4 {
+									seq++
+									h := splitmix(seq)
+									addr = newBase + (h%(tableBytes/4))*4
+									var v [4]byte
+									binary.LittleEndian.PutUint32(v[:], uint32(h>>40)&(1<<24-1))
+									out.AppendLane(addr, v[:])
+									continue
+								}
+								out.AppendLane(addr, val)
 							}
-							out.AppendLane(addr, val)
 						}
 					}
 					if err := it.Err(); err != nil {

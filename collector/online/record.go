@@ -55,7 +55,7 @@ func kindOf(f rawstream.Flags) (uint8, bool) {
 func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstream.Record, lanes uint32) {
 	if r.Size == 0 {
 		if r.Flags&rawstream.FlagBlockExit != 0 {
-			s.exit(l.seq, r.Block, r.Warp, lanes)
+			s.exit(l, r.Block, r.Warp, lanes)
 		}
 		return
 	}
@@ -73,7 +73,7 @@ func (s *shard) record(w *worker, l *launchInfo, fseq uint32, idx int, r *rawstr
 	us := w.units(l, r, lanes, ub)
 	ac := s.acc
 	sl := ac.slot(l.ctx, kind, pi, ak)
-	ws := s.warp(warpKey{l.seq, r.Block, r.Warp})
+	ws := s.warp(warpKey{l.seq, r.Block, r.Warp}, l)
 	ws.live |= lanes
 	s.temporal(ws, ac, sl, us, kind, &w.sink)
 	// Values, per run of units of one object.

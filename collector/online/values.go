@@ -159,11 +159,15 @@ func (c *valCounter) release(n int) {
 	}
 }
 
-// grow doubles the table (most keys see few distinct values, so it starts
-// small).
+// grow quadruples the table. Most keys see few distinct values, so it
+// starts small; a key whose values are all new (a pointer chase) goes up
+// to the budget's size in every shard, and growing fourfold rehashes a
+// third of the entries doubling would (its tables' growth was a
+// thirteenth of the collector's CPU on the H100). A table's layout does
+// not change its counts.
 func (c *valCounter) grow() {
 	old := c.ents
-	n := max(2*len(old), 16)
+	n := max(4*len(old), 16)
 	c.ents = c.tables.get(n)
 	mask := uint64(n - 1)
 	for _, e := range old {
@@ -316,40 +320,176 @@ func feed(sk *profile.ValueSketch, all []vc) {
 
 // mergeCounters combines counters (settled, in a fixed order) into one
 // sketch: exact counts are summed first, then the spilled sketches merged.
-// It only reads the counters. The exact entries of every counter are
-// gathered, sorted by value and summed where they repeat: a data object
-// read by many instructions in many shards brings hundreds of thousands of
-// them when its values are all new (a pointer chase), and a map of them
-// was most of the last item's time.
+// It only reads the counters. A Go map of the sums was most of the last
+// item's time for a data object read by many instructions in many shards
+// whose values are all new (a pointer chase: hundreds of thousands of
+// entries, each its own value); those are sorted (radix) and summed where
+// equal. Where the shards' entries repeat each other's (a loop reloading
+// one array: a value's entry in every shard), they are summed in an
+// open-addressing table first and only the sums sorted.
 func mergeCounters(cs []*valCounter, kind AccessKind) *profile.ValueSketch {
 	var sks []*profile.ValueSketch
 	hashed := false
-	total := 0
+	total, most := 0, 0
 	for _, c := range cs {
 		hashed = hashed || c.hash != nil
 		total += c.n
+		most = max(most, c.n)
 		if c.sk != nil {
 			sks = append(sks, c.sk)
 		}
 	}
-	all := make([]vc, 0, total)
-	for _, c := range cs {
-		for _, e := range c.ents {
-			if e.n != 0 {
-				all = append(all, e)
+	var all []vc
+	if repeating(cs) {
+		var sums valSums
+		sums.init(min(total, 8*most, maxSumsInit))
+		for _, c := range cs {
+			for _, e := range c.ents {
+				if e.n != 0 {
+					sums.add(e)
+				}
 			}
 		}
+		all = sortByValue(sums.entries())
+	} else {
+		all = make([]vc, 0, total)
+		for _, c := range cs {
+			for _, e := range c.ents {
+				if e.n != 0 {
+					all = append(all, e)
+				}
+			}
+		}
+		all = sumByValue(sortByValue(all))
 	}
 	if len(all) == 0 && len(sks) == 0 {
 		return nil
 	}
 	sk := newSketch(kind, hashed)
-	all = sumByValue(sortByValue(all))
 	feed(sk, all)
 	for _, o := range sks {
 		sk.Merge(o)
 	}
 	return sk
+}
+
+// valSums sums counts by value: an open-addressing table (n 0 marks an
+// empty slot), at most half full.
+type valSums struct {
+	t []vc
+	n int
+}
+
+// maxSumsInit bounds the values a valSums is first sized for (16 MiB).
+const maxSumsInit = 1 << 19
+
+// init sizes the table for distinct values: mergeCounters asks for room
+// for every entry, up to eight times the largest counter's, so that
+// entries all distinct (a pointer chase) seldom grow it and entries that
+// repeat each other's (a loop reloading an array: 32 shards' entries a
+// value) do not spread over a table far larger than their sums.
+func (s *valSums) init(distinct int) {
+	n := 64
+	for n < 2*distinct {
+		n *= 2
+	}
+	s.t, s.n = make([]vc, n), 0
+}
+
+func (s *valSums) add(e vc) {
+	if 2*(s.n+1) > len(s.t) {
+		old := s.t
+		s.t, s.n = make([]vc, 4*len(old)), 0
+		for _, o := range old {
+			if o.n != 0 {
+				s.add(o)
+			}
+		}
+	}
+	mask := uint64(len(s.t) - 1)
+	for i := mix64(e.v) & mask; ; i = (i + 1) & mask {
+		x := &s.t[i]
+		if x.n == 0 {
+			*x = e
+			s.n++
+			return
+		}
+		if x.v == e.v {
+			x.n += e.n
+			return
+		}
+	}
+}
+
+// sumByValue merges the entries of equal values of a sorted slice, in
+// place.
+func sumByValue(es []vc) []vc {
+	k := 0
+	for i, e := range es {
+		if i > 0 && e.v == es[k-1].v {
+			es[k-1].n += e.n
+			continue
+		}
+		es[k] = e
+		k++
+	}
+	return es[:k]
+}
+
+// entries returns the sums, in the table's order.
+func (s *valSums) entries() []vc {
+	out := make([]vc, 0, s.n)
+	for _, e := range s.t {
+		if e.n != 0 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// repeating says whether the counters' values recur from one counter to
+// another: some of the largest counter's values, looked up in the second
+// largest's table.
+func repeating(cs []*valCounter) bool {
+	var a, b *valCounter
+	for _, c := range cs {
+		switch {
+		case a == nil || c.n > a.n:
+			a, b = c, a
+		case b == nil || c.n > b.n:
+			b = c
+		}
+	}
+	if a == nil || b == nil || b.n == 0 {
+		return false
+	}
+	probes, hits := 0, 0
+	for _, e := range a.ents {
+		if e.n == 0 {
+			continue
+		}
+		if b.has(e.v) {
+			hits++
+		}
+		if probes++; probes == 64 {
+			break
+		}
+	}
+	return 4*hits >= probes
+}
+
+// has says whether value v is in the counter's table.
+func (c *valCounter) has(v uint64) bool {
+	mask := uint64(len(c.ents) - 1)
+	for i := mix64(v) & mask; ; i = (i + 1) & mask {
+		e := &c.ents[i]
+		if e.n == 0 {
+			return false
+		}
+		if e.v == v {
+			return true
+		}
+	}
 }
 
 // sortByValue sorts entries by value: a radix sort over the bytes in
@@ -388,21 +528,6 @@ func sortByValue(es []vc) []vc {
 		es, tmp = tmp, es
 	}
 	return es
-}
-
-// sumByValue merges the entries of equal values of a sorted slice, in
-// place.
-func sumByValue(es []vc) []vc {
-	k := 0
-	for i, e := range es {
-		if i > 0 && e.v == es[k-1].v {
-			es[k-1].n += e.n
-			continue
-		}
-		es[k] = e
-		k++
-	}
-	return es[:k]
 }
 
 // newSketch is an empty sketch for values of kind, or of their hashes.

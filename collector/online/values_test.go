@@ -83,7 +83,7 @@ func TestTablePool(t *testing.T) {
 			t.Fatal("a recycled table is not empty")
 		}
 	}
-	if len(next.tables.free[tableClass(512)]) == 0 {
+	if len(next.tables.free[tableClass(256)]) == 0 { // grown from 256 to 1024
 		t.Error("the tables the counter outgrew were not kept")
 	}
 }
@@ -114,16 +114,28 @@ func TestTablePoolBound(t *testing.T) {
 // the sums, then merging their spilled sketches.
 func TestMergeCountersSumsAcrossCounters(t *testing.T) {
 	kind := AccessKind{UnitBits: 32, Type: profile.ValInt}
-	// Below and above the radix sort's threshold, and past the spill.
-	for _, n := range []int{40, 3000, 9000} {
+	// Below and above the radix sort's threshold, and past the spill;
+	// counters whose values recur from one to the next (summed in a table
+	// first) and counters of values of their own (sorted first).
+	for _, tc := range []struct {
+		n        int
+		disjoint bool
+	}{{40, false}, {3000, false}, {9000, false}, {40, true}, {3000, true}, {9000, true}} {
+		n := tc.n
+		if got := repeating(nil); got {
+			t.Fatal("no counters repeat each other")
+		}
 		var cs []*valCounter
 		budget := shardValBudget
 		for k := 0; k < 6; k++ {
 			c := &valCounter{budget: &budget}
 			for i := 0; i < n; i++ {
-				// Values shared by the counters, values of one counter,
-				// and a heavy one; high bits set on some.
+				// Values shared by the counters (or not), values of one
+				// counter, and a heavy one; high bits set on some.
 				v := uint64(i*(k+1)) % uint64(n)
+				if tc.disjoint {
+					v += uint64(k * n)
+				}
 				if i%7 == 0 {
 					v = 3
 				}
@@ -155,8 +167,44 @@ func TestMergeCountersSumsAcrossCounters(t *testing.T) {
 				ref.Merge(c.sk)
 			}
 		}
-		if got := mergeCounters(cs, kind); !reflect.DeepEqual(got, ref) {
-			t.Errorf("%d values a counter (%d exact in all): merged sketch %+v, want %+v", n, len(all), got.Top, ref.Top)
+		if rep := repeating(cs); rep == tc.disjoint && n == 3000 { // (past the spill the tables hold what came after it)
+			t.Errorf("%d values a counter, disjoint %v: repeating says %v", n, tc.disjoint, rep)
 		}
+		if got := mergeCounters(cs, kind); !reflect.DeepEqual(got, ref) {
+			t.Errorf("%d values a counter, disjoint %v (%d exact in all): merged sketch %+v, want %+v", n, tc.disjoint, len(all), got.Top, ref.Top)
+		}
+	}
+}
+
+// BenchmarkMergeCounters merges the counters of one key from every shard:
+// values every shard sees (a loop reloading one array: the sums are
+// few) and values each shard sees once (a pointer chase: every entry is
+// its own).
+func BenchmarkMergeCounters(b *testing.B) {
+	kind := AccessKind{UnitBits: 32, Type: profile.ValInt}
+	for _, shape := range []struct {
+		name   string
+		shared bool
+	}{{"recurring", true}, {"fresh", false}} {
+		var cs []*valCounter
+		for s := 0; s < numShards; s++ {
+			budget := shardValBudget
+			c := &valCounter{budget: &budget}
+			for i := 0; i < 2000; i++ {
+				v := uint64(i) * 0x9e3779b97f4a7c15 >> 20
+				if !shape.shared {
+					v = uint64(s*2000+i) * 0x9e3779b97f4a7c15 >> 20
+				}
+				c.add(v, kind)
+				c.add(v+1, kind) // no runs
+			}
+			c.settle(kind)
+			cs = append(cs, c)
+		}
+		b.Run(shape.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				mergeCounters(cs, kind)
+			}
+		})
 	}
 }

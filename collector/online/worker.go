@@ -402,11 +402,10 @@ type shard struct {
 	// pooled: the slots of the tables in wpool (at most poolSlots)
 	pooled int
 	// tslots is the size of the temporal table the shard's last warp
-	// left, at most maxStartSlots: a warp that finds the pool empty starts
-	// with a table that size rather than growing to it, rehashing at every
-	// doubling (a fifth of the collector's CPU for many_launches' live
-	// stream on the H100, where a few thousand of its 44,000 traced warps
-	// found the pool empty).
+	// left, at most maxStartSlots: a warp of a context that has no hint
+	// yet (launchInfo.tslots) starts with a table that size rather than
+	// growing to it, rehashing at every doubling (a fifth of the
+	// collector's CPU for many_launches' live stream on the H100).
 	tslots int
 }
 
@@ -423,22 +422,34 @@ func (k warpKey) slot() int {
 	return int(((uint64(k.block)<<16 | uint64(k.warp)) ^ uint64(k.launch)<<40) * 0x9e3779b97f4a7c15 >> (64 - 6) & (numWarpSlots - 1))
 }
 
-// warp returns the temporal state of a warp, new if it has none.
-func (s *shard) warp(k warpKey) *warpState {
+// warp returns the temporal state of a warp of launch l, new if it has
+// none. A new warp's table starts at the size its context's last freed
+// warp left, in any shard: a pointer chase's warps each follow thousands
+// of addresses, and growing their tables (rehashing every entry at each
+// doubling, into fresh memory) was an eighth of its collector's CPU on
+// the H100.
+func (s *shard) warp(k warpKey, l *launchInfo) *warpState {
 	sl := &s.wcache[k.slot()]
 	if sl.ws != nil && sl.k == k {
 		return sl.ws
 	}
 	ws := s.warps[k]
 	if ws == nil {
+		want := s.tslots
+		if l.tslots != nil && l.tslots.Load() > 0 {
+			want = int(l.tslots.Load())
+		}
 		if n := len(s.wpool); n > 0 {
 			ws = s.wpool[n-1]
 			s.wpool = s.wpool[:n-1]
 			s.pooled -= len(ws.t)
+			if len(ws.t) < want {
+				ws.t = make([]tslot, want) // too small for this context's warps
+			}
 		} else {
 			ws = &warpState{}
-			if s.tslots > 0 {
-				ws.t = make([]tslot, s.tslots)
+			if want > 0 {
+				ws.t = make([]tslot, want)
 			}
 		}
 		s.warps[k] = ws
@@ -457,25 +468,32 @@ func newShard(id int, hash *ValueHasher) *shard {
 
 // exit drops the temporal state of the lanes leaving (definitions III.1-2
 // hold per thread, and a thread that left its block is never seen again).
-func (s *shard) exit(launch, block uint32, warp uint16, active uint32) {
-	k := warpKey{launch, block, warp}
+func (s *shard) exit(l *launchInfo, block uint32, warp uint16, active uint32) {
+	k := warpKey{l.seq, block, warp}
 	ws := s.warps[k]
 	if ws == nil {
 		return
 	}
 	ws.drop(active)
 	if ws.live == 0 {
-		s.free(k, ws)
+		s.free(k, ws, l)
 	}
 }
 
-// maxStartSlots bounds a new warp's first table (32 KiB): the warps of one
-// kernel are alike, but one warp of a pointer chase can grow a table far
-// larger than the next warps need.
-const maxStartSlots = 1 << 10
+// maxStartSlots bounds the first table of a warp whose context has no
+// hint (32 KiB): a pointer chase's warps grow tables far larger than
+// another kernel's warps need. maxContextSlots bounds a context's hint
+// (2 MiB).
+const (
+	maxStartSlots   = 1 << 10
+	maxContextSlots = 1 << 16
+)
 
-func (s *shard) free(k warpKey, ws *warpState) {
+func (s *shard) free(k warpKey, ws *warpState, l *launchInfo) {
 	s.tslots = min(len(ws.t), maxStartSlots)
+	if l.tslots != nil {
+		l.tslots.Store(int32(min(len(ws.t), maxContextSlots)))
+	}
 	delete(s.warps, k)
 	if sl := &s.wcache[k.slot()]; sl.ws == ws {
 		sl.ws = nil
@@ -495,10 +513,10 @@ func (s *shard) free(k warpKey, ws *warpState) {
 	}
 }
 
-func (s *shard) endLaunch(launch uint32) {
+func (s *shard) endLaunch(l *launchInfo) {
 	for k, ws := range s.warps {
-		if k.launch == launch {
-			s.free(k, ws)
+		if k.launch == l.seq {
+			s.free(k, ws, l)
 		}
 	}
 }
@@ -670,7 +688,7 @@ func (w *worker) run() {
 func (w *worker) endLaunches(ls []*launchInfo) {
 	for _, l := range ls {
 		for _, s := range w.own {
-			s.endLaunch(l.seq)
+			s.endLaunch(l)
 		}
 	}
 }
