@@ -69,12 +69,9 @@ func (t *spTable) putHash(h, a, v, pos, pc uint64) (e *spEntry, added bool) {
 
 func (t *spTable) grow() {
 	old := t.e
-	// Fourfold: a window of new values (a pointer chase) outgrows a
-	// worker's share of the candidate limit, and every doubling rehashes
-	// every entry into fresh memory (a thirteenth of that collector's CPU
-	// on the H100).
-	n := max(4*len(old), 64, t.first)
+	n := max(2*len(old), 64, t.first)
 	t.e = make([]spEntry, n)
+	prefault(t.e)
 	t.n = 0
 	mask := uint64(n - 1)
 	for _, e := range old {
@@ -106,6 +103,7 @@ func (t *spTable) reset() {
 			n *= 2
 		}
 		t.e = make([]spEntry, n)
+		prefault(t.e)
 	} else if t.n > 0 {
 		clear(t.e)
 	}
@@ -160,6 +158,7 @@ func (s *valSet) addNew(v uint64) bool {
 	if 2*(s.n+1) > len(s.e) {
 		old := s.e
 		s.e = make([]uint64, max(2*len(old), 16))
+		prefault(s.e)
 		s.n = 0
 		for _, x := range old {
 			if x != 0 {
@@ -246,7 +245,11 @@ type pairSet struct {
 // reset empties the set with room for n pairs at load 1/2 at most. The
 // table is the first slots of the memory it had, where it had enough:
 // the sizes the barriers ask for vary, and allocating at each change was
-// most of what a short launch's resolution allocated.
+// most of what a short launch's resolution allocated. Memory allocated
+// anew has room for twice the size asked: a stream of new values asks for
+// more at every barrier, and each allocation is fresh memory that the
+// kernel maps page by page at its first touch (on the H100, a third of a
+// pointer chase's collector CPU was the kernel's).
 func (s *pairSet) reset(n int) {
 	size := 64
 	for size < 2*n {
@@ -256,7 +259,8 @@ func (s *pairSet) reset(n int) {
 		clear(s.e)
 	}
 	if cap(s.e) < size {
-		s.e = make([]struct{ a, v uint64 }, size)
+		s.e = make([]struct{ a, v uint64 }, size, 2*size)
+		prefault(s.e)
 	} else {
 		s.e = s.e[:size]
 	}

@@ -159,15 +159,14 @@ func (c *valCounter) release(n int) {
 	}
 }
 
-// grow quadruples the table. Most keys see few distinct values, so it
-// starts small; a key whose values are all new (a pointer chase) goes up
-// to the budget's size in every shard, and growing fourfold rehashes a
-// third of the entries doubling would (its tables' growth was a
-// thirteenth of the collector's CPU on the H100). A table's layout does
-// not change its counts.
+// grow doubles the table (most keys see few distinct values, so it starts
+// small). Growing fourfold rehashed fewer entries but allocated more: on
+// the H100 the rehash's cost is the first touch of fresh memory (page
+// faults: a third of a pointer chase's collector CPU was the kernel's),
+// so the smaller tables won.
 func (c *valCounter) grow() {
 	old := c.ents
-	n := max(4*len(old), 16)
+	n := max(2*len(old), 16)
 	c.ents = c.tables.get(n)
 	mask := uint64(n - 1)
 	for _, e := range old {
@@ -220,7 +219,9 @@ func (p *tablePool) get(n int) []vc {
 			}
 		}
 	}
-	return make([]vc, n)
+	t := make([]vc, n)
+	prefault(t)
+	return t
 }
 
 // recycle takes the value tables of old, the accumulators of an item
@@ -353,6 +354,7 @@ func mergeCounters(cs []*valCounter, kind AccessKind) *profile.ValueSketch {
 		all = sortByValue(sums.entries())
 	} else {
 		all = make([]vc, 0, total)
+		prefault(all[:total])
 		for _, c := range cs {
 			for _, e := range c.ents {
 				if e.n != 0 {
@@ -394,12 +396,14 @@ func (s *valSums) init(distinct int) {
 		n *= 2
 	}
 	s.t, s.n = make([]vc, n), 0
+	prefault(s.t)
 }
 
 func (s *valSums) add(e vc) {
 	if 2*(s.n+1) > len(s.t) {
 		old := s.t
 		s.t, s.n = make([]vc, 4*len(old)), 0
+		prefault(s.t)
 		for _, o := range old {
 			if o.n != 0 {
 				s.add(o)
@@ -507,6 +511,7 @@ func sortByValue(es []vc) []vc {
 	}
 	diff := or ^ and // bits in which some values differ
 	tmp := make([]vc, len(es))
+	prefault(tmp)
 	for shift := uint(0); shift < 64; shift += 8 {
 		if diff>>shift&0xff == 0 {
 			continue

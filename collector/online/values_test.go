@@ -83,7 +83,7 @@ func TestTablePool(t *testing.T) {
 			t.Fatal("a recycled table is not empty")
 		}
 	}
-	if len(next.tables.free[tableClass(256)]) == 0 { // grown from 256 to 1024
+	if len(next.tables.free[tableClass(512)]) == 0 {
 		t.Error("the tables the counter outgrew were not kept")
 	}
 }

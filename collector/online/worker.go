@@ -351,6 +351,7 @@ func (ws *warpState) grow() {
 		n = 64
 	}
 	ws.t = make([]tslot, n)
+	prefault(ws.t)
 	ws.n = 0
 	ws.reinsert(old, 0)
 }
@@ -445,11 +446,13 @@ func (s *shard) warp(k warpKey, l *launchInfo) *warpState {
 			s.pooled -= len(ws.t)
 			if len(ws.t) < want {
 				ws.t = make([]tslot, want) // too small for this context's warps
+				prefault(ws.t)
 			}
 		} else {
 			ws = &warpState{}
 			if want > 0 {
 				ws.t = make([]tslot, want)
+				prefault(ws.t)
 			}
 		}
 		s.warps[k] = ws
