@@ -207,21 +207,7 @@ func BenchmarkAnalyzeSteady(b *testing.B) {
 // their access records.
 func steadyFrames(b *testing.B, data []byte) (frames []rawstream.Frame, total uint64) {
 	all, _, recs := decodeAll(b, data)
-	var head, launches []rawstream.Frame
-	var maxID uint64
-	for _, fr := range all {
-		switch x := fr.(type) {
-		case *rawstream.Launch:
-			maxID = max(maxID, x.LaunchID)
-			launches = append(launches, fr)
-		case *rawstream.Access, *rawstream.KernelEnd:
-			launches = append(launches, fr)
-		case *rawstream.Free, *rawstream.End:
-			// Allocations stay live across the replays.
-		default:
-			head = append(head, fr)
-		}
-	}
+	head, launches, maxID := replayParts(all)
 	// The replays' frames, with launch ids moved past the previous
 	// replay's.
 	replays := max(1, (1<<20+recs-1)/max(recs, 1))
@@ -246,6 +232,26 @@ func steadyFrames(b *testing.B, data []byte) (frames []rawstream.Frame, total ui
 		}
 	}
 	return frames, recs * replays
+}
+
+// replayParts splits a capture's frames for replaying its launches again:
+// the set-up frames (kept once), the launches' frames (LAUNCH, ACCESS,
+// KERNEL_END) and the highest launch id. Frees and the end are dropped:
+// allocations stay live across the replays.
+func replayParts(all []rawstream.Frame) (head, launches []rawstream.Frame, maxID uint64) {
+	for _, fr := range all {
+		switch x := fr.(type) {
+		case *rawstream.Launch:
+			maxID = max(maxID, x.LaunchID)
+			launches = append(launches, fr)
+		case *rawstream.Access, *rawstream.KernelEnd:
+			launches = append(launches, fr)
+		case *rawstream.Free, *rawstream.End:
+		default:
+			head = append(head, fr)
+		}
+	}
+	return head, launches, maxID
 }
 
 // replayFrames adds frames to a, flushing every 2^18 pending records as a
