@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -165,6 +166,26 @@ func (rs *rankState) logAnalysis(a *online.Analyzer, source string, recs uint64,
 		msg += fmt.Sprintf("; %d functions without structure (%s)", len(miss), strings.Join(miss[:min(len(miss), 5)], "; "))
 	}
 	rs.logf("%s", msg)
+	if c.o.Replay == "" {
+		if h := samplingHint(recs, readerWait, wall, c.o.KernelSampling); h != "" {
+			slog.Warn(h, "rank", rs.rank)
+		}
+	}
+}
+
+// samplingHint is what to tell the user of a live stream whose analysis
+// held the application back: with every launch traced (kernel sampling
+// off), a long-running kernel's records can outrun the analysis many
+// times over (miniBUDE's value-tracing run on the H100: 145 million
+// records, the application held up 38 s of 65). "" when the wait was
+// short, or a small part of the run, or launches were sampled already.
+func samplingHint(recs uint64, readerWait, wall time.Duration, kernelSampling int) string {
+	if kernelSampling > 1 || readerWait < 5*time.Second || 5*readerWait < wall {
+		return ""
+	}
+	return fmt.Sprintf("value tracing: the application waited %v of %v for the analysis of %d access records, every launch traced; "+
+		"--kernel-sampling 10 traces one launch in 10 of each calling context (the first always), about a tenth of the records (docs/overhead.md)",
+		readerWait.Round(100*time.Millisecond), wall.Round(100*time.Millisecond), recs)
 }
 
 // stream decodes and analyses one raw stream, publishing items as it goes.
