@@ -38,6 +38,8 @@ vet: deps
 test: setup deps vet
 	$(GO) test -race -timeout 20m $(RACE_PKGS)
 	$(GO) test -timeout 20m $$($(GO) list ./... | grep -v -e /profile -e /collector -e /reducer -e /broker)
+	# Page faults counted without the race detector, whose shadow memory faults too.
+	$(GO) test -timeout 5m -run '^TestPrefault' ./collector/online
 	@$(MAKE) --no-print-directory demo-check
 	@$(MAKE) --no-print-directory fuzz
 
