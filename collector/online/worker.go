@@ -295,6 +295,7 @@ type tslot struct {
 type warpState struct {
 	t    []tslot
 	n    int
+	peak int    // the most entries it held since it was made or pooled
 	live uint32 // lanes with entries
 }
 
@@ -336,6 +337,7 @@ func (ws *warpState) slotAt(addr uint64, tag uint8, h uint64, n int) *tslot {
 		if !e.used {
 			e.addr, e.tag = addr, tag
 			ws.n++
+			ws.peak = max(ws.peak, ws.n)
 			return e
 		}
 		if e.addr == addr && e.tag == tag {
@@ -493,9 +495,17 @@ const (
 )
 
 func (s *shard) free(k warpKey, ws *warpState, l *launchInfo) {
-	s.tslots = min(len(ws.t), maxStartSlots)
+	// The size its entries needed (at most half full), not the table's:
+	// a table started at a context's size would otherwise hand it on
+	// unchanged to every later warp, however few entries they hold.
+	need := 64
+	for need < 2*ws.peak {
+		need *= 2
+	}
+	ws.peak = 0
+	s.tslots = min(need, maxStartSlots)
 	if l.tslots != nil {
-		l.tslots.Store(int32(min(len(ws.t), maxContextSlots)))
+		l.tslots.Store(int32(min(need, maxContextSlots)))
 	}
 	delete(s.warps, k)
 	if sl := &s.wcache[k.slot()]; sl.ws == ws {
