@@ -176,29 +176,52 @@ func BenchmarkAnalyzeSteady(b *testing.B) {
 		frames, total := steadyFrames(b, c.data)
 		for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
 			b.Run(fmt.Sprintf("%s/workers=%d", prog, w), func(b *testing.B) {
-				var barriers, early int
-				var busy time.Duration
-				cpu0 := cpuTime()
-				for i := 0; i < b.N; i++ {
-					a := New(Options{Job: "bench", Workers: w, Structures: st})
-					replayFrames(b, a, frames)
-					bz := a.Busy()
-					barriers, early = bz.Barriers, bz.EarlyBarriers
-					busy += bz.WorkerBusy + bz.MemBusy
-					a.Close()
-				}
-				cpu := cpuTime() - cpu0
-				n := float64(total) * float64(b.N)
-				b.ReportMetric(float64(barriers), "barriers")
-				b.ReportMetric(float64(early), "early-barriers")
-				b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/record")
-				b.ReportMetric(n/cpu.Seconds(), "records/cpu-s")
-				b.ReportMetric(n/busy.Seconds(), "records/busy-s")
-				b.ReportMetric(n/b.Elapsed().Seconds(), "records/s")
-				b.ReportMetric(0, "ns/op")
+				benchReplay(b, frames, total, st, w)
 			})
 		}
 	}
+}
+
+// benchReplay replays frames (total access records) into a fresh analyzer
+// of w workers b.N times and reports what the replay benchmarks report:
+// barriers (all and early), CPU nanoseconds a record, records per second
+// of CPU, of the workers' busy time and of wall time, minor page faults a
+// run (fresh memory is mapped at its first touch, which on a virtual
+// machine costs more than the analysis around it), and the dispatch
+// loop's waits at barriers and for items a run.
+func benchReplay(b *testing.B, frames []rawstream.Frame, total uint64, st StructureSource, w int) {
+	var barriers, early int
+	var busy, wait, build time.Duration
+	cpu0, faults0 := cpuTime(), minorFaults()
+	for i := 0; i < b.N; i++ {
+		a := New(Options{Job: "bench", Workers: w, Structures: st})
+		replayFrames(b, a, frames)
+		bz := a.Busy()
+		barriers, early = bz.Barriers, bz.EarlyBarriers
+		busy += bz.WorkerBusy + bz.MemBusy
+		wait += bz.BarrierWait
+		build += bz.Build
+		a.Close()
+	}
+	cpu := cpuTime() - cpu0
+	n := float64(total) * float64(b.N)
+	b.ReportMetric(float64(barriers), "barriers")
+	b.ReportMetric(float64(early), "early-barriers")
+	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/record")
+	b.ReportMetric(n/cpu.Seconds(), "records/cpu-s")
+	b.ReportMetric(n/busy.Seconds(), "records/busy-s")
+	b.ReportMetric(n/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(minorFaults()-faults0)/float64(b.N), "faults/run")
+	b.ReportMetric(wait.Seconds()/float64(b.N), "barrier-s")
+	b.ReportMetric(build.Seconds()/float64(b.N), "item-s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// minorFaults is the process's minor page faults so far.
+func minorFaults() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Minflt
 }
 
 // steadyFrames is a capture's frames for BenchmarkAnalyzeSteady: its

@@ -4,9 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
 
 	"gpuprof/collector/rawstream"
 )
@@ -32,34 +30,7 @@ func BenchmarkAnalyzeFresh(b *testing.B) {
 	b.Logf("%d access records", total)
 	for _, w := range []int{1, runtime.GOMAXPROCS(0), 16} {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
-			var barriers, early int
-			var busy, wait, build time.Duration
-			cpu0, faults0 := cpuTime(), minorFaults()
-			for i := 0; i < b.N; i++ {
-				a := New(Options{Job: "bench", Workers: w, Structures: caps[0].st})
-				replayFrames(b, a, frames)
-				bz := a.Busy()
-				barriers, early = bz.Barriers, bz.EarlyBarriers
-				busy += bz.WorkerBusy + bz.MemBusy
-				wait += bz.BarrierWait
-				build += bz.Build
-				a.Close()
-			}
-			cpu := cpuTime() - cpu0
-			n := float64(total) * float64(b.N)
-			b.ReportMetric(float64(barriers), "barriers")
-			b.ReportMetric(float64(early), "early-barriers")
-			b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/record")
-			// Page faults: fresh memory is mapped at its first touch, which
-			// on a virtual machine costs more than the analysis around it.
-			b.ReportMetric(float64(minorFaults()-faults0)/float64(b.N), "faults/run")
-			b.ReportMetric(n/busy.Seconds(), "records/busy-s")
-			b.ReportMetric(n/b.Elapsed().Seconds(), "records/s")
-			// The dispatch loop's waits for the workers at barriers and for
-			// the items, per run.
-			b.ReportMetric(wait.Seconds()/float64(b.N), "barrier-s")
-			b.ReportMetric(build.Seconds()/float64(b.N), "item-s")
-			b.ReportMetric(0, "ns/op")
+			benchReplay(b, frames, total, caps[0].st, w)
 		})
 	}
 }
@@ -157,11 +128,4 @@ func splitmix(x uint64) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
-}
-
-// minorFaults is the process's minor page faults so far.
-func minorFaults() int64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Minflt
 }
