@@ -159,6 +159,25 @@ func (c *valCounter) release(n int) {
 	}
 }
 
+// addCount adds n occurrences of v to the open-addressing table t (n 0
+// marks an empty slot; t at most half full) and reports whether v took a
+// new slot. settle, which runs for every new value of a run, has the same
+// loop written out: this one is over the inliner's budget.
+func addCount(t []vc, v, n uint64) bool {
+	mask := uint64(len(t) - 1)
+	for i := mix64(v) & mask; ; i = (i + 1) & mask {
+		e := &t[i]
+		if e.n == 0 {
+			e.v, e.n = v, n
+			return true
+		}
+		if e.v == v {
+			e.n += n
+			return false
+		}
+	}
+}
+
 // grow doubles the table (most keys see few distinct values, so it starts
 // small). Growing fourfold rehashed fewer entries but allocated more: on
 // the H100 the rehash's cost is the first touch of fresh memory (page
@@ -168,16 +187,10 @@ func (c *valCounter) grow() {
 	old := c.ents
 	n := max(2*len(old), 16)
 	c.ents = c.tables.get(n)
-	mask := uint64(n - 1)
 	for _, e := range old {
-		if e.n == 0 {
-			continue
+		if e.n != 0 {
+			addCount(c.ents, e.v, e.n)
 		}
-		j := mix64(e.v) & mask
-		for c.ents[j].n != 0 {
-			j = (j + 1) & mask
-		}
-		c.ents[j] = e
 	}
 	c.tables.put(old)
 }
@@ -402,26 +415,16 @@ func (s *valSums) init(distinct int) {
 func (s *valSums) add(e vc) {
 	if 2*(s.n+1) > len(s.t) {
 		old := s.t
-		s.t, s.n = make([]vc, 4*len(old)), 0
+		s.t = make([]vc, 4*len(old))
 		prefault(s.t)
 		for _, o := range old {
 			if o.n != 0 {
-				s.add(o)
+				addCount(s.t, o.v, o.n)
 			}
 		}
 	}
-	mask := uint64(len(s.t) - 1)
-	for i := mix64(e.v) & mask; ; i = (i + 1) & mask {
-		x := &s.t[i]
-		if x.n == 0 {
-			*x = e
-			s.n++
-			return
-		}
-		if x.v == e.v {
-			x.n += e.n
-			return
-		}
+	if addCount(s.t, e.v, e.n) {
+		s.n++
 	}
 }
 
