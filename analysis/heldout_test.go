@@ -45,7 +45,7 @@ var (
 	heldoutSelect = flag.Bool("heldout.select", false, "list the top three advices of each hot kernel, without estimates")
 	heldoutTable  = flag.Bool("heldout.table", false, "print the held-out table in docs/validation.md's format")
 	heldoutWhy    = flag.Bool("heldout.evidence", false, "log each pair's advice evidence (why the estimate is what it is)")
-	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU), 2 (HeCBench), 3 (CUDA samples) or 4 (proxy applications)")
+	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU), 2 (HeCBench), 3 (CUDA samples), 4 (proxy applications) or 5 (SHOC)")
 	heldoutItems  = flag.Bool("heldout.items", false, "write each redundancy capture's analysed item beside it (NAME.MODE.item)")
 )
 
@@ -55,6 +55,7 @@ var heldoutSets = map[int]string{
 	2: "../testdata/validation/heldout2",
 	3: "../testdata/validation/heldout3",
 	4: "../testdata/validation/heldout4",
+	5: "../testdata/validation/heldout5",
 }
 
 // heldoutSpecsPath is the chosen set's specs.tsv.
