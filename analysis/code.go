@@ -43,6 +43,9 @@ type code struct {
 	barOnce   sync.Once
 	interval  []int // barrierIntervals
 	nInterval int
+
+	shOnce  sync.Once
+	shShare []float64 // sharedRemovable
 }
 
 // divisions returns the function's IEEE float divisions (divide.go).

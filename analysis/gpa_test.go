@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -782,42 +783,52 @@ func TestTransactionReductionByWidth(t *testing.T) {
 	}
 }
 
-// Shared memory transactions widen to 128 bits at most (item 34): of the
-// 80 MIO throttle samples at a 32-bit shared load (T = 200), 60 go, 200 /
-// 140; at a 64-bit one 40, 200 / 160; a 128-bit one has nothing wider to
-// issue. The 20 samples of the FADD waiting on the load shrink alike: with
-// them, 200 / (200 - 60 - 15) at 32 bits.
+// Shared memory transactions widen to 128 bits at most (item 34), and
+// only where the thread's neighbouring accesses are there to merge (item
+// 42): four adjacent 32-bit loads, two adjacent 64-bit loads or two
+// 128-bit loads, the MIO throttle samples at the first (80 of T = 200).
+// At 32 bits 60 of them go, 200 / 140; at 64 bits 40, 200 / 160; 128-bit
+// loads have nothing wider to issue. The 20 samples of the FADD waiting
+// on the first load shrink alike: with them, 200 / (200 - 60 - 15) at 32
+// bits. One 32-bit load alone has no neighbour to merge with: not raised.
 func TestSharedTransactionsByWidth(t *testing.T) {
 	for _, tc := range []struct {
 		op    string
+		n     int // adjacent loads
 		waits bool
 		want  float64 // 0: not raised
-	}{{"LDS", false, 200.0 / 140}, {"LDS.64", false, 200.0 / 160}, {"LDS.128", false, 0}, {"LDS", true, 200.0 / 125}} {
+	}{{"LDS", 4, false, 200.0 / 140}, {"LDS.64", 2, false, 200.0 / 160}, {"LDS.128", 2, false, 0}, {"LDS", 4, true, 200.0 / 125}, {"LDS", 1, false, 0}} {
+		step := map[string]int{"LDS": 4, "LDS.64": 8, "LDS.128": 16}[tc.op]
+		loads := ""
+		for k := 0; k < tc.n; k++ {
+			loads += fmt.Sprintf("%s R%d, [R2+0x%x] {W0 S1}\n", tc.op, 20+4*k, k*step)
+		}
 		m := parseSASS(t, "k", `
 			#line 4
-			`+tc.op+` R4, [R2] {W0 S1}
+			`+loads+`
 			#line 5
-			FADD R7, R4, 1 {B0 S4}
+			FADD R7, R20, 1 {B0 S4}
 			STG.E desc[UR4][R8.64], R7 {S1}
 			EXIT`)
+		fadd := uint64(0x10 * tc.n)
 		s := sampledKernel(t, m, "k", mod1)
 		s.stall(0x00, "mio_throttle", 80)
 		s.stall(0x00, "selected", 20)
 		if tc.waits {
-			s.stall(0x10, "short_scoreboard", 20)
-			s.stall(0x10, "selected", 30)
+			s.stall(fadd, "short_scoreboard", 20)
+			s.stall(fadd, "selected", 30)
 		} else {
-			s.stall(0x10, "selected", 50)
+			s.stall(fadd, "selected", 50)
 		}
-		s.stall(0x20, "selected", 50)
+		s.stall(fadd+0x10, "selected", 50)
 		a := find(s.advise(t, m, Options{}), OptSharedTransactions)
 		switch {
 		case tc.want == 0 && a != nil:
-			t.Errorf("%s: raised at %v with nothing wider to issue", tc.op, a.Speedup)
+			t.Errorf("%d x %s: raised at %v with nothing wider to issue", tc.n, tc.op, a.Speedup)
 		case tc.want != 0 && a == nil:
-			t.Errorf("%s (waits %v): not raised", tc.op, tc.waits)
+			t.Errorf("%d x %s (waits %v): not raised", tc.n, tc.op, tc.waits)
 		case tc.want != 0 && !approx(a.Speedup, tc.want):
-			t.Errorf("%s (waits %v): speedup %v, want %v (%s)", tc.op, tc.waits, a.Speedup, tc.want, a.Evidence)
+			t.Errorf("%d x %s (waits %v): speedup %v, want %v (%s)", tc.n, tc.op, tc.waits, a.Speedup, tc.want, a.Evidence)
 		}
 	}
 }

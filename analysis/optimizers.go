@@ -218,15 +218,15 @@ func widenable(fv *fnView, i int) float64 {
 	return 1 - float64(accessBits(&fv.c.F.Insts[i]))/128
 }
 
-// widthMatch adds, over the instructions ok selects, the widenable share
-// of their own samples of reasons and, with edges, of the stalls blamed
-// on them, and records them as hotspots.
-func (kv *kernelView) widthMatch(ok func(fv *fnView, i int) bool, edges bool, h *hotSet, reasons ...string) float64 {
+// widthMatch adds, over the instructions ok selects, the share of their
+// own samples of reasons and, with edges, of the stalls blamed on them
+// that share says a fix removes, and records them as hotspots.
+func (kv *kernelView) widthMatch(ok func(fv *fnView, i int) bool, share func(fv *fnView, i int) float64, edges bool, h *hotSet, reasons ...string) float64 {
 	m := 0.0
 	for _, fv := range kv.fns {
 		for i := range fv.s {
 			if ok(fv, i) {
-				if v := fv.self(i, reasons...) * widenable(fv, i); v > 0 {
+				if v := fv.self(i, reasons...) * share(fv, i); v > 0 {
 					m += v
 					h.add(fv, i, -1, v)
 				}
@@ -237,7 +237,7 @@ func (kv *kernelView) widthMatch(ok func(fv *fnView, i int) bool, edges bool, h 
 		}
 		for _, e := range fv.r.Edges {
 			if ok(fv, e.Src) {
-				if v := e.Samples * widenable(fv, e.Src); v > 0 {
+				if v := e.Samples * share(fv, e.Src); v > 0 {
 					m += v
 					h.add(fv, e.Src, e.Dst, v)
 				}
@@ -253,25 +253,28 @@ func (kv *kernelView) widthMatch(ok func(fv *fnView, i int) bool, edges bool, h 
 // the same bytes (docs/validation.md, item 24).
 func (kv *kernelView) globalTransactions() *match {
 	h := newHotSet()
-	m := kv.widthMatch(kindIs(blame.KGlobalMem, blame.KGenericMem, blame.KTextureMem), false, h, "lg_throttle", "tex_throttle")
+	m := kv.widthMatch(kindIs(blame.KGlobalMem, blame.KGenericMem, blame.KTextureMem), widenable, false, h, "lg_throttle", "tex_throttle")
 	return &match{kind: OptGlobalTransactions, M: m, hots: h.list(),
 		hint:   "the load/store queues are full: issue fewer, wider global memory instructions (vector loads such as float4, fewer redundant accesses).",
 		detail: "global memory throttle samples at global memory instructions"}
 }
 
 // sharedTransactions matches the MIO throttle samples at shared memory
-// instructions and the stalls blamed on shared loads that wider accesses
-// would remove, the widenable share of each, as for global memory (item
-// 34, after held-out set 3, where removing every sample estimated 2.32x
-// for matrixMul's tile loop and it achieved 1.00x). Bank conflicts are
-// shared memory access adjustment's (sharedAdjust), priced by the passes
-// they cost.
+// instructions and the stalls blamed on shared loads that the advice's
+// changes would remove: the share of each access that merging it with
+// its neighbours into wider accesses, or keeping a reloaded value in a
+// register, removes (sharedRemovable, item 42; item 34 had priced every
+// access as widenable, after held-out set 3, where removing every sample
+// estimated 2.32x for matrixMul's tile loop and it achieved 1.00x). Bank
+// conflicts are shared memory access adjustment's (sharedAdjust), priced
+// by the passes they cost.
 func (kv *kernelView) sharedTransactions() *match {
 	h := newHotSet()
-	m := kv.widthMatch(kindIs(blame.KSharedMem), true, h, "mio_throttle")
+	share := func(fv *fnView, i int) float64 { return fv.c.sharedRemovable()[i] }
+	m := kv.widthMatch(kindIs(blame.KSharedMem), share, true, h, "mio_throttle")
 	return &match{kind: OptSharedTransactions, M: m, hots: h.list(),
 		hint:   "shared memory instructions stall the kernel (MIO queue full, waits on shared loads): use wider shared accesses, avoid bank conflicts (pad rows), keep reused values in registers.",
-		detail: "mio_throttle at shared memory instructions and stalls blamed on shared loads, the share that 128-bit accesses would remove"}
+		detail: "mio_throttle at shared memory instructions and stalls blamed on shared loads, the share that merging neighbouring accesses into 128-bit ones or keeping reloaded values in registers would remove"}
 }
 
 func (kv *kernelView) indirectAccess() *match {
