@@ -73,7 +73,11 @@ type match struct {
 	// A and Afused by barrier interval: a wait hides only behind work
 	// between the same two barriers (barriers.go).
 	scopes []scope
-	S      float64 // the speedup, for estGiven
+	// inFlight, when above 1, is how many iterations' waits the change
+	// overlaps (loop unrolling by that factor, item 43): the first of each
+	// group still waits, so at most (inFlight-1)/inFlight of M can hide.
+	inFlight int
+	S        float64 // the speedup, for estGiven
 	// cost, when positive, multiplies the estimate: what the change costs
 	// elsewhere (the occupancy that moved loads' registers lose, item 29).
 	cost float64
@@ -99,14 +103,18 @@ func (m *match) gain(T float64) float64 {
 	if m.est == estGiven {
 		return m.S
 	}
+	f := 1.0
+	if m.inFlight > 1 {
+		f = float64(m.inFlight-1) / float64(m.inFlight)
+	}
 	if m.est == estHiding && m.scopes != nil {
 		hidden := 0.0
 		for _, sc := range m.scopes {
 			a := max(0, sc.A-sc.Afused)
 			if m.starved {
-				hidden += sc.Mexec + math.Min(a, sc.M-sc.Mexec)
+				hidden += f*sc.Mexec + math.Min(a, f*(sc.M-sc.Mexec))
 			} else {
-				hidden += math.Min(a, sc.M)
+				hidden += math.Min(a, f*sc.M)
 			}
 		}
 		return StallElimination(T, hidden+m.Mfused)
@@ -114,9 +122,9 @@ func (m *match) gain(T float64) float64 {
 	if m.est == estHiding {
 		a := m.A - m.Afused
 		if m.starved {
-			return StallElimination(T, m.Mexec+math.Min(a, m.M-m.Mexec)+m.Mfused)
+			return StallElimination(T, f*m.Mexec+math.Min(a, f*(m.M-m.Mexec))+m.Mfused)
 		}
-		return StallElimination(T, math.Min(a, m.M)+m.Mfused) // eq. 5 when nothing is fused
+		return StallElimination(T, math.Min(a, f*m.M)+m.Mfused) // eq. 5 when nothing is fused
 	}
 	return StallElimination(T, m.M)
 }

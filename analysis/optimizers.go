@@ -388,6 +388,11 @@ func (kv *kernelView) codeReordering() *match {
 	return r
 }
 
+// unrollFactor is the unrolling the loop unrolling advice asks for and
+// prices: a bare #pragma unroll leaves a loop whose trip count is known
+// only at run time as it is, so the hint names a factor.
+const unrollFactor = 4
+
 // loopUnrolling matches dependency stalls inside each loop, with the loop
 // (nested loops included) as the scope of eq. 6.
 func (kv *kernelView) loopUnrolling() []match {
@@ -424,8 +429,12 @@ func (kv *kernelView) loopUnrolling() []match {
 				continue
 			}
 			mt := match{kind: OptLoopUnrolling, est: estHiding, M: m, A: fv.loopActive(li), Mexec: mx, starved: kv.starved(), hots: h.list(),
-				hint:   fmt.Sprintf("the loop at %s waits on results of its own iterations: unroll it (#pragma unroll) so independent iterations overlap their latencies.", fv.c.loopLine(li)),
+				hint:   fmt.Sprintf("the loop at %s waits on results of its own iterations: unroll it by %d (#pragma unroll %d) so independent iterations overlap their latencies.", fv.c.loopLine(li), unrollFactor, unrollFactor),
 				detail: fmt.Sprintf("memory and execution dependency stalls inside the loop at %s, hidden behind its active samples (eq. 6)", fv.c.loopLine(li))}
+			if !kv.gpaOnly {
+				mt.inFlight = unrollFactor
+				mt.note = fmt.Sprintf("; unrolled %d times, each group's first iteration still waits: at most %d/%d of M hides (item 43)", unrollFactor, unrollFactor-1, unrollFactor)
+			}
 			if barriers {
 				mt.setScopes(kv.hidingScopes(ok, func(ifv *fnView, i int) bool { return ifv == fv && fv.inLoop(i, li) }))
 			}
