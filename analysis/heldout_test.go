@@ -45,7 +45,7 @@ var (
 	heldoutSelect = flag.Bool("heldout.select", false, "list the top three advices of each hot kernel, without estimates")
 	heldoutTable  = flag.Bool("heldout.table", false, "print the held-out table in docs/validation.md's format")
 	heldoutWhy    = flag.Bool("heldout.evidence", false, "log each pair's advice evidence (why the estimate is what it is)")
-	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU), 2 (HeCBench), 3 (CUDA samples), 4 (proxy applications) or 5 (SHOC)")
+	heldoutSet    = flag.Int("heldout.set", 1, "which held-out set's specs: 1 (PolyBench/GPU), 2 (HeCBench), 3 (CUDA samples), 4 (proxy applications), 5 (SHOC) or 6 (CloverLeaf, TeaLeaf)")
 	heldoutItems  = flag.Bool("heldout.items", false, "write each redundancy capture's analysed item beside it (NAME.MODE.item)")
 )
 
@@ -56,6 +56,7 @@ var heldoutSets = map[int]string{
 	3: "../testdata/validation/heldout3",
 	4: "../testdata/validation/heldout4",
 	5: "../testdata/validation/heldout5",
+	6: "../testdata/validation/heldout6",
 }
 
 // heldoutSpecsPath is the chosen set's specs.tsv.
