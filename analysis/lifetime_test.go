@@ -137,3 +137,15 @@ func TestOneShotChainAndBytes(t *testing.T) {
 		}
 	}
 }
+
+// A kernel's estimated time after a change is at most its time before
+// (item 44): a floor of 150 over a kernel that took 100 leaves 100 (and
+// says so); a floor of 80 stands.
+func TestKeepKernelTime(t *testing.T) {
+	if l, capped := keepKernelTime(150, 100); l != 100 || !capped {
+		t.Errorf("floor 150 over 100: %v (capped %v), want 100 capped", l, capped)
+	}
+	if l, capped := keepKernelTime(80, 100); l != 80 || capped {
+		t.Errorf("floor 80 under 100: %v (capped %v), want 80 as it is", l, capped)
+	}
+}
