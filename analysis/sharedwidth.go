@@ -37,6 +37,12 @@ func sharedShares(c *code) []float64 {
 		store bool
 		other bool // an atomic, or an access whose address this cannot name
 	}
+	type group struct {
+		key   string
+		store bool
+		bits  int
+		iv    int
+	}
 	for _, bl := range f.CFG().Blocks {
 		var accs []access
 		for i := bl.Start; i < bl.End; i++ {
@@ -56,6 +62,19 @@ func sharedShares(c *code) []float64 {
 			}
 			accs = append(accs, a)
 		}
+		// at holds the offsets each group of like accesses (one base, one
+		// direction and width, one barrier interval) touches in the block.
+		at := map[group]map[int64]bool{}
+		for _, a := range accs {
+			if a.other {
+				continue
+			}
+			g := group{a.key, a.store, a.bits, iv[a.i]}
+			if at[g] == nil {
+				at[g] = map[int64]bool{}
+			}
+			at[g][a.off] = true
+		}
 		for k, a := range accs {
 			if a.other {
 				continue
@@ -63,34 +82,12 @@ func sharedShares(c *code) []float64 {
 			// Wider accesses: the run of consecutive offsets a belongs to.
 			if a.bits < 128 {
 				step := int64(a.bits / 8)
-				same := func(b access) bool {
-					return !b.other && b.key == a.key && b.store == a.store && b.bits == a.bits && iv[b.i] == iv[a.i]
-				}
+				g := group{a.key, a.store, a.bits, iv[a.i]}
 				n := 1
-				for d := int64(1); ; d++ {
-					found := false
-					for _, b := range accs {
-						if same(b) && b.off == a.off-d*step {
-							found = true
-							break
-						}
-					}
-					if !found {
-						break
-					}
+				for o := a.off - step; at[g][o]; o -= step {
 					n++
 				}
-				for d := int64(1); ; d++ {
-					found := false
-					for _, b := range accs {
-						if same(b) && b.off == a.off+d*step {
-							found = true
-							break
-						}
-					}
-					if !found {
-						break
-					}
+				for o := a.off + step; at[g][o]; o += step {
 					n++
 				}
 				if n > 1 {

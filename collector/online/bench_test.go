@@ -236,25 +236,32 @@ func steadyFrames(b *testing.B, data []byte) (frames []rawstream.Frame, total ui
 	replays := max(1, (1<<20+recs-1)/max(recs, 1))
 	frames = append([]rawstream.Frame(nil), head...)
 	for r := uint64(0); r < replays; r++ {
-		shift := r * (maxID + 1)
 		for _, fr := range launches {
-			switch x := fr.(type) {
-			case *rawstream.Launch:
-				c := *x
-				c.LaunchID += shift
-				frames = append(frames, &c)
-			case *rawstream.Access:
-				c := *x
-				c.LaunchID += shift
-				frames = append(frames, &c)
-			case *rawstream.KernelEnd:
-				c := *x
-				c.LaunchID += shift
-				frames = append(frames, &c)
-			}
+			frames = append(frames, shifted(fr, r*(maxID+1)))
 		}
 	}
 	return frames, recs * replays
+}
+
+// shifted is a copy of a launch's frame (LAUNCH, ACCESS or KERNEL_END)
+// under launch id + shift, so a replay's launches do not meet the
+// previous replay's.
+func shifted(fr rawstream.Frame, shift uint64) rawstream.Frame {
+	switch x := fr.(type) {
+	case *rawstream.Launch:
+		c := *x
+		c.LaunchID += shift
+		return &c
+	case *rawstream.Access:
+		c := *x
+		c.LaunchID += shift
+		return &c
+	case *rawstream.KernelEnd:
+		c := *x
+		c.LaunchID += shift
+		return &c
+	}
+	return fr
 }
 
 // replayParts splits a capture's frames for replaying its launches again:

@@ -73,15 +73,13 @@ func freshFrames(tb testing.TB, data []byte, grow uint32, steps int) (frames []r
 		for _, fr := range launches {
 			switch x := fr.(type) {
 			case *rawstream.Launch:
-				c := *x
-				c.LaunchID += shift
+				c := shifted(x, shift).(*rawstream.Launch)
 				c.Grid[0] = p * grow
-				frames = append(frames, &c)
+				frames = append(frames, c)
 			case *rawstream.KernelEnd:
-				c := *x
-				c.LaunchID += shift
+				c := shifted(x, shift).(*rawstream.KernelEnd)
 				c.BlocksTotal, c.BlocksSampled, c.Records = p*grow, x.BlocksSampled*grow, x.Records*uint64(grow)
-				frames = append(frames, &c)
+				frames = append(frames, c)
 			case *rawstream.Access:
 				out := &rawstream.Access{LaunchID: x.LaunchID + shift}
 				for g := uint32(0); g < grow; g++ {
