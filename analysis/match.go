@@ -69,6 +69,10 @@ type match struct {
 	// outright (fusion.go), on top of the hidden latency; Afused is its
 	// active part, which no longer covers latency.
 	Mfused, Afused float64
+	// Mover is the part of M that is round trips put in flight together
+	// with others (movable.go, item 45): it goes without work to hide
+	// behind.
+	Mover float64
 	// scopes, where the kernel has block-wide barriers, splits M, Mexec,
 	// A and Afused by barrier interval: a wait hides only behind work
 	// between the same two barriers (barriers.go).
@@ -117,14 +121,15 @@ func (m *match) gain(T float64) float64 {
 				hidden += math.Min(a, f*sc.M)
 			}
 		}
-		return StallElimination(T, hidden+m.Mfused)
+		return StallElimination(T, hidden+m.Mfused+m.Mover)
 	}
 	if m.est == estHiding {
 		a := m.A - m.Afused
+		mm := m.M - m.Mover
 		if m.starved {
-			return StallElimination(T, f*m.Mexec+math.Min(a, f*(m.M-m.Mexec))+m.Mfused)
+			return StallElimination(T, f*m.Mexec+math.Min(a, f*(mm-m.Mexec))+m.Mfused+m.Mover)
 		}
-		return StallElimination(T, math.Min(a, f*m.M)+m.Mfused) // eq. 5 when nothing is fused
+		return StallElimination(T, math.Min(a, f*mm)+m.Mfused+m.Mover) // eq. 5 when nothing is fused
 	}
 	return StallElimination(T, m.M)
 }

@@ -325,35 +325,60 @@ func (kv *kernelView) codeReordering() *match {
 		return latencyReason(e.Reason) && (k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem ||
 			k == blame.KArithFixed || k == blame.KArithVar || k == blame.KSharedMem)
 	}
-	// A load's wait with no work to move in is not counted (nothingToMove);
-	// fusing copies of a loop (below) brings work of its own.
-	// Asked for each edge by every match below: decided once per edge.
+	// A wait in straight-line code hides at most behind the work that can
+	// move into it (movableWork): such waits are counted apart, per basic
+	// block, below; fusing copies of a loop (further below) brings work of
+	// its own. Asked for each edge by every match below: decided once per
+	// edge.
 	type edgeKey struct {
 		fv       *fnView
 		src, dst int
 	}
-	stuck := map[edgeKey]bool{}
+	moves := map[edgeKey]moveIn{}
+	moveOf := func(fv *fnView, e blame.Edge) moveIn {
+		k := edgeKey{fv, e.Src, e.Dst}
+		mv, seen := moves[k]
+		if !seen {
+			mv.work, mv.straight = fv.movableWork(e.Src, e.Dst)
+			moves[k] = mv
+		}
+		return mv
+	}
 	movable := func(fv *fnView, e blame.Edge) bool {
 		if !ok(fv, e) || kv.gpaOnly {
 			return ok(fv, e)
 		}
-		k := edgeKey{fv, e.Src, e.Dst}
-		v, seen := stuck[k]
-		if !seen {
-			v = fv.nothingToMove(e.Src, e.Dst)
-			stuck[k] = v
-		}
-		return !v
+		return !moveOf(fv, e).straight
 	}
 	m := kv.latencyEdgeMatch(movable, h)
 	mx := kv.latencyEdgeMatch(func(fv *fnView, e blame.Edge) bool { return movable(fv, e) && execEdge(fv, e) }, newHotSet())
-	r := &match{kind: OptCodeReordering, est: estHiding, M: m, A: kv.A, Mexec: mx, starved: kv.starved(), hots: h.list(),
+	straight := kv.straightLineHiding(ok, moveOf, h)
+	over := 0.0
+	for _, sl := range straight {
+		m += sl.hidden
+		over += sl.overlap
+	}
+	r := &match{kind: OptCodeReordering, est: estHiding, M: m, Mover: over, A: kv.A, Mexec: mx, starved: kv.starved(), hots: h.list(),
 		hint:   "instructions wait for results computed just before them: move independent work between producer and consumer (load earlier, interleave independent computations).",
 		detail: "memory and execution dependency stalls (latency samples) hidden behind the kernel's active samples"}
+	if len(straight) > 0 {
+		var waits, hid float64
+		for _, sl := range straight {
+			waits += sl.waits
+			hid += sl.hidden
+		}
+		r.note += fmt.Sprintf("; of %.0f samples waiting in straight-line code, %.0f can go: %.0f behind the work that can move into the waits, %.0f as round trips kept apart by stores go in flight together (item 45)", waits, hid, hid-over, over)
+	}
 	if !kv.gpaOnly {
 		var scopes map[scopeKey]*scope
 		if kv.hasBarriers() {
 			scopes = kv.hidingScopes(movable, func(*fnView, int) bool { return true })
+			for _, sl := range straight {
+				iv, _ := sl.fv.c.barrierIntervals()
+				if sc := scopes[scopeKey{sl.fv.c, iv[sl.at]}]; sc != nil {
+					sc.M += sl.hidden - sl.overlap
+				}
+			}
 		}
 		fused := 0
 		for _, fv := range kv.fns {
