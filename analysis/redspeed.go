@@ -267,11 +267,14 @@ func (kv *kernelView) removed(a *Advice, refs []instRef) (rs []instRef, frac flo
 		return refs, 1, true
 	case KindConditional:
 		// Skipping the work on the dominant value saves the loads combined
-		// with the flagged value (or the flagged store itself).
+		// with the flagged value, or the flagged store itself where the
+		// thread already holds what the store overwrites (item 46).
 		var co []instRef
 		for _, r := range refs {
 			if r.fv.c.F.Insts[r.i].Mem.Op == sass.MemStore {
-				co = append(co, r)
+				if r.fv.c.loadsStoredAddress(r.i) {
+					co = append(co, r)
+				}
 				continue
 			}
 			co = append(co, coLoads(r)...)
@@ -556,4 +559,31 @@ func keepKernelTime(left, t float64) (float64, bool) {
 		return t, true
 	}
 	return left, false
+}
+
+// loadsStoredAddress reports whether the function loads, with the same
+// base registers (the same definitions reaching them), offset and width,
+// the address that store i writes: a read-modify-write, whose old value
+// the thread holds. A store skipped where it would write the value
+// already there (a silent store) must know that value: without the load
+// the test adds one, as many bytes as the store writes, and saves nothing
+// the traffic model can see (docs/validation.md, item 46).
+func (c *code) loadsStoredAddress(i int) bool {
+	f := c.F
+	st := &f.Insts[i]
+	o, ok := memOperand(st)
+	if !ok || !o.Base.Tracked() {
+		return false
+	}
+	key := addrKey(f, i, o)
+	for j := range f.Insts {
+		in := &f.Insts[j]
+		if j == i || !isGlobalLoad(in) || in.Mem.Bits != st.Mem.Bits {
+			continue
+		}
+		if oj, ok := memOperand(in); ok && oj.Offset == o.Offset && addrKey(f, j, oj) == key {
+			return true
+		}
+	}
+	return false
 }

@@ -95,6 +95,29 @@ func TestSectorRate(t *testing.T) {
 	}
 }
 
+// Item 46: a store whose address the thread loaded first (same base
+// register, same definition reaching it, same offset and width) is a
+// read-modify-write; a store to an address it never loads, or loaded
+// through a base redefined in between, is not.
+func TestLoadsStoredAddress(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 4
+		LDG.E R4, desc[UR4][R2.64+0x8] {W0 S1}
+		FADD R5, R4, 1 {B0 S4}
+		STG.E desc[UR4][R2.64+0x8], R5 {S1}
+		STG.E desc[UR4][R2.64+0x10], R5 {S1}
+		IADD3 R2, R2, 0x100, RZ {S4}
+		STG.E desc[UR4][R2.64+0x8], R5 {S1}
+		STG.E desc[UR4][R6.64], R5 {S1}
+		EXIT`)
+	c := codeOf(m, m.Func("k"))
+	for i, want := range map[int]bool{2: true, 3: false, 5: false, 6: false} {
+		if got := c.loadsStoredAddress(i); got != want {
+			t.Errorf("store %d (%s): loaded %v, want %v", i, c.F.Insts[i].Opcode, got, want)
+		}
+	}
+}
+
 func TestMergedObjectAdviceKeepsEachKernelsShare(t *testing.T) {
 	obj := profile.ObjectID(7)
 	mk := func(k profile.NodeID, frac float64) Advice {
