@@ -116,7 +116,7 @@ func TestBranchDivergenceFromMemoryLanes(t *testing.T) {
 	p.Add(st, profile.InstExecuted, 100)
 	seal(t, p, 0)
 	x := NewIndex(p)
-	eff, how := simt(x, b.k.ID)
+	eff, how := simt(x, b.k.ID, nil)
 	if eff[body] != 0.5 || !strings.Contains(how, "memory accesses") {
 		t.Fatalf("loop body efficiency %v (%s)", eff[body], how)
 	}

@@ -247,7 +247,7 @@ func memDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, insts InstL
 // simt returns each instruction node's share of active lanes, measured
 // (thread/warp executions) where the profile has it, else from the lanes
 // of the memory accesses at the same kernel source line.
-func simt(x *Index, k profile.NodeID) (map[profile.NodeID]float64, string) {
+func simt(x *Index, k profile.NodeID, kv *kernelView) (map[profile.NodeID]float64, string) {
 	out := map[profile.NodeID]float64{}
 	nodes := x.InstNodes(k)
 	for _, id := range nodes {
@@ -263,8 +263,31 @@ func simt(x *Index, k profile.NodeID) (map[profile.NodeID]float64, string) {
 	// the call site for inlined code). The least active memory access of a
 	// line stands for it: code inlined at a call inside a branch runs with
 	// the branch's lanes, while loads hoisted above the branch (attributed
-	// to the same line) still run with all of them.
-	lineEff := map[string]float64{}
+	// to the same line) still run with all of them. Where the kernel's
+	// code is known, an access does not stand for code that lanes can
+	// leave the kernel from before they reach the access (item 47): code
+	// whose block dominates the access's, which does not post-dominate it,
+	// with no block after it that every lane passes (it post-dominates
+	// nothing but the kernel's exit). That code runs with more lanes than
+	// the access: the steps of a block reduction whose threads exit one
+	// step after another, its last store made by one lane.
+	type access struct {
+		c   *code
+		b   int
+		eff float64
+	}
+	blockOf := func(id profile.NodeID) (*code, int, bool) {
+		if kv == nil {
+			return nil, -1, false
+		}
+		r, ok := kv.byNode[id]
+		if !ok {
+			return nil, -1, false
+		}
+		b := r.fv.c.F.CFG().BlockOf(r.i)
+		return r.fv.c, b, b >= 0
+	}
+	lineAcc := map[string][]access{}
 	lineOf := map[profile.NodeID]string{}
 	for _, id := range nodes {
 		l := outerLine(x, id)
@@ -275,15 +298,25 @@ func simt(x *Index, k profile.NodeID) (map[profile.NodeID]float64, string) {
 			if lanes == 0 {
 				continue
 			}
-			e := math.Min(1, float64(lanes)/(32*float64(w)))
-			if old, ok := lineEff[l]; !ok || e < old {
-				lineEff[l] = e
-			}
+			c, b, _ := blockOf(id)
+			lineAcc[l] = append(lineAcc[l], access{c, b, math.Min(1, float64(lanes)/(32*float64(w)))})
 		}
 	}
 	for _, id := range nodes {
-		if e, ok := lineEff[lineOf[id]]; ok {
-			out[id] = e
+		c, b, known := blockOf(id)
+		best, found := 0.0, false
+		for _, a := range lineAcc[lineOf[id]] {
+			if known && a.c == c && a.b >= 0 {
+				if g := c.F.CFG(); g.Dominates(b, a.b) && !g.PostDominates(a.b, b) && g.IPDom[b] < 0 {
+					continue
+				}
+			}
+			if !found || a.eff < best {
+				best, found = a.eff, true
+			}
+		}
+		if found {
+			out[id] = best
 		}
 	}
 	return out, "active lanes of the memory accesses at the same source line"
@@ -312,7 +345,7 @@ func outerLine(x *Index, id profile.NodeID) string {
 }
 
 func branchDivergenceAdvice(x *Index, k profile.NodeID, kv *kernelView, opts Options) *Advice {
-	eff, how := simt(x, k)
+	eff, how := simt(x, k, kv)
 	if len(eff) == 0 {
 		return nil
 	}

@@ -191,3 +191,52 @@ func TestFootprintAtTheTimedSize(t *testing.T) {
 		t.Fatalf("footprint %v by %v, want 272 MiB with the traced array at 268 MiB", total, by)
 	}
 }
+
+// Item 47: a block reduction's tail, each step behind an exit of the
+// threads it no longer needs, and its last store made by one lane, all at
+// one source line. The store's lanes (1 of 32) stand for the code after
+// the last exit, not for the steps before it, which lanes could leave
+// from with more lanes running. Without the exits, the line's one block
+// runs with the store's lanes throughout.
+func TestDivergenceLanesStopAtExits(t *testing.T) {
+	for _, exits := range []bool{true, false} {
+		text := `
+		#line 11
+		S2R R0, SR_TID.X {S1}
+		ISETP.GT.U32.AND P0, PT, R0, 0xf, PT {S4}
+		@P0 EXIT
+		LDS.64 R4, [R2] {S1}
+		DADD R4, R4, R4 {S4}
+		ISETP.NE.AND P0, PT, R0, RZ, PT {S4}
+		@P0 EXIT
+		STG.E.64 desc[UR4][R8.64], R4 {S1}
+		EXIT`
+		if !exits {
+			text = strings.ReplaceAll(text, "@P0 EXIT", "NOP")
+		}
+		m := parseSASS(t, "k", text)
+		s := sampledKernel(t, m, "k", mod1)
+		for off := uint64(0); off <= 0x80; off += 0x10 {
+			s.stall(off, "selected", 10)
+		}
+		s.p.Add(s.node[0x70], profile.MemWarpAccess, 100)
+		s.p.Add(s.node[0x70], profile.MemStores, 100)
+		s.launches(1, 128, 1, 16)
+		x := NewIndex(s.p)
+		kv, err := newKernelView(x, s.k.ID, Modules{mod1: m}, Options{})
+		if err != nil || kv == nil {
+			t.Fatalf("no kernel view (%v)", err)
+		}
+		eff, _ := simt(x, s.k.ID, kv)
+		if e, ok := eff[s.node[0x70]]; !ok || !approx(e, 1.0/32) {
+			t.Errorf("exits %v: store's lanes %v %v, want 1/32", exits, e, ok)
+		}
+		e, ok := eff[s.node[0x40]]
+		if exits && ok {
+			t.Errorf("the add before the last exit priced at the store's lanes, %v", e)
+		}
+		if !exits && (!ok || !approx(e, 1.0/32)) {
+			t.Errorf("without exits the add's lanes are %v %v, want the line's 1/32", e, ok)
+		}
+	}
+}
