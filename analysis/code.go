@@ -267,6 +267,21 @@ func (c *code) inlinedFiles(i int) []string {
 // offset the profile's PC carries, a section offset as nvdisasm prints it,
 // for a subroutine possibly counted from its kernel).
 func instIndex(m *sass.Module, name string, off uint64) (*sass.Function, int) {
+	return instIndexIn(m, "", name, off)
+}
+
+// instIndexIn is instIndex preferring the function of that name in
+// section sec (the calling kernel's): the copy of a subroutine that the
+// compiler placed in that kernel's section.
+func instIndexIn(m *sass.Module, sec, name string, off uint64) (*sass.Function, int) {
+	if f := m.FuncIn(sec, name); sec != "" && f != nil {
+		if i := f.InstAt(off); i >= 0 {
+			return f, i
+		}
+		if i := f.InstAt(f.Start + off); i >= 0 {
+			return f, i
+		}
+	}
 	if f := m.Func(name); f != nil {
 		if i := f.InstAt(off); i >= 0 {
 			return f, i

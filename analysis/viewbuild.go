@@ -85,7 +85,11 @@ func newKernelView(x *Index, k profile.NodeID, mods ModuleSource, opts Options) 
 			// A module without SASS (an error from the source) leaves its
 			// instructions without code; the rest of the analysis goes on.
 			if m, err := mods.Module(fn.Module); err == nil && m != nil {
-				sf, idx = instIndex(m, fn.Name, uint64(pc.Offset))
+				sec := ""
+				if kf := m.Func(p.Nodes[k].Frame.Function); kf != nil {
+					sec = kf.Section
+				}
+				sf, idx = instIndexIn(m, sec, fn.Name, uint64(pc.Offset))
 				if sf != nil && fns[sf] == nil {
 					c := codeOf(m, sf)
 					fv := &fnView{c: c, fid: profile.FuncIDOf(fn.Module, sf.Name), node: make([]profile.NodeID, len(sf.Insts)), s: make([]blame.Samples, len(sf.Insts))}

@@ -251,6 +251,19 @@ func (m *Module) LineAt(name string, off uint64) (Location, bool) {
 	return l, l.File >= 0
 }
 
+// FuncIn returns the function named name in section sec, or nil. A
+// subroutine the compiler copies into the section of each kernel that
+// calls it (CUDA's internal division and square-root routines) has one
+// name in several sections, and Func returns only the first.
+func (m *Module) FuncIn(sec, name string) *Function {
+	for _, f := range m.bySection[sec] {
+		if f.Name == name {
+			return f
+		}
+	}
+	return nil
+}
+
 // index rebuilds the lookup tables; called after parsing and decoding.
 func (m *Module) index() {
 	m.byName = make(map[string]*Function, len(m.Functions))

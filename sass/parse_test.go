@@ -331,3 +331,43 @@ func TestParseTensorMemoryCopy(t *testing.T) {
 		t.Errorf("operands %+v: want [UR32] and [UR6]", ops)
 	}
 }
+
+// A subroutine the compiler copies into each calling kernel's section
+// (here at other offsets, as CUDA's internal division routines are) has
+// one name twice: Func finds the first, FuncIn each section's own.
+func TestFuncInSection(t *testing.T) {
+	text := `
+	.section	.text.ka,"ax",@progbits
+        .type           ka,@function
+ka:
+        /*0000*/                   CALL.REL.NOINC ` + "`" + `($__internal_0_$__div) ;
+        /*0010*/                   EXIT ;
+        .type           $__internal_0_$__div,@function
+$__internal_0_$__div:
+        /*0020*/                   RET.REL.NODEC R8 ` + "`" + `(ka) ;
+	.section	.text.kb,"ax",@progbits
+        .type           kb,@function
+kb:
+        /*0000*/                   NOP ;
+        /*0010*/                   CALL.REL.NOINC ` + "`" + `($__internal_0_$__div) ;
+        /*0020*/                   EXIT ;
+        .type           $__internal_0_$__div,@function
+$__internal_0_$__div:
+        /*0030*/                   RET.REL.NODEC R8 ` + "`" + `(kb) ;
+`
+	m, err := Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := m.Func("$__internal_0_$__div"); f == nil || f.Section != ".text.ka" {
+		t.Fatalf("Func: %+v", f)
+	}
+	for sec, start := range map[string]uint64{".text.ka": 0x20, ".text.kb": 0x30} {
+		if f := m.FuncIn(sec, "$__internal_0_$__div"); f == nil || f.Start != start {
+			t.Errorf("FuncIn(%s): %+v, want the copy at %#x", sec, f, start)
+		}
+	}
+	if f := m.FuncIn(".text.kc", "$__internal_0_$__div"); f != nil {
+		t.Errorf("FuncIn of a section without it: %+v", f)
+	}
+}
