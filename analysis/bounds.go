@@ -18,6 +18,9 @@ func (kv *kernelView) unjustified(m match, s float64) string {
 	for _, h := range m.hots {
 		hot[instRef{h.fv, h.i}] = true
 	}
+	for _, r := range m.alsoGone {
+		hot[r] = true
+	}
 	return kv.eq3Unjustified(s, hot, m.Mfused > 0)
 }
 

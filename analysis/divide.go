@@ -30,6 +30,9 @@ type divisions struct {
 	rcp    []bool
 	f64    []bool
 	shared []bool
+	// grouped[a]: the division anchored at a divides by a value another
+	// division of the function divides by too (shared or its first).
+	grouped []bool
 }
 
 // removed says whether instruction i is code fast math removes: a float
@@ -48,7 +51,7 @@ func (d *divisions) removed(i int) bool { return d.of[i] >= 0 && !d.rcp[i] && !d
 // math's estimate errs by one FFMA a division.
 func divisionSequences(f *sass.Function) *divisions {
 	d := &divisions{of: make([]int32, len(f.Insts)), rcp: make([]bool, len(f.Insts)),
-		f64: make([]bool, len(f.Insts)), shared: make([]bool, len(f.Insts))}
+		f64: make([]bool, len(f.Insts)), shared: make([]bool, len(f.Insts)), grouped: make([]bool, len(f.Insts))}
 	for i := range d.of {
 		d.of[i] = -1
 	}
@@ -217,6 +220,7 @@ func callsF64Division(f *sass.Function, b sass.Block) bool { return callsDivisio
 // denominator).
 func sharedDivisors(f *sass.Function, du *sass.DefUse, d *divisions) {
 	seen := map[string]bool{}
+	first := map[string]int{}
 	for a := range f.Insts {
 		if int(d.of[a]) != a {
 			continue // not an anchor
@@ -232,6 +236,11 @@ func sharedDivisors(f *sass.Function, du *sass.DefUse, d *divisions) {
 		}
 		k := fmt.Sprint(r, defs)
 		d.shared[a] = seen[k]
+		if seen[k] {
+			d.grouped[a], d.grouped[first[k]] = true, true
+		} else {
+			first[k] = a
+		}
 		seen[k] = true
 	}
 }

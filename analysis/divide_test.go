@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"gpuprof/profile"
 	"gpuprof/sass"
 )
 
@@ -452,5 +453,46 @@ func TestStrengthReductionSharedDivisor(t *testing.T) {
 	}
 	if fm := find(as, OptFastMath); fm != nil && fm.Speedup > 1.0001 {
 		t.Errorf("fast math %v on double divisions; %s", fm.Speedup, fm.Evidence)
+	}
+}
+
+// TestStrengthReductionTakesTheRoutineCalls: item 49 on item 40's complex
+// division, now with both divisions' calls of the division routine
+// sampled (10 samples each) and 100 samples in the routine's copy in the
+// kernel's section. T = 400 + 20 + 100 = 520. One reciprocal of the
+// shared denominator removes the second division's executed sequence and
+// its call (150), and neither division calls the routine any more: the
+// second turns into a multiply, the first into the reciprocal, which
+// does not call it. The routine's 100 go: M = 250, 520/270.
+func TestStrengthReductionTakesTheRoutineCalls(t *testing.T) {
+	const routine = "$__internal_1_$__cuda_sm20_div_rn_f64_full"
+	m := parseSASS(t, "k", complexDivision+`
+		.type `+routine+`,@function
+		`+routine+`:
+		DFMA R18, R16, R18, R16 {S1}
+		RET.REL.NODEC R16 `+"`(k)"+` {S1}
+	`)
+	f := m.FuncIn(".text.k", routine)
+	if f == nil {
+		t.Fatal("no routine in the kernel's section")
+	}
+	s := sampledKernel(t, m, "k", mod1)
+	for _, in := range m.Func("k").Insts {
+		o := in.Offset
+		if o <= 0x140 || o >= 0x1b0 && o <= 0x2b0 || o == 0x330 || o == 0x340 || in.Op == "CALL" {
+			s.stall(o, "selected", 10)
+		}
+	}
+	s.p.AddFunc(mod1, routine)
+	rf := s.p.Child(s.k.ID, profile.Frame{Kind: profile.KindGPUFunction, Module: mod1.String(), Function: routine})
+	ln := s.p.Child(rf.ID, profile.Frame{Kind: profile.KindLine, File: "k.cu", Line: 5})
+	rin := s.p.Child(ln.ID, profile.Frame{Kind: profile.KindInstruction, Offset: f.Insts[0].Offset})
+	s.p.Add(rin.ID, profile.StallMetric("selected"), 100)
+	sr := find(s.advise(t, m, Options{}), OptStrengthReduction)
+	if sr == nil || !approx(sr.Speedup, 520.0/270) {
+		t.Fatalf("strength reduction %+v, want 520/270", sr)
+	}
+	if !strings.Contains(sr.Evidence, "; 100 samples in the division routine the divisions that go call") {
+		t.Errorf("the routine is not in the evidence: %s", sr.Evidence)
 	}
 }

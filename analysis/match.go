@@ -69,6 +69,9 @@ type match struct {
 	// outright (fusion.go), on top of the hidden latency; Afused is its
 	// active part, which no longer covers latency.
 	Mfused, Afused float64
+	// alsoGone are instructions the change removes that are no hotspots
+	// (a routine whose every call goes, item 49), for the issue bound.
+	alsoGone []instRef
 	// Mover is the part of M that is round trips put in flight together
 	// with others (movable.go, item 45): it goes without work to hide
 	// behind.

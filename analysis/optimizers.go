@@ -77,10 +77,79 @@ func (kv *kernelView) strengthReduction() *match {
 	if common > 0 {
 		note += fmt.Sprintf("; %.0f samples in divisions by a value an earlier division divides by: one reciprocal turns each into a multiply", common)
 	}
+	// The first division of a shared divisor becomes the reciprocal the
+	// others multiply by: its sequence stays, as the reciprocal's cost,
+	// but a reciprocal does not call the division routine (item 49).
+	calls := func(fv *fnView, i int) bool {
+		d := fv.c.divisions()
+		return gone(fv, i) || d.of[i] >= 0 && d.grouped[d.of[i]]
+	}
+	r, routines := kv.divisionRoutineGone(calls, h)
+	if r > 0 {
+		note += fmt.Sprintf("; %.0f samples in the division routine the divisions that go call", r)
+		m += r
+	}
 	m += div + common
-	return &match{kind: OptStrengthReduction, M: m, hots: h.list(), note: note,
+	return &match{kind: OptStrengthReduction, M: m, hots: h.list(), note: note, alsoGone: routines,
 		hint:   "results of long-latency arithmetic (MUFU, conversions, FP64, integer division) are waited for: replace them by cheaper operations (multiply by a reciprocal, shifts for powers of two, float instead of double, fewer conversions).",
 		detail: "execution-dependency stalls blamed on long-latency arithmetic"}
+}
+
+// divisionRoutineGone is the samples in CUDA's division routines (the
+// kernel's own copies, item 48) that go with the divisions gone selects
+// (item 49): a division turned into a multiply no longer calls the
+// routine. A routine's samples are shared among its calls in proportion
+// to the calls' own samples (equally where none has any), and a call
+// goes with the division whose sequence holds it. A routine whose every
+// call goes is returned whole (its instructions no longer issue).
+func (kv *kernelView) divisionRoutineGone(gone func(fv *fnView, i int) bool, h *hotSet) (total float64, whole []instRef) {
+	for _, rv := range kv.fns {
+		name := rv.c.F.Name
+		if !internalRoutine(name) || !strings.Contains(name, "_div_") {
+			continue
+		}
+		s := 0.0
+		for i := range rv.s {
+			s += rv.total(i)
+		}
+		if s == 0 {
+			continue
+		}
+		type call struct {
+			fv *fnView
+			i  int
+			w  float64
+		}
+		var calls []call
+		sum := 0.0
+		for _, fv := range kv.fns {
+			for i, in := range fv.c.F.Insts {
+				if in.Op == "CALL" && in.Callee == name {
+					calls = append(calls, call{fv, i, fv.total(i)})
+					sum += fv.total(i)
+				}
+			}
+		}
+		all := len(calls) > 0
+		for _, c := range calls {
+			share := 1 / float64(len(calls))
+			if sum > 0 {
+				share = c.w / sum
+			}
+			if gone(c.fv, c.i) {
+				total += s * share
+				h.add(c.fv, c.i, -1, s*share)
+			} else {
+				all = false
+			}
+		}
+		if all {
+			for i := range rv.s {
+				whole = append(whole, instRef{rv, i})
+			}
+		}
+	}
+	return total, whole
 }
 
 func (kv *kernelView) functionSplit() *match {

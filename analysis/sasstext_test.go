@@ -32,8 +32,8 @@ func sassText(name, body string) string {
 		case strings.HasPrefix(s, "#line "):
 			fmt.Fprintf(&b, "\t//## File \"k.cu\", line %s\n", strings.TrimPrefix(s, "#line "))
 			continue
-		case strings.HasSuffix(s, ":"):
-			fmt.Fprintf(&b, "%s\n", s)
+		case strings.HasSuffix(s, ":"), strings.HasPrefix(s, ".type"):
+			fmt.Fprintf(&b, "%s\n", s) // labels, and a subroutine's .type line
 			continue
 		}
 		ctl := ""
