@@ -118,6 +118,53 @@ func TestAdviseLoopUnrolling(t *testing.T) {
 	}
 }
 
+// Item 50: the load waits sit in the inner loop (line 5); the outer loop
+// (line 3) has none of its own. Unrolling the outer loop copies its body,
+// whose inner loops still run one after the other: only the inner loop's
+// unrolling is raised, with its waits: min(its 15 active samples, 3/4 of
+// 80 (item 43)) = 15 hide, 100/85.
+func TestOuterLoopUnrollingLeavesInnerWaits(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 3
+		MOV R4, RZ {S1}
+		.L_x_1:
+		MOV R10, R16 {S1}
+		.L_x_2:
+		#line 5
+		LDG.E R2, desc[UR4][R10.64] {W0 S2}
+		IADD3 R10, R10, 0x4, RZ {S1}
+		FADD R4, R4, R2 {B0 S4}
+		ISETP.NE.AND P1, PT, R10, R12, PT {S4}
+		@P1 BRA `+"`(.L_x_2)"+` {S1}
+		#line 3
+		IADD3 R16, R16, 0x100, RZ {S1}
+		ISETP.NE.AND P2, PT, R16, R18, PT {S4}
+		@P2 BRA `+"`(.L_x_1)"+` {S1}
+		#line 7
+		STG.E desc[UR4][R14.64], R4 {S1}
+		EXIT
+	`)
+	s := sampledKernel(t, m, "k", mod1)
+	s.stall(0x20, "selected", 5)
+	s.stall(0x40, "selected", 5)
+	s.stall(0x40, "long_scoreboard", 80)
+	s.stall(0x50, "selected", 5)
+	s.stall(0x70, "selected", 5)
+	s.launches(1, 128, 1, 16)
+	var loops []string
+	for _, a := range s.advise(t, m, Options{}) {
+		if a.Kind == OptLoopUnrolling {
+			loops = append(loops, a.Hotspots[0].Loop)
+			if a.Hotspots[0].Loop == "k.cu:5" && !approx(a.Speedup, 100.0/85) {
+				t.Errorf("inner loop's unrolling %v, want 100/85 (%s)", a.Speedup, a.Evidence)
+			}
+		}
+	}
+	if len(loops) != 1 || loops[0] != "k.cu:5" {
+		t.Fatalf("loop unrolling raised for loops %v, want the inner one alone (k.cu:5)", loops)
+	}
+}
+
 // Stalls on spilled values: register increase eliminates them (eq. 3).
 // spilledKernel is a kernel whose FADD waits on a spill load: 60 samples,
 // 40 of them the FADD's wait on the LDL, 10 selected.

@@ -502,8 +502,12 @@ func (kv *kernelView) loopUnrolling() []match {
 			}
 			h := newHotSet()
 			m, mx := 0.0, 0.0
+			// Only the loop's own body: unrolling a loop copies its body,
+			// and each copy runs its inner loops one after the other as
+			// before (the compiler does not jam them), so their waits stay
+			// (item 50); they are the inner loops' own unrolling's.
 			ok := func(efv *fnView, e blame.Edge) bool {
-				if efv != fv || !latencyReason(e.Reason) || !fv.inLoop(e.Dst, li) || !fv.inLoop(e.Src, li) {
+				if efv != fv || !latencyReason(e.Reason) || fv.c.Loop[e.Dst] != li || fv.c.Loop[e.Src] != li {
 					return false
 				}
 				k := fv.c.Model.Insts[e.Src].Kind
