@@ -958,3 +958,14 @@ func TestRegisterIncreaseAtCeiling(t *testing.T) {
 		}
 	}
 }
+
+// Item 51: unrolling by 4 groups 8 passes in two full groups (all of
+// them), 10 in two groups and a remainder of 2 (8 of 10), 3.1 in none
+// (the remainder loop runs them all).
+func TestGroupedShare(t *testing.T) {
+	for _, tc := range []struct{ trips, want float64 }{{8, 1}, {10, 0.8}, {3.1, 0}, {4, 1}, {0, 0}} {
+		if got := groupedShare(tc.trips, 4); !approx(got, tc.want) {
+			t.Errorf("groupedShare(%v, 4) = %v, want %v", tc.trips, got, tc.want)
+		}
+	}
+}

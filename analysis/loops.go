@@ -83,3 +83,41 @@ func (fv *fnView) loopActive(li int) float64 {
 
 // inLoop reports whether instruction i lies in loop li (nested included).
 func (fv *fnView) inLoop(i, li int) bool { return fv.c.inLoop(i, li) }
+
+// loopTrips is the mean number of passes through loop li per entry, from
+// the instruction counts: the executions of the header's first
+// instruction over those of the last instruction of the blocks that enter
+// it from outside (a guard that may skip the loop counts as an entry, so
+// the figure errs low); ok is false without counts.
+func (fv *fnView) loopTrips(li int) (float64, bool) {
+	g := fv.c.F.CFG()
+	lp := g.Loops[li]
+	in := map[int]bool{}
+	for _, b := range lp.Blocks {
+		in[b] = true
+	}
+	h := g.Blocks[lp.Header]
+	head := fv.s[h.Start].Executed
+	if head <= 0 {
+		return 0, false
+	}
+	entries := 0.0
+	for _, p := range h.Preds {
+		if in[p] {
+			continue
+		}
+		pb := g.Blocks[p]
+		if pb.End <= pb.Start {
+			return 0, false
+		}
+		e := fv.s[pb.End-1].Executed
+		if e <= 0 {
+			return 0, false
+		}
+		entries += e
+	}
+	if entries <= 0 {
+		return 0, false
+	}
+	return head / entries, true
+}

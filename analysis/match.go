@@ -72,6 +72,10 @@ type match struct {
 	// alsoGone are instructions the change removes that are no hotspots
 	// (a routine whose every call goes, item 49), for the issue bound.
 	alsoGone []instRef
+	// grouped is the share of a loop's passes that unrolling puts in full
+	// groups (item 51); 0 when not known (all of them).
+	grouped      float64
+	groupedKnown bool
 	// Mover is the part of M that is round trips put in flight together
 	// with others (movable.go, item 45): it goes without work to hide
 	// behind.
@@ -113,6 +117,9 @@ func (m *match) gain(T float64) float64 {
 	f := 1.0
 	if m.inFlight > 1 {
 		f = float64(m.inFlight-1) / float64(m.inFlight)
+		if m.grouped > 0 || m.groupedKnown {
+			f *= m.grouped
+		}
 	}
 	if m.est == estHiding && m.scopes != nil {
 		hidden := 0.0

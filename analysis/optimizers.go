@@ -482,6 +482,16 @@ func (kv *kernelView) codeReordering() *match {
 	return r
 }
 
+// groupedShare is the share of a loop's passes that unrolling by u puts in
+// full groups, for a loop that runs trips passes per entry: u·⌊trips/u⌋ of
+// them (trips taken as every entry's; 0 below u).
+func groupedShare(trips float64, u int) float64 {
+	if trips <= 0 {
+		return 0
+	}
+	return float64(u) * math.Floor(trips/float64(u)) / trips
+}
+
 // unrollFactor is the unrolling the loop unrolling advice asks for and
 // prices: a bare #pragma unroll leaves a loop whose trip count is known
 // only at run time as it is, so the hint names a factor.
@@ -532,6 +542,13 @@ func (kv *kernelView) loopUnrolling() []match {
 			if !kv.gpaOnly {
 				mt.inFlight = unrollFactor
 				mt.note = fmt.Sprintf("; unrolled %d times, each group's first iteration still waits: at most %d/%d of M hides (item 43)", unrollFactor, unrollFactor-1, unrollFactor)
+				// Only full groups of iterations overlap: the iterations
+				// left over run in the remainder loop, one after the
+				// other (item 51).
+				if trips, ok := fv.loopTrips(li); ok {
+					mt.grouped, mt.groupedKnown = groupedShare(trips, unrollFactor), true
+					mt.note += fmt.Sprintf("; %.1f passes per entry (instruction counts): %.0f%% of them in full groups of %d", trips, 100*mt.grouped, unrollFactor)
+				}
 			}
 			if barriers {
 				mt.setScopes(kv.hidingScopes(ok, func(ifv *fnView, i int) bool { return ifv == fv && fv.inLoop(i, li) }))
