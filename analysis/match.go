@@ -73,7 +73,8 @@ type match struct {
 	// (a routine whose every call goes, item 49), for the issue bound.
 	alsoGone []instRef
 	// grouped is the share of a loop's passes that unrolling puts in full
-	// groups (item 51); 0 when not known (all of them).
+	// groups (item 51), where groupedKnown (without instruction counts,
+	// all of them are taken to).
 	grouped      float64
 	groupedKnown bool
 	// Mover is the part of M that is round trips put in flight together
@@ -117,7 +118,7 @@ func (m *match) gain(T float64) float64 {
 	f := 1.0
 	if m.inFlight > 1 {
 		f = float64(m.inFlight-1) / float64(m.inFlight)
-		if m.grouped > 0 || m.groupedKnown {
+		if m.groupedKnown {
 			f *= m.grouped
 		}
 	}
