@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"gpuprof/analysis/blame"
-	"gpuprof/profile"
 	"gpuprof/sass"
 )
 
@@ -206,11 +205,15 @@ func (kv *kernelView) straightLineHiding(ok func(*fnView, blame.Edge) bool, move
 			edges = append(edges, edgeAt{j, e.Src, e.Dst, v})
 		}
 	}
+	queued := false
+	if len(segs) > 0 {
+		queued = kv.queueing()
+	}
 	for j := range out {
 		for i := range works[j] {
 			out[j].work += out[j].fv.active(i)
 		}
-		if len(segs[j]) > 1 && !kv.queueing() {
+		if len(segs[j]) > 1 && !queued {
 			sum, longest := 0.0, 0.0
 			for _, w := range segs[j] {
 				sum += w
@@ -231,7 +234,8 @@ func (kv *kernelView) straightLineHiding(ok func(*fnView, blame.Edge) bool, move
 // queueing reports whether kernel context kv moves its sectors at a rate
 // where the loaded latency has risen above the least (the probes' knee,
 // item 36): its footprint per launch over the launch's time, times the
-// sectors its accesses touch per byte they ask for. There the waits are
+// sectors its warp accesses touch per sector a coalesced access of the
+// same lanes would (MemoryDivergence's kernel total). There the waits are
 // for the memory system's throughput, and more round trips in flight
 // together do not shorten them. False where the GPU's memory or the
 // kernel's traffic is not known.
@@ -246,25 +250,17 @@ func (kv *kernelView) queueing() bool {
 	if launches <= 0 || t <= 0 || foot <= 0 {
 		return false
 	}
-	var sectors, asked float64
-	for _, id := range kv.x.InstNodes(kv.k) {
-		vs := kv.x.P.Nodes[id].Metrics
-		r, ok := kv.byNode[id]
-		if s := vs.Get(profile.MemSectors); s > 0 && ok {
-			sectors += 32 * float64(s)
-			asked += float64(accessBits(&r.fv.c.F.Insts[r.i])/8) * float64(vs.Get(profile.MemLoads)+vs.Get(profile.MemStores))
-		}
-	}
-	return sectorRate(foot, t/launches, sectors, asked) >= kneeGBs(g.Memory)
+	_, tot := MemoryDivergence(kv.x, kv.k, instLookup(kv.x, kvModules(kv)))
+	return sectorRate(foot, t/launches, tot.Degree, tot.Ideal) >= kneeGBs(g.Memory)
 }
 
 // sectorRate is the GB/s of sectors a kernel moves: its footprint of foot
-// bytes in perLaunch ns, times the sector bytes its accesses touch per
-// byte they ask for (at least 1).
-func sectorRate(foot, perLaunch, sectors, asked float64) float64 {
+// bytes in perLaunch ns, times the sectors its accesses touch per sector
+// they need (at least 1).
+func sectorRate(foot, perLaunch, touched, needed float64) float64 {
 	amp := 1.0
-	if asked > 0 {
-		amp = max(1, sectors/asked)
+	if needed > 0 {
+		amp = max(1, touched/needed)
 	}
 	return foot / perLaunch * amp
 }

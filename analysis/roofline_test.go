@@ -83,15 +83,16 @@ func TestRoundTripBound(t *testing.T) {
 }
 
 // Item 45: 134 MB swept in 282 µs is 475 GB/s of asked bytes; with 18
-// sectors touched per 4 asked (a transpose's column stores) the memory
-// moves 4.5 times that, 2138 GB/s, past a 670 GB/s knee; a kernel whose
-// accesses touch what they ask for moves its 475.
+// sectors touched per warp access where a coalesced one needs 4 (a
+// transpose's column stores beside its coalesced loads) the memory moves
+// 4.5 times that, 2138 GB/s, past a 670 GB/s knee; a kernel whose
+// accesses touch no more than they need moves its 475.
 func TestSectorRate(t *testing.T) {
-	if r := sectorRate(134e6, 282e3, 18*32, 4*32); !approx(r, 134e6/282e3*4.5) {
+	if r := sectorRate(134e6, 282e3, 18, 4); !approx(r, 134e6/282e3*4.5) {
 		t.Errorf("sector rate %v, want %v", r, 134e6/282e3*4.5)
 	}
-	if r := sectorRate(134e6, 282e3, 100, 200); !approx(r, 134e6/282e3) {
-		t.Errorf("sector rate %v with fewer sectors than asked bytes, want %v", r, 134e6/282e3)
+	if r := sectorRate(134e6, 282e3, 3, 4); !approx(r, 134e6/282e3) {
+		t.Errorf("sector rate %v with fewer sectors than needed, want %v", r, 134e6/282e3)
 	}
 }
 
