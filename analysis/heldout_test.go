@@ -496,7 +496,8 @@ func TestHeldOutPairs(t *testing.T) {
 		// TeaLeaf's fixes), the column says so and the rest reproduces.
 		if _, err := os.Stat(filepath.Join(*heldoutDir, "captures", s.prog+"."+s.fix+".pcsampling.gpr")); err != nil {
 			r.fpUnknown = true
-		} else if fas, _ := heldoutAdvice(t, s.prog+"."+s.fix); true {
+		} else {
+			fas, _ := heldoutAdvice(t, s.prog+"."+s.fix)
 			for _, a := range kernelAdvice(fas, s.kernel) {
 				h := a.Hotspots[0]
 				if a.Kind == s.kind && filepath.Base(h.File) == s.file && math.Abs(float64(h.Line)-float64(s.line)) <= 3 {
