@@ -58,7 +58,7 @@ struct SMod {
     std::unordered_map<std::string, SFunc> funcs;
     bool instrumentable = false; // patched successfully at load
     bool patched = false;        // current state (GPUPROF_SKIP=unpatch toggles it)
-    bool keep_patched = false;   // launched on a non-blocking stream: never unpatched again
+    bool keep_patched = false;   // launched on a created stream: never unpatched again
 };
 
 struct Buf {
@@ -435,17 +435,15 @@ Buf *acquire_buf(CtxState &cs, CUcontext ctx) {
     return b;
 }
 
-/* Whether a stream was created with cudaStreamNonBlocking (the legacy and
- * per-thread default streams are not). */
-bool stream_nonblocking(CUstream s) {
-    if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return false;
-    unsigned int flags = 0;
-    return cuStreamGetFlags(s, &flags) == CUDA_SUCCESS && (flags & CU_STREAM_NON_BLOCKING) != 0;
+/* Whether a stream is one the program created (cudaStreamCreate, with or
+ * without cudaStreamNonBlocking), not the legacy or per-thread default. */
+bool stream_created(CUstream s) {
+    return s != nullptr && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
 }
 
 // Launches sampled for tracing but left untraced: their module was
-// unpatched and they ran on a non-blocking stream (stream_nonblocking).
-std::atomic<uint64_t> g_unpatched_nonblocking{0};
+// unpatched and they ran on a created stream (stream_created).
+std::atomic<uint64_t> g_unpatched_created{0};
 
 /* The context's disabled control block, zeroed in stream order before
  * the first kernel of each stream that uses it, by an asynchronous copy as
@@ -655,28 +653,31 @@ void on_launch_begin(const Sanitizer_LaunchData *ld) {
         if (instr) buf = acquire_buf(cs, ld->context);
         if (m && g_cfg.skip_unpatch && m->instrumentable) {
             // Unpatching a module inside the launch callback of a stream
-            // created with cudaStreamNonBlocking never returned (NVIDIA's
-            // matrixMul and jacobiCudaGraphs samples hung at their first
-            // launch left out by kernel sampling, on the H100). A module
-            // launched on such a stream keeps its patches from then on: the
-            // launches left out run the patched code against the disabled
-            // control block, as GPUPROF_SKIP=data does (slower, not wrong).
-            // One unpatched by an earlier launch elsewhere is not re-patched
-            // there either: that launch goes untraced, and is counted.
-            const bool nonblocking = stream_nonblocking(ld->stream);
-            if (nonblocking && !m->keep_patched) {
+            // the program created never returned: with cudaStreamNonBlocking
+            // (NVIDIA's matrixMul and jacobiCudaGraphs samples hung at their
+            // first launch left out by kernel sampling, on the H100), and
+            // with plain cudaStreamCreate too (HeCBench's lfib4 hung at its
+            // fifth launch, the first left out, on such a stream). A module
+            // launched on a created stream keeps its patches from then on:
+            // the launches left out run the patched code against the
+            // disabled control block, as GPUPROF_SKIP=data does (slower, not
+            // wrong). One unpatched by an earlier launch elsewhere is not
+            // re-patched there either: that launch goes untraced, and is
+            // counted.
+            const bool created = stream_created(ld->stream);
+            if (created && !m->keep_patched) {
                 m->keep_patched = true;
-                log("module %llu: launched on a non-blocking stream; it keeps its patches from now on",
+                log("module %llu: launched on a stream the program created; it keeps its patches from now on",
                     (unsigned long long)m->id);
             }
             uint64_t t0 = stat_clock();
             if (!buf && m->patched && !m->keep_patched) {
                 if (SAN(sanitizerUnpatchModule(ld->module))) m->patched = false;
                 stat_time(ST_UNPATCH, stat_clock() - t0);
-            } else if (buf && !m->patched && nonblocking) {
+            } else if (buf && !m->patched && created) {
                 cs.free_bufs.push_back(buf);
                 buf = nullptr;
-                g_unpatched_nonblocking++;
+                g_unpatched_created++;
             } else if (buf && !m->patched) {
                 m->patched = patch_module(ld->module);
                 stat_time(ST_PATCH, stat_clock() - t0);
@@ -970,9 +971,9 @@ bool sanitizer_init() {
 }
 
 void sanitizer_atexit() {
-    if (uint64_t n = g_unpatched_nonblocking.load())
+    if (uint64_t n = g_unpatched_created.load())
         log("%llu launches sampled for tracing ran untraced: their module had been unpatched and they ran on a "
-            "non-blocking stream",
+            "stream the program created",
             (unsigned long long)n);
     {
         std::lock_guard<std::mutex> lk(g_act_mu);

@@ -8,7 +8,10 @@
 // Each launch adds 1 to every element: after the warm-up and reps timed
 // launches every element is reps + 1, exactly in float.
 //
-// Usage: nonblocking_stream [n] [reps]  (default 65536 elements, 30 launches)
+// With a third argument "blocking" the stream is a plain cudaStreamCreate
+// one: the first launch left out hung there too (HeCBench's lfib4).
+//
+// Usage: nonblocking_stream [n] [reps] [blocking]  (default 65536 elements, 30 launches)
 #include "common.cuh"
 
 __global__ void add_one(float *y, int n) {
@@ -17,6 +20,8 @@ __global__ void add_one(float *y, int n) {
 }
 
 int main(int argc, char **argv) {
+    const bool blocking = argc > 3 && !strcmp(argv[3], "blocking");
+    if (blocking) argc = 3; // not a variant name for parse_args
     Args a = parse_args(argc, argv, 1L << 16, 30);
     int n = (int)a.n;
     float *y;
@@ -24,7 +29,7 @@ int main(int argc, char **argv) {
     CK(cudaMemset(y, 0, n * sizeof(float)));
     CK(cudaDeviceSynchronize());
     cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&s, blocking ? cudaStreamDefault : cudaStreamNonBlocking));
     unsigned g = grid_for(n, 256);
     add_one<<<g, 256, 0, s>>>(y, n); // warm-up
     CK(cudaStreamSynchronize(s));
