@@ -555,6 +555,8 @@ func (kv *kernelView) loopUnrolling() []match {
 			}
 			if u := fv.c.compilerUnroll(li); u >= minCompilerUnroll && !kv.gpaOnly {
 				mt.na = fmt.Sprintf("the compiler already unrolled this loop %d times (its body walks %d consecutive elements of one array, or of its structures, advancing past them each pass): unrolling again brings no independent work; what still waits is a chain through the iterations, such as an accumulator (split it into partial sums)", u, u)
+			} else if u := fv.c.unrolledBesideRemainder(li); u >= minCompilerUnroll && !kv.gpaOnly {
+				mt.na = fmt.Sprintf("the compiler already unrolled this loop %d times (its body holds %d times the loads of the loop at the same line that runs the iterations left over): unrolling again brings no independent work; what still waits is a chain through the iterations, such as an accumulator (split it into partial sums)", u, u)
 			} else if u := fv.c.remainderOf(li); u >= minCompilerUnroll && !kv.gpaOnly {
 				mt.na = fmt.Sprintf("this loop is the remainder of a loop at the same line that the compiler unrolled %d times (it runs the iterations left over from the unrolled passes): unrolling the source loop again brings no independent work; what still waits is a chain through the iterations, such as an accumulator (split it into partial sums)", u)
 			}

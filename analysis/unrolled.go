@@ -153,19 +153,106 @@ func (c *code) baseAdvance(i int, b sass.Reg, li int) int64 {
 // one iteration per pass for the trip count's remainder, and both carry
 // the source loop's line. 1 when li is no such loop.
 func (c *code) remainderOf(li int) int {
-	g := c.F.CFG()
-	if len(g.Loops[li].Children) > 0 {
-		return 1
-	}
-	line := c.loopLine(li)
 	best := 1
-	for lj := range g.Loops {
-		if lj == li || c.loopLine(lj) != line || g.Loops[lj].Contains(g.Loops[li].Header) || g.Loops[li].Contains(g.Loops[lj].Header) {
-			continue
-		}
+	for _, lj := range c.sameLineLoops(li) {
 		best = max(best, c.compilerUnroll(lj))
+		if u := c.loadRatio(lj, li); u >= minCompilerUnroll {
+			best = max(best, u)
+		}
 	}
 	return best
+}
+
+// unrolledBesideRemainder returns, for innermost loop li, how many
+// iterations of the source loop its body holds when a remainder loop at
+// the same line is beside it: li's global loads are u times the other
+// loop's, and it steps u times as far (item 52). The remainder runs one iteration per pass, so the
+// ratio counts the copies whatever registers the compiler computed their
+// addresses in, where compilerUnroll needs one walk from one base (nvcc
+// unrolling 16 times spreads a walk over several address registers, each
+// from its own copy of the index). 1 when there is no such loop.
+func (c *code) unrolledBesideRemainder(li int) int {
+	best := 1
+	for _, lj := range c.sameLineLoops(li) {
+		if u := c.loadRatio(li, lj); u >= minCompilerUnroll {
+			best = max(best, u)
+		}
+	}
+	return best
+}
+
+// sameLineLoops lists the innermost loops other than innermost loop li
+// that carry its line, neither inside the other: the copies the compiler
+// made of one source loop.
+func (c *code) sameLineLoops(li int) []int {
+	g := c.F.CFG()
+	if len(g.Loops[li].Children) > 0 {
+		return nil
+	}
+	line := c.loopLine(li)
+	var out []int
+	for lj := range g.Loops {
+		if lj == li || len(g.Loops[lj].Children) > 0 || c.loopLine(lj) != line || g.Loops[lj].Contains(g.Loops[li].Header) || g.Loops[li].Contains(g.Loops[lj].Header) {
+			continue
+		}
+		out = append(out, lj)
+	}
+	return out
+}
+
+// loadRatio is u when loop a's body holds u times the global loads of
+// loop b's (both non-zero) and advances a pointer or an index by u times
+// a constant step of b's, 0 otherwise: u passes of b in one of a. A loop
+// that advances by a pitch in a register shows no such step.
+func (c *code) loadRatio(a, b int) int {
+	na, nb := c.globalLoadsIn(a), c.globalLoadsIn(b)
+	if na == 0 || nb == 0 || na%nb != 0 {
+		return 0
+	}
+	u := int64(na / nb)
+	for _, x := range c.constantSteps(a) {
+		for _, y := range c.constantSteps(b) {
+			if x == u*y {
+				return int(u)
+			}
+		}
+	}
+	return 0
+}
+
+// constantSteps lists the constants loop li adds to a register of its own
+// each pass (IADD3 r, r, imm), as magnitudes.
+func (c *code) constantSteps(li int) []int64 {
+	g := c.F.CFG()
+	var out []int64
+	for _, bi := range g.Loops[li].Blocks {
+		bl := g.Blocks[bi]
+		for i := bl.Start; i < bl.End; i++ {
+			in := &c.F.Insts[i]
+			if in.Opcode != "IADD3" || len(in.Operands) == 0 || in.Operands[0].Kind != sass.OperandReg {
+				continue
+			}
+			if n, ok := selfAdd(in, in.Operands[0].Reg); ok && n != 0 {
+				out = append(out, max(n, -n))
+			}
+		}
+	}
+	return out
+}
+
+// globalLoadsIn counts the global loads in loop li's blocks.
+func (c *code) globalLoadsIn(li int) int {
+	g := c.F.CFG()
+	n := 0
+	for _, bi := range g.Loops[li].Blocks {
+		bl := g.Blocks[bi]
+		for i := bl.Start; i < bl.End; i++ {
+			if isGlobalLoad(&c.F.Insts[i]) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // loopDef is the one definition inside loop li of register r read at

@@ -175,3 +175,74 @@ func TestRemainderOfUnrolledLoop(t *testing.T) {
 		}
 	}
 }
+
+// nvcc's loop unrolled 4 times whose copies compute their addresses in
+// four registers, each from its own copy of the index (no one walk for
+// compilerUnroll), beside the loop of the iterations left over at the same
+// line 4, with one load a pass: a thread's elements 32 floats apart, the
+// index advanced by 4·32 in the first loop and 32 in the second. The
+// first holds 4 times the second's loads and steps 4 times as far, so it
+// is unrolled 4 times and loop unrolling there is n/a (item 52). With two
+// loads a pass in the second loop (a ratio of 2) it is not: the waits
+// (M = 40 of T = 60, A = 20) give eq. 6's 60/40.
+func TestUnrolledBesideRemainder(t *testing.T) {
+	for _, ratio4 := range []bool{true, false} {
+		rem := "IMAD.WIDE R2, R11, 0x4, R12 {S4}\nLDG.E R4, desc[UR4][R2.64] {W0 S1}\n"
+		if !ratio4 {
+			rem += "LDG.E R5, desc[UR4][R2.64+0x80] {W1 S1}\n"
+		}
+		m := parseSASS(t, "k", `
+		#line 3
+		MOV R9, RZ {S1}
+		#line 4
+		.L_x_0:
+		MOV R20, R11 {S1}
+		MOV R21, R11 {S1}
+		MOV R22, R11 {S1}
+		MOV R23, R11 {S1}
+		IMAD.WIDE R24, R20, 0x4, R12 {S4}
+		IMAD.WIDE R26, R21, 0x4, R12 {S4}
+		IMAD.WIDE R28, R22, 0x4, R12 {S4}
+		IMAD.WIDE R30, R23, 0x4, R12 {S4}
+		LDG.E R4, desc[UR4][R24.64] {W0 S1}
+		LDG.E R5, desc[UR4][R26.64+0x80] {W1 S1}
+		LDG.E R6, desc[UR4][R28.64+0x100] {W2 S1}
+		LDG.E R7, desc[UR4][R30.64+0x180] {W3 S1}
+		FFMA R9, R4, R4, R9 {B0 S4}
+		FFMA R9, R5, R5, R9 {B1 S4}
+		FFMA R9, R6, R6, R9 {B2 S4}
+		FFMA R9, R7, R7, R9 {B3 S4}
+		IADD3 R11, R11, 0x80, RZ {S1}
+		ISETP.NE.AND P1, PT, R11, R10, PT {S4}
+		@P1 BRA `+"`(.L_x_0)"+` {S1}
+		.L_x_1:
+		`+rem+`
+		FFMA R9, R4, R4, R9 {B0 S4}
+		IADD3 R11, R11, 0x20, RZ {S1}
+		ISETP.NE.AND P2, PT, R11, R15, PT {S4}
+		@P2 BRA `+"`(.L_x_1)"+` {S1}
+		#line 6
+		STG.E desc[UR4][R14.64], R9 {S1}
+		EXIT
+		`)
+		c := codeOf(m, m.Func("k"))
+		if n := len(c.F.CFG().Loops); n != 2 {
+			t.Fatalf("%d loops", n)
+		}
+		if u := c.compilerUnroll(0); u != 1 {
+			t.Fatalf("compilerUnroll sees %d copies; the test wants a loop it does not see", u)
+		}
+		s := sampledKernel(t, m, "k", mod1)
+		s.stall(0xc0, "selected", 10)
+		s.stall(0xd0, "long_scoreboard", 40)
+		s.stall(0xe0, "selected", 10)
+		s.launches(1, 128, 1, 16)
+		a := findKind(t, s.advise(t, m, Options{}), OptLoopUnrolling)
+		if ratio4 && !strings.Contains(a.SpeedupNA, "already unrolled this loop 4 times (its body holds 4 times the loads of the loop at the same line") {
+			t.Errorf("beside a remainder of a quarter of its loads: %v (%q), want n/a", a.Speedup, a.SpeedupNA)
+		}
+		if !ratio4 && !approx(a.Speedup, 60.0/40) {
+			t.Errorf("beside a loop of half its loads: %v (%q), want 60/40; %s", a.Speedup, a.SpeedupNA, a.Evidence)
+		}
+	}
+}
