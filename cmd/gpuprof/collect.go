@@ -79,7 +79,7 @@ torchrun; written by hand:
 	fs.StringVar(&o.HybridKernel, "hybrid-kernel", os.Getenv("GPUPROF_HYBRID_KERNEL"), "hybrid mode (and the hybrid run of --mode all): count the instructions of the kernel whose mangled name contains NAME (its plain name will do) instead of the first kernel launched (hybrid) or the kernel with the most GPU time (all); only one kernel gets counts (GPUPROF_SASS_KERNEL; default $GPUPROF_HYBRID_KERNEL)")
 	fs.IntVar(&o.Nice, "nice", envIntOr("GPUPROF_NICE", collector.DefaultNice), "nice value of the collector's threads once the application runs, so that the application and the library come first on a busy host; 0: unchanged (default $GPUPROF_NICE or 10)")
 	fs.StringVar(&o.InjectLib, "inject", "", "injection library (default $GPUPROF_INJECT or lib/libgpuprof_inject.so beside gpuprof)")
-	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent")
+	sassFiles := fs.String("sass", os.Getenv("GPUPROF_SASS"), "nvdisasm outputs (files or directories, comma-separated) for modules when nvdisasm is absent: the collector's own analysis of value traces; the report's advice reads them again (gpuprof report --sass)")
 	hostSyms := fs.String("host-symbols", os.Getenv("GPUPROF_HOST_SYMBOLS"), "symbol tables (files, or directories of *.syms; comma-separated) for host binaries that are not on this machine, as 'gpuprof symtab' writes beside captures")
 	fs.Uint64Var(&o.BatchRecords, "batch-records", uint64(max(0, envInt("GPUPROF_BATCH_RECORDS"))), "publish a batch every this many access records (default $GPUPROF_BATCH_RECORDS or 1048576)")
 	fs.DurationVar(&o.BatchInterval, "batch-interval", 0, "also publish a batch at least this often, however few records (default 5s)")
@@ -122,6 +122,11 @@ torchrun; written by hand:
 			t0 := time.Now()
 			err := profile.WriteFile(*local, lp.p)
 			slog.Debug("profile written", "file", *local, "in", time.Since(t0).Round(time.Millisecond))
+			if err == nil && *sassFiles != "" {
+				// The profile keeps no listing: advice from PC samples and
+				// instruction counts reads them when the report is made.
+				slog.Info("the report's advice needs the same listings", "command", "gpuprof report --sass "+*sassFiles+" "+*local)
+			}
 			return err
 		}
 	default:
