@@ -163,8 +163,10 @@ func (kv *kernelView) parallelismOptimizers() []match {
 		nb := math.Min(float64(p.g.SMs), math.Floor(warps))
 		if nb > p.cfg.GridBlocks {
 			per := warps / nb
-			mk(OptBlockIncrease, fmt.Sprintf("the grid has %.0f blocks for %d SMs: split its %.0f warps into %.0f smaller blocks (%.1f warps each) so %.0f SMs run.", p.cfg.GridBlocks, p.g.SMs, warps, nb, per, nb),
-				cfgText+fmt.Sprintf("; bounded by the launch's work: its %.0f warps over %.0f SMs, %.1f per block", warps, nb, per), m.rate(nb, per, 1))
+			if mt := mk(OptBlockIncrease, fmt.Sprintf("the grid has %.0f blocks for %d SMs: split its %.0f warps into %.0f smaller blocks (%.1f warps each) so %.0f SMs run.", p.cfg.GridBlocks, p.g.SMs, warps, nb, per, nb),
+				cfgText+fmt.Sprintf("; bounded by the launch's work: its %.0f warps over %.0f SMs, %.1f per block", warps, nb, per), m.rate(nb, per, 1)); mt != nil && !kv.gpaOnly {
+				kv.fewerWarpsBound(mt)
+			}
 		}
 	}
 	// Thread increase: small blocks hit the blocks-per-SM limit before the
@@ -288,6 +290,36 @@ func (kv *kernelView) moreWarpsBound(otherBlocks bool) (float64, string) {
 		why = fmt.Sprintf("the schedulers already issue in %.0f%% of the cycles (instruction counts at the top clock)", 100*u)
 	}
 	return b, why
+}
+
+// fewerWarpsBound bounds a block increase by what fewer warps per SM can
+// take away (item 53). The launch's warps stay and each runs the same
+// instructions: its own waits (a dependency, a round trip to memory) are
+// the same on an SM of its own. What goes is what warps of one SM cost
+// each other: a ready warp the scheduler did not pick (not_selected), a
+// full memory queue or a busy pipe (the throttles, math pipe, dispatch),
+// and, in smaller blocks, the barrier waits for fewer warps. With C such
+// samples of T, the kernel can shrink to T - C at best: the estimate is
+// the scheduler model's, at most T/(T - C).
+func (kv *kernelView) fewerWarpsBound(mt *match) {
+	C := 0.0
+	for _, fv := range kv.fns {
+		for i := range fv.s {
+			for r, v := range fv.s[i].ByReason {
+				rs, _ := blame.LookupReason(r)
+				if r == "not_selected" || r == "barrier" || r == "warpgroup_arrive" || rs.Group == blame.GThrottle || rs.Group == blame.GPipe {
+					C += v
+				}
+			}
+		}
+	}
+	if C >= kv.T {
+		return
+	}
+	if b := kv.T / (kv.T - C); mt.S > b {
+		mt.detail += fmt.Sprintf("; %.2fx at most: each warp keeps its own waits on an SM of its own, and only the %.0f of the kernel's %.0f samples where warps of one SM held each other up (not selected, a full queue or a busy pipe, a barrier) can go (item 53)", b, C, kv.T)
+		mt.S = b
+	}
 }
 
 // registerLimitCost says why a limit of regs registers per thread has a
