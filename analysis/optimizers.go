@@ -521,7 +521,12 @@ func (kv *kernelView) loopUnrolling() []match {
 					return false
 				}
 				k := fv.c.Model.Insts[e.Src].Kind
-				return k == blame.KGlobalMem || k == blame.KGenericMem || k == blame.KTextureMem || k == blame.KArithFixed || k == blame.KArithVar
+				if k != blame.KGlobalMem && k != blame.KGenericMem && k != blame.KTextureMem && k != blame.KArithFixed && k != blame.KArithVar {
+					return false
+				}
+				// A chain through the iterations waits as long unrolled
+				// (item 54).
+				return kv.gpaOnly || !fv.c.onRecurrence(e.Src, e.Dst, li)
 			}
 			for _, e := range fv.r.Edges {
 				if ok(fv, e) {
