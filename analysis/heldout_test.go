@@ -59,6 +59,7 @@ var heldoutSets = map[int]string{
 	6: "../testdata/validation/heldout6",
 	7: "../testdata/validation/heldout7",
 	8: "../testdata/validation/heldout8",
+	9: "../testdata/validation/heldout9",
 }
 
 // heldoutSpecsPath is the chosen set's specs.tsv.
@@ -77,14 +78,14 @@ const hotShare = 0.10
 // hotRule is a set's registered rule for hot kernels: the share of the
 // program's GPU time from which a kernel is hot and, where not 0, how many
 // of the hottest count (set 6: 5%, at most six; its programs spread their
-// time over many kernels; sets 7 and 8: 10%, at most two). Sets 1 to 5 use
+// time over many kernels; sets 7 to 9: 10%, at most two). Sets 1 to 5 use
 // hotShare with no cap (set 5's two-kernel cap was applied when its specs
 // were written).
 func hotRule(set int) (share float64, most int) {
 	switch set {
 	case 6:
 		return 0.05, 6
-	case 7, 8:
+	case 7, 8, 9:
 		return hotShare, 2
 	}
 	return hotShare, 0
