@@ -35,12 +35,7 @@ func TestUnrollingLeavesChains(t *testing.T) {
 		if got := c.onRecurrence(mufu, fadd, 0); got != chain {
 			t.Errorf("chain %v: onRecurrence(MUFU, FADD) = %v", chain, got)
 		}
-		s := sampledKernel(t, m, "k", mod1)
-		s.stall(0x10, "selected", 10)
-		s.stall(0x20, "short_scoreboard", 40)
-		s.stall(0x30, "selected", 10)
-		s.launches(1, 128, 1, 16)
-		as := s.advise(t, m, Options{})
+		as := loopWaits(t, m, 0x10, "short_scoreboard")
 		if chain {
 			for _, a := range as {
 				if a.Kind == OptLoopUnrolling {

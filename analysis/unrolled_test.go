@@ -161,12 +161,7 @@ func TestRemainderOfUnrolledLoop(t *testing.T) {
 		if n := len(c.F.CFG().Loops); n != 2 {
 			t.Fatalf("%d loops", n)
 		}
-		s := sampledKernel(t, m, "k", mod1)
-		s.stall(0xc0, "selected", 10)
-		s.stall(0xd0, "long_scoreboard", 40)
-		s.stall(0xe0, "selected", 10)
-		s.launches(1, 128, 1, 16)
-		a := findKind(t, s.advise(t, m, Options{}), OptLoopUnrolling)
+		a := findKind(t, loopWaits(t, m, 0xc0, "long_scoreboard"), OptLoopUnrolling)
 		if unrolled && !strings.Contains(a.SpeedupNA, "remainder of a loop at the same line that the compiler unrolled 4 times") {
 			t.Errorf("after an unrolled loop: %v (%q), want n/a", a.Speedup, a.SpeedupNA)
 		}
@@ -232,12 +227,7 @@ func TestUnrolledBesideRemainder(t *testing.T) {
 		if u := c.compilerUnroll(0); u != 1 {
 			t.Fatalf("compilerUnroll sees %d copies; the test wants a loop it does not see", u)
 		}
-		s := sampledKernel(t, m, "k", mod1)
-		s.stall(0xc0, "selected", 10)
-		s.stall(0xd0, "long_scoreboard", 40)
-		s.stall(0xe0, "selected", 10)
-		s.launches(1, 128, 1, 16)
-		a := findKind(t, s.advise(t, m, Options{}), OptLoopUnrolling)
+		a := findKind(t, loopWaits(t, m, 0xc0, "long_scoreboard"), OptLoopUnrolling)
 		if ratio4 && !strings.Contains(a.SpeedupNA, "already unrolled this loop 4 times (its body holds 4 times the loads of the loop at the same line") {
 			t.Errorf("beside a remainder of a quarter of its loads: %v (%q), want n/a", a.Speedup, a.SpeedupNA)
 		}
@@ -245,4 +235,18 @@ func TestUnrolledBesideRemainder(t *testing.T) {
 			t.Errorf("beside a loop of half its loads: %v (%q), want 60/40; %s", a.Speedup, a.SpeedupNA, a.Evidence)
 		}
 	}
+}
+
+// loopWaits advises on kernel k of m with 60 samples around a wait: 10
+// selected at off, 40 of reason at the next instruction, 10 selected at
+// the one after (T = 60, M = 40, A = 20), one launch of a 128-thread
+// block at 16 registers.
+func loopWaits(t *testing.T, m *sass.Module, off uint64, reason string) []Advice {
+	t.Helper()
+	s := sampledKernel(t, m, "k", mod1)
+	s.stall(off, "selected", 10)
+	s.stall(off+0x10, reason, 40)
+	s.stall(off+0x20, "selected", 10)
+	s.launches(1, 128, 1, 16)
+	return s.advise(t, m, Options{})
 }
