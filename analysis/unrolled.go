@@ -151,7 +151,9 @@ func (c *code) baseAdvance(i int, b sass.Reg, li int) int64 {
 // loop the compiler unrolled from the same source loop, when li is what
 // is left of it: nvcc follows a loop it unrolled 4 times with a loop of
 // one iteration per pass for the trip count's remainder, and both carry
-// the source loop's line. 1 when li is no such loop.
+// the source loop's line. The other loop is seen unrolled by its walk
+// (compilerUnroll) or by holding u times li's loads and steps (loadRatio,
+// item 52). 1 when li is no such loop.
 func (c *code) remainderOf(li int) int {
 	best := 1
 	for _, lj := range c.sameLineLoops(li) {
@@ -166,11 +168,12 @@ func (c *code) remainderOf(li int) int {
 // unrolledBesideRemainder returns, for innermost loop li, how many
 // iterations of the source loop its body holds when a remainder loop at
 // the same line is beside it: li's global loads are u times the other
-// loop's, and it steps u times as far (item 52). The remainder runs one iteration per pass, so the
-// ratio counts the copies whatever registers the compiler computed their
-// addresses in, where compilerUnroll needs one walk from one base (nvcc
-// unrolling 16 times spreads a walk over several address registers, each
-// from its own copy of the index). 1 when there is no such loop.
+// loop's, and it steps u times as far (item 52). The remainder runs one
+// iteration per pass, so the ratio counts the copies whatever registers
+// the compiler computed their addresses in, where compilerUnroll needs
+// one walk from one base (nvcc unrolling 16 times spreads a walk over
+// several address registers, each from its own copy of the index). 1 when
+// there is no such loop.
 func (c *code) unrolledBesideRemainder(li int) int {
 	best := 1
 	for _, lj := range c.sameLineLoops(li) {
