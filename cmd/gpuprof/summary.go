@@ -57,13 +57,18 @@ func writeSummary(w io.Writer, out string, p *profile.Profile, adv []analysis.Ad
 		}
 		fmt.Fprintf(w, "gpuprof:   rank %d incomplete: %s\n", r, reason(r))
 	}
-	for i, a := range text.SortAdvice(adv) {
+	// As the report lists them: a finding at sibling calling contexts once.
+	for i, g := range text.AdviceGroups(p, text.SortAdvice(adv)) {
 		if i == summaryAdvice {
 			break
 		}
+		a := g[0]
 		at := ""
 		if len(a.Hotspots) > 0 {
 			at = " at " + shortWhere(p, a.Hotspots[0])
+		}
+		if len(g) > 1 {
+			at += fmt.Sprintf(" (%d calling contexts)", len(g))
 		}
 		sp := ""
 		if a.Speedup > 1 {

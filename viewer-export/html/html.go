@@ -252,16 +252,16 @@ func (d *data) provenance(p *profile.Profile, pv view.Provenance) {
 // adviceCards fills in the advice list (a finding repeated at sibling
 // contexts as one card) and the notes on waiting kernels.
 func (d *data) adviceCards(p *profile.Profile, advice []analysis.Advice) {
-	for i, g := range adviceGroups(p, text.Advice(advice)) {
+	for i, g := range text.AdviceGroups(p, text.Advice(advice)) {
 		a := g[0]
 		row := card(p, a, i+1)
 		row.Folded = i >= adviceShown
-		if rs := unionRanks(g); len(rs) > 0 {
+		if rs := text.UnionRanks(g); len(rs) > 0 {
 			row.Ranks = "ranks " + rankList(rs)
 		}
 		if len(g) > 1 {
 			// The same finding at sibling contexts: one item, its places.
-			row.Where = append([]string{fmt.Sprintf("at %d calling contexts of the same code:", len(g))}, siblingPlaces(p, g)...)
+			row.Where = append([]string{fmt.Sprintf("at %d calling contexts of the same code:", len(g))}, text.SiblingPlaces(p, g)...)
 			row.Evidence += fmt.Sprintf(" (the first of %d contexts)", len(g))
 		}
 		d.Advice = append(d.Advice, row)

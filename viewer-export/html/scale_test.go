@@ -131,7 +131,7 @@ func TestSiblingAdviceOneItem(t *testing.T) {
 		adv = append(adv, analysis.Advice{Kind: "sibling finding", Category: analysis.CatImbalance, Hint: "rebalance the sibling work", Importance: 0.3 + 0.1*float64(i),
 			Speedup: 1.3 + 0.1*float64(i), Ranks: []int32{3}, Hotspots: []analysis.Where{{Context: k, Kernel: "spmv_csr_f64"}}})
 	}
-	groups := adviceGroups(p, text.SortAdvice(adv))
+	groups := text.AdviceGroups(p, text.SortAdvice(adv))
 	var merged []analysis.Advice
 	for _, g := range groups {
 		if g[0].Kind == "sibling finding" {

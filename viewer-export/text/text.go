@@ -246,6 +246,27 @@ func SortAdvice(advice []analysis.Advice) []analysis.Advice {
 	return out
 }
 
+// gainTogether is the share of the job's GPU time a group's members save
+// together: one source change fixes every context, so their gains add up.
+func gainTogether(g []analysis.Advice) float64 {
+	t := 0.0
+	for _, m := range g {
+		if m.Speedup > 0 && m.KernelShare > 0 {
+			t += m.JobGain()
+		}
+	}
+	return t
+}
+
+// bestTogether is the most any group saves together.
+func bestTogether(groups [][]analysis.Advice) float64 {
+	best := 0.0
+	for _, g := range groups {
+		best = max(best, gainTogether(g))
+	}
+	return best
+}
+
 // NoGainLine is the report's verdict when no estimated advice would save
 // analysis.NoGainShare of the job's GPU time ("" otherwise).
 func NoGainLine(advice []analysis.Advice) string {
@@ -381,15 +402,33 @@ func (r *report) advice(all []analysis.Advice) {
 		r.b.WriteString("No advice: the analysis found nothing above its thresholds.\n")
 		return
 	}
-	if l := NoGainLine(advice); l != "" {
+	// A finding repeated at sibling contexts (a kernel launched from
+	// several call sites) is one item, as in report.html: the first
+	// context's numbers, then each context's caller and numbers, and what
+	// they save together (one source change fixes every context).
+	groups := AdviceGroups(r.p, advice)
+	if l := NoGainLine(advice); l != "" && bestTogether(groups) < analysis.NoGainShare {
 		r.b.WriteString(l + "\n")
 	}
-	for i, a := range advice {
+	for i, g := range groups {
 		if i == r.o.Top {
-			fmt.Fprintf(r.b, "... %d more in profile.json and report.html\n", len(advice)-i)
+			fmt.Fprintf(r.b, "... %d more in profile.json and report.html\n", len(groups)-i)
 			break
 		}
-		fmt.Fprintf(r.b, "%2d. [%s] %s: %s\n", i+1, a.Category, Title(a), Headline(a))
+		a := g[0]
+		head := a
+		head.Ranks = UnionRanks(g)
+		fmt.Fprintf(r.b, "%2d. [%s] %s: %s\n", i+1, a.Category, Title(a), Headline(head))
+		if len(g) > 1 {
+			if together := gainTogether(g); together > 0 {
+				fmt.Fprintf(r.b, "    at %d calling contexts of the same code, which save %s of the job's GPU time together:\n", len(g), pct(together))
+			} else {
+				fmt.Fprintf(r.b, "    at %d calling contexts of the same code:\n", len(g))
+			}
+			for _, l := range SiblingCallers(r.p, g) {
+				fmt.Fprintf(r.b, "      %s\n", l)
+			}
+		}
 		if more := r.places(a, 3); more > 0 {
 			fmt.Fprintf(r.b, "    and %d more places\n", more)
 		}
@@ -397,7 +436,11 @@ func (r *report) advice(all []analysis.Advice) {
 			fmt.Fprintf(r.b, "    %s\n", a.Hint)
 		}
 		if a.Evidence != "" {
-			fmt.Fprintf(r.b, "    evidence: %s\n", a.Evidence)
+			ev := a.Evidence
+			if len(g) > 1 {
+				ev += fmt.Sprintf(" (the first of %d contexts)", len(g))
+			}
+			fmt.Fprintf(r.b, "    evidence: %s\n", ev)
 		}
 		if a.SpeedupNA != "" {
 			fmt.Fprintf(r.b, "    speedup n/a: %s\n", a.SpeedupNA)
