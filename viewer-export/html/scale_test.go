@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"gpuprof/analysis"
-	"gpuprof/profile"
 	"gpuprof/viewer-export/internal/exporttest"
 	"gpuprof/viewer-export/internal/view"
 	"gpuprof/viewer-export/text"
@@ -112,18 +111,7 @@ func TestSiblingAdviceOneItem(t *testing.T) {
 	p := exporttest.Showcase(8)
 	adv := exporttest.ShowcaseAdvice(p)
 	// spmv launched from a second call site too: the same finding at both.
-	var kernels []profile.NodeID
-	for _, id := range p.SortedNodeIDs() {
-		if n := p.Nodes[id]; n.Frame.Kind == profile.KindKernel && strings.HasPrefix(n.Frame.Function, "_Z12spmv") {
-			kernels = append(kernels, id)
-			main := profile.Frame{Kind: profile.KindHostFrame, Module: "/opt/heat3d/bin/heat3d", Function: "main", File: "heat3d.cc", Line: 212}
-			restart := profile.Frame{Kind: profile.KindHostFrame, Module: "/opt/heat3d/bin/heat3d", Function: "_Z12restart_stepv", File: "restart.cc", Line: 9}
-			other := p.Path(main, restart, n.Frame)
-			p.Add(other.ID, profile.GPUTime, 1000)
-			kernels = append(kernels, other.ID)
-			break
-		}
-	}
+	kernels := exporttest.SiblingSpmv(p)
 	if len(kernels) != 2 {
 		t.Fatalf("%d spmv contexts", len(kernels))
 	}

@@ -1,6 +1,8 @@
 package exporttest
 
 import (
+	"strings"
+
 	"fmt"
 	"math"
 
@@ -279,4 +281,20 @@ func ShowcaseAdvice(p *profile.Profile) []analysis.Advice {
 			Hotspots: []analysis.Where{{Context: halo, Kernel: "halo_pack_face"}},
 			Evidence: "1200 launches, 26 us each"},
 	}
+}
+
+// SiblingSpmv launches the showcase's spmv kernel from a second call site
+// too (main > restart_step, 1000 ns of GPU time) and returns its two
+// kernel contexts: the same code at sibling contexts.
+func SiblingSpmv(p *profile.Profile) []profile.NodeID {
+	for _, id := range p.SortedNodeIDs() {
+		if n := p.Nodes[id]; n.Frame.Kind == profile.KindKernel && strings.HasPrefix(n.Frame.Function, "_Z12spmv") {
+			main := profile.Frame{Kind: profile.KindHostFrame, Module: "/opt/heat3d/bin/heat3d", Function: "main", File: "heat3d.cc", Line: 212}
+			restart := profile.Frame{Kind: profile.KindHostFrame, Module: "/opt/heat3d/bin/heat3d", Function: "_Z12restart_stepv", File: "restart.cc", Line: 9}
+			other := p.Path(main, restart, n.Frame)
+			p.Add(other.ID, profile.GPUTime, 1000)
+			return []profile.NodeID{id, other.ID}
+		}
+	}
+	return nil
 }
