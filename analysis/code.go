@@ -274,19 +274,21 @@ func instIndex(m *sass.Module, name string, off uint64) (*sass.Function, int) {
 // section sec (the calling kernel's): the copy of a subroutine that the
 // compiler placed in that kernel's section.
 func instIndexIn(m *sass.Module, sec, name string, off uint64) (*sass.Function, int) {
-	if f := m.FuncIn(sec, name); sec != "" && f != nil {
+	at := func(f *sass.Function) int {
 		if i := f.InstAt(off); i >= 0 {
-			return f, i
+			return i
 		}
-		if i := f.InstAt(f.Start + off); i >= 0 {
-			return f, i
+		return f.InstAt(f.Start + off)
+	}
+	if sec != "" {
+		if f := m.FuncIn(sec, name); f != nil {
+			if i := at(f); i >= 0 {
+				return f, i
+			}
 		}
 	}
 	if f := m.Func(name); f != nil {
-		if i := f.InstAt(off); i >= 0 {
-			return f, i
-		}
-		if i := f.InstAt(f.Start + off); i >= 0 {
+		if i := at(f); i >= 0 {
 			return f, i
 		}
 	}

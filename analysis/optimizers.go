@@ -512,6 +512,18 @@ func (kv *kernelView) loopUnrolling() []match {
 			}
 			h := newHotSet()
 			m, mx := 0.0, 0.0
+			// onRecurrence walks the loop: once per edge, though ok is
+			// asked again for the barrier intervals.
+			chain := map[[2]int]bool{}
+			onChain := func(src, dst int) bool {
+				k := [2]int{src, dst}
+				v, seen := chain[k]
+				if !seen {
+					v = fv.c.onRecurrence(src, dst, li)
+					chain[k] = v
+				}
+				return v
+			}
 			// Only the loop's own body: unrolling a loop copies its body,
 			// and each copy runs its inner loops one after the other as
 			// before (the compiler does not jam them), so their waits stay
@@ -526,7 +538,7 @@ func (kv *kernelView) loopUnrolling() []match {
 				}
 				// A chain through the iterations waits as long unrolled
 				// (item 54).
-				return kv.gpaOnly || !fv.c.onRecurrence(e.Src, e.Dst, li)
+				return kv.gpaOnly || !onChain(e.Src, e.Dst)
 			}
 			for _, e := range fv.r.Edges {
 				if ok(fv, e) {
