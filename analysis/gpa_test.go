@@ -969,3 +969,71 @@ func TestGroupedShare(t *testing.T) {
 		}
 	}
 }
+
+// Two conflicted shared loads: one at a stride of 32 words from the
+// thread's index (4 passes where 1 would do), one probing a table at an
+// index each step moves by the comparison of the thread's own loaded x
+// with the last probe (a binary search: 3 passes where 1 would do). The
+// stride's conflicts go with padding: 20 samples × 3/4 = 15 of T = 100.
+// The search's 30 × 2/3 do not: its lanes meet on the banks the data
+// picks (item 55). With the strided load conflict-free, nothing padding
+// removes is left and the advice is n/a. GPA's rule counts both.
+func TestSharedAdjustDataChosenAddresses(t *testing.T) {
+	m := parseSASS(t, "k", `
+		#line 7
+		S2R R0, SR_TID.X {S1}
+		IMAD.WIDE R4, R0, 0x4, c[0x0][0x210] {S4}
+		LDG.E R2, desc[UR4][R4.64] {W0 S1}
+		#line 8
+		IMAD.SHL.U32 R12, R0, 0x80, RZ {S4}
+		LDS R13, [R12] {W1 S1}
+		#line 9
+		MOV R6, 0x1fc {S1}
+		MOV R7, 0x7 {S1}
+		.L_x_0:
+		LDS R8, [R6] {W2 S1}
+		FSETP.GT.AND P0, PT, R2, R8, PT {B0 B2 S4}
+		SEL R9, 0x40, -0x40, P0 {S4}
+		IADD3 R6, R6, R9, RZ {S4}
+		IADD3 R7, R7, -0x1, RZ {S1}
+		ISETP.NE.AND P1, PT, R7, RZ, PT {S4}
+		@P1 BRA `+"`(.L_x_0)"+` {S1}
+		#line 10
+		FADD R14, R13, R8 {B1 S4}
+		STG.E desc[UR4][R4.64], R14 {S1}
+		EXIT
+	`)
+	for _, c := range []struct {
+		strided, gpa bool
+		want         float64 // M; 0: n/a
+	}{
+		{strided: true, want: 15},
+		{strided: true, gpa: true, want: 15 + 20},
+		{strided: false, want: 0},
+	} {
+		s := sampledKernel(t, m, "k", mod1)
+		s.stall(0x40, "selected", 20)
+		s.stall(0x70, "selected", 30)
+		s.stall(0xe0, "selected", 50)
+		s.p.Add(s.node[0x40], mSharedWarps, 10)
+		s.p.Add(s.node[0x40], mSharedWavefronts, 40)
+		if c.strided {
+			s.p.Add(s.node[0x40], mSharedIdeal, 10)
+		} else {
+			s.p.Add(s.node[0x40], mSharedIdeal, 40)
+		}
+		s.p.Add(s.node[0x70], mSharedWarps, 20)
+		s.p.Add(s.node[0x70], mSharedWavefronts, 60)
+		s.p.Add(s.node[0x70], mSharedIdeal, 20)
+		a := findKind(t, s.advise(t, m, Options{GPAOnly: c.gpa}), OptSharedAdjust)
+		if c.want == 0 {
+			if a.SpeedupNA == "" || a.Hotspots[0].Line != 9 {
+				t.Fatalf("search alone: speedup %v, want n/a; hotspot %+v; %s", a.Speedup, a.Hotspots[0], a.Evidence)
+			}
+			continue
+		}
+		if want := 100 / (100 - c.want); a.SpeedupNA != "" || !approx(a.Speedup, want) || a.Hotspots[0].Line != 8 && !c.gpa {
+			t.Fatalf("strided, GPA only %v: speedup %v (n/a %q), want %v; hotspot %+v; %s", c.gpa, a.Speedup, a.SpeedupNA, want, a.Hotspots[0], a.Evidence)
+		}
+	}
+}

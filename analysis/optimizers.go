@@ -666,11 +666,15 @@ var (
 //     work removed, the extra wavefronts among all wavefronts of the
 //     shared instructions and the warp executions of the LSU ones
 //     (instructions whose executions the profile does not count are left
-//     out of the total, so the share is an upper bound).
+//     out of the total, so the share is an upper bound);
+//   - an instruction whose lanes take their addresses from data they
+//     loaded (dataAddressed: a search) meets on banks by chance, however
+//     the array is laid out: its passes are left out, and where no other
+//     conflict is left the advice is n/a (item 55).
 func (kv *kernelView) sharedAdjust() *match {
-	h := newHotSet()
+	h, hs := newHotSet(), newHotSet()
 	m := 0.0
-	var worst, gone, all float64
+	var worst, sworst, gone, all, searched float64
 	conflicted := map[instRef]bool{}
 	for _, fv := range kv.fns {
 		for i := range fv.s {
@@ -692,13 +696,27 @@ func (kv *kernelView) sharedAdjust() *match {
 				continue
 			}
 			conflicted[instRef{fv, i}] = true
-			gone += wf - ideal
 			excess := 1 - ideal/wf
-			worst = math.Max(worst, wf/ideal)
 			v := (fv.cost(i) - kv.syncSamples(fv, i)) * excess
+			if !kv.gpaOnly && dataAddressed(fv, i) {
+				// Lanes at data-chosen addresses (a search): no layout
+				// takes their passes away (item 55).
+				searched += v
+				hs.add(fv, i, -1, v)
+				sworst = math.Max(sworst, wf/ideal)
+				continue
+			}
+			gone += wf - ideal
+			worst = math.Max(worst, wf/ideal)
 			m += v
 			h.add(fv, i, -1, v)
 		}
+	}
+	if m == 0 && searched > 0 {
+		return &match{kind: OptSharedAdjust, M: searched, hots: hs.list(),
+			na:     "every conflicted shared access takes its address from data its lanes loaded (a search over a table, a merge path): the lanes meet on the banks the data picks, and no padding or swizzle of the array removes those passes (fewer probes, or the table in registers, would)",
+			hint:   fmt.Sprintf("shared memory accesses conflict on banks (up to %.1f passes per warp access where one would do): pad the array's rows (e.g. [32][33]) or swizzle the index so a warp's lanes hit distinct banks.", sworst),
+			detail: "cost of the shared instructions (own samples but synchronisation, and stalls blamed on them) times their share of extra passes, 1 - ideal/wavefronts (mem.shared.wavefronts), at data-chosen addresses (item 55)"}
 	}
 	if m == 0 {
 		return nil
@@ -712,7 +730,11 @@ func (kv *kernelView) sharedAdjust() *match {
 			}
 		}
 	}
-	return &match{kind: OptSharedAdjust, M: m, hots: h.list(),
+	note := ""
+	if searched > 0 {
+		note = fmt.Sprintf("; %.0f samples of conflicts at data-chosen addresses (a search) left out: no layout removes them (item 55)", searched)
+	}
+	return &match{kind: OptSharedAdjust, M: m, hots: h.list(), note: note,
 		hint:   fmt.Sprintf("shared memory accesses conflict on banks (up to %.1f passes per warp access where one would do): pad the array's rows (e.g. [32][33]) or swizzle the index so a warp's lanes hit distinct banks.", worst),
 		detail: "cost of the shared instructions (own samples but synchronisation, and stalls blamed on them) times their share of extra passes, 1 - ideal/wavefronts (mem.shared.wavefronts), and the MIO queue's share of extra wavefronts of the other instructions' mio_throttle"}
 }
