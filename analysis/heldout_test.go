@@ -51,15 +51,16 @@ var (
 
 // heldoutSets are the held-out sets' folders, by number.
 var heldoutSets = map[int]string{
-	1: "../testdata/validation/heldout",
-	2: "../testdata/validation/heldout2",
-	3: "../testdata/validation/heldout3",
-	4: "../testdata/validation/heldout4",
-	5: "../testdata/validation/heldout5",
-	6: "../testdata/validation/heldout6",
-	7: "../testdata/validation/heldout7",
-	8: "../testdata/validation/heldout8",
-	9: "../testdata/validation/heldout9",
+	1:  "../testdata/validation/heldout",
+	2:  "../testdata/validation/heldout2",
+	3:  "../testdata/validation/heldout3",
+	4:  "../testdata/validation/heldout4",
+	5:  "../testdata/validation/heldout5",
+	6:  "../testdata/validation/heldout6",
+	7:  "../testdata/validation/heldout7",
+	8:  "../testdata/validation/heldout8",
+	9:  "../testdata/validation/heldout9",
+	10: "../testdata/validation/heldout10",
 }
 
 // heldoutSpecsPath is the chosen set's specs.tsv.
@@ -85,7 +86,7 @@ func hotRule(set int) (share float64, most int) {
 	switch set {
 	case 6:
 		return 0.05, 6
-	case 7, 8, 9:
+	case 7, 8, 9, 10:
 		return hotShare, 2
 	}
 	return hotShare, 0
