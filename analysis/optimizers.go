@@ -714,8 +714,8 @@ func (kv *kernelView) sharedAdjust() *match {
 	}
 	if m == 0 && searched > 0 {
 		return &match{kind: OptSharedAdjust, M: searched, hots: hs.list(),
-			na:     "every conflicted shared access takes its address from data its lanes loaded (a search over a table, a merge path): the lanes meet on the banks the data picks, and no padding or swizzle of the array removes those passes (fewer probes, or the table in registers, would)",
-			hint:   fmt.Sprintf("shared memory accesses conflict on banks (up to %.1f passes per warp access where one would do): pad the array's rows (e.g. [32][33]) or swizzle the index so a warp's lanes hit distinct banks.", sworst),
+			na:     "every conflicted shared access takes its address from data its lanes loaded (a search over a table, a merge path): the lanes meet on the banks the data picks, and no padding or swizzle of the array removes those passes",
+			hint:   fmt.Sprintf("shared memory accesses conflict on banks (up to %.1f passes per warp access where one would do) at addresses the data picks (a search): padding or swizzling does not spread them; fewer probes, or the searched table in registers, would.", sworst),
 			detail: "cost of the shared instructions (own samples but synchronisation, and stalls blamed on them) times their share of extra passes, 1 - ideal/wavefronts (mem.shared.wavefronts), at data-chosen addresses (item 55)"}
 	}
 	if m == 0 {
