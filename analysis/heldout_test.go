@@ -451,6 +451,22 @@ func TestHeldOutPairs(t *testing.T) {
 					break
 				}
 			}
+			if r.rankNow < 0 && want != "" {
+				// A model change may reword the hint (set 9's N14: its
+				// n/a names the search instead of padding): one advice of
+				// the kind at the place is still the one the spec names;
+				// two or more (nested loops) cannot be told apart.
+				var only []int
+				for i := range ka {
+					if at(i) {
+						only = append(only, i)
+					}
+				}
+				if len(only) == 1 {
+					r.est, r.rankNow = ka[only[0]].Speedup, only[0]+1
+					t.Logf("%s: the only %s at %s:%d has another hint than the selection's", s.id, s.kind, s.file, s.line)
+				}
+			}
 			if r.rankNow < 0 {
 				t.Errorf("%s: the kernel no longer raises %s at %s:%d with the selection's hint", s.id, s.kind, s.file, s.line)
 			} else {
