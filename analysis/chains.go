@@ -129,23 +129,60 @@ func laneLoad(fv *fnView, j int) bool {
 }
 
 // threadIndexed reports whether the address of memory instruction j of
-// fv depends on the thread's index (SR_TID, SR_LANEID), so that its
-// lanes load different elements.
+// fv depends on the thread's index, so that its lanes load different
+// elements.
 func (fv *fnView) threadIndexed(j int) bool {
-	from := addressDefs(fv, j)
-	slice := fv.backSlice(from, func(int) bool { return true })
-	for _, k := range from {
-		slice[k] = true
-	}
-	for k := range slice {
-		in := &fv.c.F.Insts[k]
-		if in.Opcode != "S2R" && in.Opcode != "CS2R" {
-			continue
+	lane := fv.c.laneVarying()
+	for _, d := range addressDefs(fv, j) {
+		if lane[d] {
+			return true
 		}
-		for _, o := range in.Operands {
-			if o.Kind == sass.OperandSpecial && (strings.HasPrefix(o.Name, "SR_TID") || o.Name == "SR_LANEID") {
-				return true
+	}
+	return false
+}
+
+// laneVarying marks the instructions whose results depend, through the
+// registers (scoreboards aside), on the thread's index (SR_TID,
+// SR_LANEID): computed once per function, forward from those reads, so
+// that asking it of every load in a slice stays linear.
+func (c *code) laneVarying() []bool {
+	c.laneOnce.Do(func() {
+		v := make([]bool, len(c.F.Insts))
+		var stack []int
+		for i := range c.F.Insts {
+			if readsThreadIndex(&c.F.Insts[i]) {
+				v[i] = true
+				stack = append(stack, i)
 			}
+		}
+		for len(stack) > 0 {
+			i := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for r, us := range c.Model.Users[i] {
+				if sass.Reg(r).Kind() == sass.KindSB {
+					continue
+				}
+				for _, u := range us {
+					if !v[u] {
+						v[u] = true
+						stack = append(stack, u)
+					}
+				}
+			}
+		}
+		c.lane = v
+	})
+	return c.lane
+}
+
+// readsThreadIndex reports whether in reads SR_TID or SR_LANEID.
+func readsThreadIndex(in *sass.Instruction) bool {
+	if in.Opcode != "S2R" && in.Opcode != "CS2R" {
+		return false
+	}
+	for _, o := range in.Operands {
+		if o.Kind == sass.OperandSpecial && (strings.HasPrefix(o.Name, "SR_TID") || o.Name == "SR_LANEID") {
+			return true
 		}
 	}
 	return false

@@ -46,6 +46,9 @@ type code struct {
 
 	shOnce  sync.Once
 	shShare []float64 // sharedRemovable
+
+	laneOnce sync.Once
+	lane     []bool // laneVarying
 }
 
 // divisions returns the function's IEEE float divisions (divide.go).
