@@ -29,7 +29,7 @@ func recurrentLoad(fv *fnView, i int) bool {
 	if op := fv.c.F.Insts[i].Mem.Op; op != sass.MemLoad && op != sass.MemAtomic {
 		return false
 	}
-	return fv.backSlice([]int{i}, func(int) bool { return true })[i]
+	return fv.c.backSlice([]int{i}, func(int) bool { return true })[i]
 }
 
 // chainedLoads splits refs into the loads on a dependent chain and the
@@ -60,7 +60,7 @@ func (kv *kernelView) chainedLoads(refs []instRef) (chained, rest []instRef) {
 // depends on the thread's index (constant and local loads are left out:
 // kernel arguments, and spilled registers, hold no data of their own).
 func dataAddressed(fv *fnView, i int) bool {
-	slice := fv.backSlice(addressDefs(fv, i), func(int) bool { return true })
+	slice := fv.c.backSlice(addressDefs(fv, i), func(int) bool { return true })
 	for _, j := range addressDefs(fv, i) {
 		slice[j] = true
 	}

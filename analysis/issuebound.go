@@ -95,7 +95,7 @@ func (kv *kernelView) issueSavings(gone map[instRef]float64) (m float64, note st
 // every result is read by the slice or by i alone), less the loop
 // control: what goes with the access.
 func (fv *fnView) addressSlice(i, li int, control map[int]bool) []int {
-	in := fv.backSlice([]int{i}, func(k int) bool { return k != i && !control[k] && fv.inLoop(k, li) })
+	in := fv.c.backSlice([]int{i}, func(k int) bool { return k != i && !control[k] && fv.inLoop(k, li) })
 	// Drop what something outside the slice also reads, until none does.
 	for changed := true; changed; {
 		changed = false

@@ -34,7 +34,7 @@ func (fv *fnView) loopControl(li int) map[int]bool {
 			branches = append(branches, br)
 		}
 	}
-	ctl := fv.backSlice(branches, func(j int) bool { return own[j] })
+	ctl := fv.c.backSlice(branches, func(j int) bool { return own[j] })
 	for _, br := range branches {
 		ctl[br] = true
 	}
@@ -45,13 +45,13 @@ func (fv *fnView) loopControl(li int) map[int]bool {
 // reach the instructions from, through reaching definitions (not
 // scoreboard waits), keeping to those where in holds; from themselves are
 // not in it unless reached.
-func (fv *fnView) backSlice(from []int, in func(j int) bool) map[int]bool {
+func (c *code) backSlice(from []int, in func(j int) bool) map[int]bool {
 	out := map[int]bool{}
 	stack := append([]int(nil), from...)
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		for _, d := range fv.c.Model.Insts[i].Deps {
+		for _, d := range c.Model.Insts[i].Deps {
 			if d.SB {
 				continue
 			}

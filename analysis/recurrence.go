@@ -1,7 +1,5 @@
 package analysis
 
-import "gpuprof/sass"
-
 // Chains through a loop's iterations.
 //
 // Unrolling a loop puts several iterations' instructions side by side, so
@@ -17,30 +15,5 @@ import "gpuprof/sass"
 // the two lie on a chain through the iterations. Scoreboards are left
 // out: a slot reused by unrelated instructions is no dependency.
 func (c *code) onRecurrence(src, dst, li int) bool {
-	du := c.F.DefUse()
-	seen := map[int]bool{src: true}
-	stack := []int{src}
-	for len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for k, r := range du.Uses[i] {
-			if r.Kind() == sass.KindSB {
-				continue
-			}
-			for _, d := range du.UD[i][k] {
-				di := int(d)
-				if d < 0 || !c.inLoop(di, li) {
-					continue
-				}
-				if di == dst {
-					return true
-				}
-				if !seen[di] {
-					seen[di] = true
-					stack = append(stack, di)
-				}
-			}
-		}
-	}
-	return false
+	return c.backSlice([]int{src}, func(j int) bool { return c.inLoop(j, li) })[dst]
 }
