@@ -60,8 +60,9 @@ func (kv *kernelView) chainedLoads(refs []instRef) (chained, rest []instRef) {
 // depends on the thread's index (constant and local loads are left out:
 // kernel arguments, and spilled registers, hold no data of their own).
 func dataAddressed(fv *fnView, i int) bool {
-	slice := fv.c.backSlice(addressDefs(fv, i), func(int) bool { return true })
-	for _, j := range addressDefs(fv, i) {
+	defs := addressDefs(fv, i)
+	slice := fv.c.backSlice(defs, func(int) bool { return true })
+	for _, j := range defs {
 		slice[j] = true
 	}
 	for j := range slice {
@@ -75,24 +76,16 @@ func dataAddressed(fv *fnView, i int) bool {
 }
 
 // addressDefs lists the instructions defining the registers memory
-// instruction i of fv reads for its address: its general and uniform
-// register operands other than a store's data, never its guard or a
-// scoreboard.
+// instruction i of fv reads to form its address (sass's AddressRegs: never
+// a store's data, its guard or a scoreboard).
 func addressDefs(fv *fnView, i int) []int {
-	addr := map[sass.Reg]bool{}
-	for _, o := range fv.c.F.Insts[i].Operands {
-		if o.Kind != sass.OperandMem {
-			continue
-		}
-		for _, r := range []sass.Reg{o.Base, o.UBase} {
-			if r.Tracked() {
-				addr[r] = true
-			}
-		}
+	addr := map[uint32]bool{}
+	for _, r := range fv.c.F.Insts[i].AddressRegs() {
+		addr[uint32(r)] = true
 	}
 	var out []int
 	for _, d := range fv.c.Model.Insts[i].Deps {
-		if d.SB || !addr[regBase(sass.Reg(d.Reg), addr)] {
+		if d.SB || !addr[d.Reg] {
 			continue
 		}
 		for _, j := range d.Defs {
@@ -102,20 +95,6 @@ func addressDefs(fv *fnView, i int) []int {
 		}
 	}
 	return out
-}
-
-// regBase maps r to the address register it belongs to (a 64-bit pair's
-// second half to its first), or r itself.
-func regBase(r sass.Reg, addr map[sass.Reg]bool) sass.Reg {
-	if addr[r] {
-		return r
-	}
-	for a := range addr {
-		if a.Kind() == r.Kind() && a.Index()+1 == r.Index() {
-			return a
-		}
-	}
-	return r
 }
 
 // laneLoad reports whether instruction j of fv loads data from memory

@@ -92,6 +92,19 @@ func (o *Operand) addrRegs(dst []Reg) []Reg {
 	return dst
 }
 
+// AddressRegs returns the tracked registers a memory instruction reads to
+// form its memory operand's address (both halves of a .64 base and of a
+// descriptor); nil for an instruction without one.
+func (in *Instruction) AddressRegs() []Reg {
+	var out []Reg
+	for i := range in.Operands {
+		if in.Operands[i].Kind == OperandMem {
+			out = in.Operands[i].addrRegs(out)
+		}
+	}
+	return out
+}
+
 // ParseOperand parses one operand token as nvdisasm prints it.
 func ParseOperand(tok string) (Operand, error) {
 	o := Operand{Text: tok}

@@ -153,3 +153,33 @@ func TestFloat16Bits(t *testing.T) {
 		t.Error("0.1 is not exactly representable in binary16")
 	}
 }
+
+// AddressRegs names the registers of the memory operand only: a store's
+// data is not part of its address; a .64 base and a descriptor are pairs.
+func TestAddressRegs(t *testing.T) {
+	for _, c := range []struct {
+		ops  []string
+		want string
+	}{
+		{[]string{"[R6]", "R7"}, "R6"},
+		{[]string{"R2", "desc[UR4][R4.64+0x8]"}, "R4 R5 UR4 UR5"},
+		{[]string{"R8", "[R6+UR5+0x10]"}, "R6 UR5"},
+		{[]string{"R1", "R2"}, ""},
+	} {
+		in := Instruction{}
+		for _, s := range c.ops {
+			o, err := ParseOperand(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.Operands = append(in.Operands, o)
+		}
+		var got []string
+		for _, r := range in.AddressRegs() {
+			got = append(got, r.String())
+		}
+		if g := strings.Join(got, " "); g != c.want {
+			t.Errorf("%v: %q, want %q", c.ops, g, c.want)
+		}
+	}
+}
