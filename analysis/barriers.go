@@ -195,7 +195,7 @@ func (fv *fnView) loopsInterval(loops map[int]bool) (int, bool) {
 	iv, _ := fv.c.barrierIntervals()
 	at := -2
 	for li := range loops {
-		for _, i := range fv.loopInsts(li) {
+		for _, i := range fv.c.loopInsts(li) {
 			switch {
 			case iv[i] < 0:
 				return 0, false

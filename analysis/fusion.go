@@ -72,13 +72,13 @@ func (fv *fnView) loopSignature(li int) string {
 func (fv *fnView) independentLoops(ls []int) bool {
 	owner := map[int]int{} // instruction -> loop of ls
 	for k, li := range ls {
-		for _, i := range fv.loopInsts(li) {
+		for _, i := range fv.c.loopInsts(li) {
 			owner[i] = k
 		}
 	}
 	for k, li := range ls {
 		seen := map[int]bool{}
-		stack := append([]int(nil), fv.loopInsts(li)...)
+		stack := append([]int(nil), fv.c.loopInsts(li)...)
 		for _, i := range stack {
 			seen[i] = true
 		}

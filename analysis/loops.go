@@ -5,8 +5,8 @@ package analysis
 // Fusion, barriers, chains and the redundancy estimates all ask it.
 
 // loopInsts lists the instructions of loop li (nested loops included).
-func (fv *fnView) loopInsts(li int) []int {
-	g := fv.c.F.CFG()
+func (c *code) loopInsts(li int) []int {
+	g := c.F.CFG()
 	var out []int
 	for _, bi := range g.Loops[li].Blocks {
 		for i := g.Blocks[bi].Start; i < g.Blocks[bi].End; i++ {

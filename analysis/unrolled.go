@@ -226,18 +226,14 @@ func (c *code) loadRatio(a, b int) int {
 // constantSteps lists the constants loop li adds to a register of its own
 // each pass (IADD3 r, r, imm), as magnitudes.
 func (c *code) constantSteps(li int) []int64 {
-	g := c.F.CFG()
 	var out []int64
-	for _, bi := range g.Loops[li].Blocks {
-		bl := g.Blocks[bi]
-		for i := bl.Start; i < bl.End; i++ {
-			in := &c.F.Insts[i]
-			if in.Opcode != "IADD3" || len(in.Operands) == 0 || in.Operands[0].Kind != sass.OperandReg {
-				continue
-			}
-			if n, ok := selfAdd(in, in.Operands[0].Reg); ok && n != 0 {
-				out = append(out, max(n, -n))
-			}
+	for _, i := range c.loopInsts(li) {
+		in := &c.F.Insts[i]
+		if in.Opcode != "IADD3" || len(in.Operands) == 0 || in.Operands[0].Kind != sass.OperandReg {
+			continue
+		}
+		if n, ok := selfAdd(in, in.Operands[0].Reg); ok && n != 0 {
+			out = append(out, max(n, -n))
 		}
 	}
 	return out
@@ -245,14 +241,10 @@ func (c *code) constantSteps(li int) []int64 {
 
 // globalLoadsIn counts the global loads in loop li's blocks.
 func (c *code) globalLoadsIn(li int) int {
-	g := c.F.CFG()
 	n := 0
-	for _, bi := range g.Loops[li].Blocks {
-		bl := g.Blocks[bi]
-		for i := bl.Start; i < bl.End; i++ {
-			if isGlobalLoad(&c.F.Insts[i]) {
-				n++
-			}
+	for _, i := range c.loopInsts(li) {
+		if isGlobalLoad(&c.F.Insts[i]) {
+			n++
 		}
 	}
 	return n
