@@ -305,7 +305,16 @@ func TestKillAndRestart(t *testing.T) {
 		first[r], rest[r] = items[r][:3], items[r][3:]
 	}
 	publishRanks(t, e, job, first, 8)
-	waitFor(t, "a partial of leaf 0.0 and one of the root's inputs", 30*time.Second, func() bool { return partials(t, c, job, 0, 0) > 0 && partials(t, c, job, 0, 1) > 0 })
+	// A partial counts once all its chunks are stored (the leaf says so):
+	// killed between its first chunk and its last, the leaf has nothing
+	// of its own to resume from, and the test failed now and then so.
+	waitFor(t, "a stored partial of leaf 0.0 and one of the root's inputs", 30*time.Second, func() bool {
+		stored := false
+		for _, l := range strings.Split(lb.String(), "\n") {
+			stored = stored || strings.Contains(l, `msg="reducer: partial stored"`) && strings.Contains(l, " node=0.0 ")
+		}
+		return stored && partials(t, c, job, 0, 1) > 0
+	})
 	nr.kill(leaf)
 	nr.kill(root)
 	// The ranks go on while the nodes are down; some of it reaches the

@@ -93,6 +93,8 @@ func (n *node) publishProfile(ctx context.Context, p *profile.Profile, finished,
 	for _, c := range chunks {
 		n.stats.BytesOut += uint64(len(c))
 	}
+	// Every chunk is stored: a restart resumes from this version.
+	n.log.Debug("reducer: partial stored", "version", h.PVer, "chunks", len(chunks), "final", final)
 	// The new version is stored: the inputs it covers can go.
 	for _, d := range n.deferred {
 		n.ack(d.m, d.rank, d.seq)
